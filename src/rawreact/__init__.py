@@ -1,0 +1,36 @@
+"""rawreact: raw-completion ReAct, in the style of the reference implementation, on local models."""
+
+from rawreact.actions import VERBS, Action, format_action, parse_action, parse_step
+from rawreact.collection import Collection, load_collection
+from rawreact.env import PassageEnv
+from rawreact.errors import ContextLengthExceeded, DataError, ModelError, PromptError, RawreactError
+from rawreact.loop import Step, Trajectory, react
+from rawreact.models import Completion, Model, ScriptedModel, load_model
+from rawreact.prompts import Prompt, load_prompt
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "VERBS",
+    "Action",
+    "Collection",
+    "Completion",
+    "ContextLengthExceeded",
+    "DataError",
+    "Model",
+    "ModelError",
+    "PassageEnv",
+    "Prompt",
+    "PromptError",
+    "RawreactError",
+    "ScriptedModel",
+    "Step",
+    "Trajectory",
+    "format_action",
+    "load_collection",
+    "load_model",
+    "load_prompt",
+    "parse_action",
+    "parse_step",
+    "react",
+]

@@ -1,0 +1,25 @@
+"""Errors that are ours or the infrastructure's, never the model's.
+
+The model's mistakes become observations (see `loop.py`); everything here is raised to the
+caller, names the file, value or model concerned, and says what to do next.
+"""
+
+
+class RawreactError(Exception):
+    """Base of every error rawreact raises on purpose; the CLI prints these without a traceback."""
+
+
+class DataError(RawreactError):
+    """A passage collection, question file or other data file is missing or malformed."""
+
+
+class PromptError(RawreactError):
+    """A prompt file is missing, malformed, or asks for something it does not have."""
+
+
+class ModelError(RawreactError):
+    """A model cannot be found, loaded or called."""
+
+
+class ContextLengthExceeded(ModelError):
+    """The prompt no longer fits the model's context window."""

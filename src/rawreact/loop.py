@@ -1,0 +1,195 @@
+"""The ReAct loop, in the shape of the reference notebook's `webthink`, and its record."""
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from rawreact.actions import Action, action_text, format_action, parse_action, split_step
+from rawreact.env import PassageEnv, one_line
+from rawreact.errors import ContextLengthExceeded
+from rawreact.models.base import Completion, Model
+from rawreact.prompts import Prompt, load_prompt
+
+MAX_TOKENS = 100  # per model call, as in the reference
+
+
+@dataclass
+class Step:
+    """One Thought / Action / Observation step, with the model calls that produced it.
+
+    `error` says why no action ran: "no action" (none could be read), "truncated" (the token
+    limit cut the action), or None when the action was carried out.
+    """
+
+    i: int
+    thought: str
+    action: Action | None
+    action_text: str
+    observation: str
+    calls: list[Completion]
+    error: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def finish_reason(self) -> str:
+        """The finish reason of the call that produced the action line."""
+        return self.calls[-1].finish_reason
+
+    def render(self) -> str:
+        """The step as transcript text, exactly as the model sees it in later prompts."""
+        return (
+            f"Thought {self.i}: {self.thought}\n"
+            f"Action {self.i}: {self.action_text}\n"
+            f"Observation {self.i}: {self.observation}\n"
+        )
+
+    def to_dict(self) -> dict:
+        """A JSON-ready dict; `from_dict` reads it back."""
+        return {
+            "i": self.i,
+            "thought": self.thought,
+            "action": None if self.action is None else [self.action.name, self.action.arg],
+            "action_text": self.action_text,
+            "observation": self.observation,
+            "error": self.error,
+            "seconds": self.seconds,
+            "calls": [c.to_dict() for c in self.calls],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Step":
+        """The inverse of `to_dict`."""
+        action = None if data["action"] is None else Action(*data["action"])
+        calls = [Completion(**c) for c in data["calls"]]
+        fields = {k: data[k] for k in ("i", "thought", "action_text", "observation", "error", "seconds")}
+        return cls(action=action, calls=calls, **fields)
+
+
+@dataclass
+class Trajectory:
+    """A whole episode: the prompt, the question, every step, and how it ended.
+
+    `ended` is "finish" (the model called Finish), "max_steps" (the step limit was reached; the
+    answer is then empty, as the reference's closing `finish[]`) or "context" (the prompt outgrew
+    the model's context window).
+    """
+
+    question: str
+    prompt: str
+    steps: list[Step] = field(default_factory=list)
+    answer: str = ""
+    ended: str = ""
+
+    @property
+    def model_calls(self) -> int:
+        """How many times the model was called."""
+        return sum(len(step.calls) for step in self.steps)
+
+    @property
+    def invalid_actions(self) -> int:
+        """Steps whose action could not be carried out."""
+        return sum(step.error is not None for step in self.steps)
+
+    def tokens(self) -> dict[str, int]:
+        """Prompt, evaluated-prompt and completion tokens summed over every call."""
+        calls = [c for step in self.steps for c in step.calls]
+        return {
+            "prompt": sum(c.prompt_tokens for c in calls),
+            "evaluated": sum(c.evaluated_tokens for c in calls),
+            "completion": sum(c.completion_tokens for c in calls),
+        }
+
+    @property
+    def seconds(self) -> float:
+        """Wall time of all steps."""
+        return sum(step.seconds for step in self.steps)
+
+    def transcript(self, steps: int | None = None) -> str:
+        """The prompt text after the first `steps` steps (all by default), as the model saw it."""
+        return self.prompt + f"Question: {self.question}\n" + "".join(s.render() for s in self.steps[:steps])
+
+    def to_dict(self) -> dict:
+        """A JSON-ready dict; `from_dict` reads it back."""
+        return {
+            "question": self.question,
+            "prompt": self.prompt,
+            "answer": self.answer,
+            "ended": self.ended,
+            "model_calls": self.model_calls,
+            "steps": [s.to_dict() for s in self.steps],
+        }
+
+    def to_json(self) -> str:
+        """The trajectory as one line of JSON."""
+        return json.dumps(self.to_dict(), ensure_ascii=False)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Trajectory":
+        """The inverse of `to_dict`."""
+        steps = [Step.from_dict(s) for s in data["steps"]]
+        return cls(data["question"], data["prompt"], steps, data["answer"], data["ended"])
+
+
+def _act(env: PassageEnv, line: str, action: Action | None, truncated: bool) -> tuple[str, str, str | None]:
+    """Run a parsed action, or turn its absence into an observation: (text, observation, error)."""
+    if action is not None:
+        return format_action(action), env.step(action)[0], None
+    shown = one_line(action_text(line))
+    if truncated:
+        return shown, f"Invalid action: {shown} (cut off at the token limit)", "truncated"
+    return shown, one_line(f"Invalid action: {shown}"), "no action"
+
+
+def react(
+    question: str,
+    env: PassageEnv,
+    model: Model,
+    prompt: Prompt | str | None = None,
+    *,
+    max_steps: int = 7,
+    grammar: str | None = None,
+    max_tokens: int = MAX_TOKENS,
+    on_step: Callable[[Step], None] | None = None,
+) -> Trajectory:
+    """Run one ReAct episode on `question` and return its trajectory.
+
+    Each step is one call on `transcript + "Thought i:"`, stopped at `\\nObservation i:`; when no
+    action line comes back, one more call asks for the action alone, as the reference does.
+    `on_step` is called with each step as soon as it is done.
+    """
+    prompt = load_prompt() if prompt is None else prompt
+    traj = Trajectory(question=one_line(question), prompt=prompt if isinstance(prompt, str) else prompt.text)
+    env.reset()
+    text = traj.transcript()
+    try:
+        for i in range(1, max_steps + 1):
+            start = time.perf_counter()
+            first = model.complete(
+                text + f"Thought {i}:", stop=[f"\nObservation {i}:"], max_tokens=max_tokens, grammar=grammar
+            )
+            calls = [first]
+            thought, line, last = split_step(first.text)
+            truncated = first.finish_reason == "length" and last
+            if line is None:
+                # The reference's fallback: keep the first line as the thought, ask for the action.
+                retry = model.complete(
+                    text + f"Thought {i}: {thought}\nAction {i}:", stop=["\n"], max_tokens=max_tokens
+                )
+                calls.append(retry)
+                line, truncated = retry.text, retry.finish_reason == "length"
+            action = parse_action(line, truncated=truncated)
+            shown, observation, error = _act(env, line, action, truncated)
+            step = Step(i, thought, action, shown, observation, calls, error, time.perf_counter() - start)
+            traj.steps.append(step)
+            text += step.render()
+            if on_step is not None:
+                on_step(step)
+            if env.answer is not None:
+                traj.answer, traj.ended = env.answer, "finish"
+                return traj
+        traj.ended = "max_steps"
+    except ContextLengthExceeded:
+        traj.ended = "context"
+    env.step(Action("finish", ""))  # the reference closes an unfinished episode with finish[]
+    return traj

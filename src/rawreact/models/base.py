@@ -1,0 +1,41 @@
+"""The narrow waist every model backend implements."""
+
+from dataclasses import asdict, dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class Completion:
+    """What one model call returned, and what it cost.
+
+    `finish_reason` is "stop" (a stop sequence or the end of text) or "length" (the token limit
+    cut it). `evaluated_tokens` counts the prompt tokens the backend actually computed, which is
+    fewer than `prompt_tokens` when it reused a cached prefix.
+    """
+
+    text: str
+    finish_reason: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    evaluated_tokens: int = 0
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        """A JSON-ready dict of every field."""
+        return asdict(self)
+
+
+class Model(Protocol):
+    """A completion model: raw text in, raw text out, no chat template."""
+
+    name: str
+
+    def complete(self, prompt: str, *, stop: list[str], max_tokens: int, grammar: str | None = None) -> Completion:
+        """Continue `prompt`; the text ends before the first stop sequence, which is not included."""
+        ...
+
+
+def cut_at_stop(text: str, stop: list[str]) -> tuple[str, bool]:
+    """`text` up to the earliest stop sequence, and whether one was found."""
+    cut = min((found for s in stop if s and (found := text.find(s)) >= 0), default=-1)
+    return (text, False) if cut < 0 else (text[:cut], True)

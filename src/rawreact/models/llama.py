@@ -1,0 +1,116 @@
+"""The embedded backend: a GGUF model run in process by llama-cpp-python."""
+
+import ctypes
+import time
+from pathlib import Path
+
+from rawreact.errors import ContextLengthExceeded, ModelError
+from rawreact.models.base import Completion
+
+
+def _llama_cpp():
+    try:
+        import llama_cpp
+    except ImportError:
+        raise ModelError("the embedded backend needs llama-cpp-python: pip install llama-cpp-python") from None
+    return llama_cpp
+
+
+@ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
+def _quiet_log(level, text, user_data):
+    """llama.cpp's own logging, dropped: it writes to stderr even with verbose=False."""
+
+
+def check_grammar(grammar: str) -> None:
+    """Raise ModelError when llama.cpp cannot parse `grammar`, instead of letting it crash.
+
+    llama-cpp-python 0.3.x dereferences a failed grammar parse and segfaults, so the text is
+    first handed to the sampler constructor, which returns NULL on a parse error.
+    """
+    llama_cpp = _llama_cpp()
+    sampler = llama_cpp.llama_sampler_init_grammar(None, grammar.encode(), b"root")
+    if not sampler:
+        raise ModelError("the GBNF grammar does not parse (check rule names, brackets and that `root` exists)")
+    llama_cpp.llama_sampler_free(sampler)
+
+
+class LlamaModel:
+    """A llama-cpp-python model, greedy by default, reusing the KV cache of the growing prompt.
+
+    Every call shares the longest token prefix with the previous prompt, so a ReAct episode only
+    evaluates what each step added. `reuse_cache=False` re-evaluates the whole prompt on every
+    call instead, as an API-served model would.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        name: str | None = None,
+        n_ctx: int = 8192,
+        temperature: float = 0.0,
+        seed: int = 0,
+        reuse_cache: bool = True,
+        n_threads: int | None = None,
+    ) -> None:
+        llama_cpp = _llama_cpp()
+        path = Path(path)
+        if not path.is_file():
+            raise ModelError(f"model file {path} does not exist; give the path of a .gguf file")
+        llama_cpp.llama_log_set(_quiet_log, ctypes.c_void_p())
+        try:
+            # swa_full keeps the whole sliding-window cache, without which Gemma 3 cannot reuse a prefix.
+            self.llm = llama_cpp.Llama(
+                str(path), n_ctx=n_ctx, seed=seed, swa_full=True, n_threads=n_threads, verbose=False
+            )
+        except ValueError as error:
+            raise ModelError(f"llama.cpp could not load {path}: {error}; is it a valid GGUF file?") from None
+        self.name = name or path.name
+        self.path = path
+        self.temperature = temperature
+        self.seed = seed
+        self.reuse_cache = reuse_cache
+        self._grammars: dict[str, object] = {}
+
+    @property
+    def n_ctx(self) -> int:
+        """The context window, in tokens."""
+        return self.llm.n_ctx()
+
+    def _grammar(self, text: str):
+        if text not in self._grammars:
+            check_grammar(text)
+            self._grammars[text] = _llama_cpp().LlamaGrammar.from_string(text, verbose=False)
+        return self._grammars[text]
+
+    def complete(self, prompt: str, *, stop: list[str], max_tokens: int, grammar: str | None = None) -> Completion:
+        """Greedy (at temperature 0) completion of `prompt`, cut before the first stop sequence."""
+        start = time.perf_counter()
+        if not self.reuse_cache:
+            self.llm.reset()
+        tokens = self.llm.tokenize(prompt.encode("utf-8"), special=True)
+        if len(tokens) + max_tokens > self.n_ctx:
+            raise ContextLengthExceeded(
+                f"{self.name}: the prompt has {len(tokens)} tokens and {max_tokens} more were asked for, "
+                f"but the context window is {self.n_ctx}; load the model with a larger n_ctx"
+            )
+        cached = self.llm.longest_token_prefix(self.llm._input_ids, tokens)
+        # llama-cpp-python re-evaluates one token when the whole prompt is cached, for fresh logits.
+        evaluated = len(tokens) - cached + (cached == len(tokens))
+        out = self.llm.create_completion(
+            prompt,
+            max_tokens=max_tokens,
+            stop=stop,
+            temperature=self.temperature,
+            seed=self.seed,
+            grammar=self._grammar(grammar) if grammar else None,
+        )
+        choice, usage = out["choices"][0], out["usage"]
+        return Completion(
+            text=choice["text"],
+            finish_reason="length" if choice["finish_reason"] == "length" else "stop",
+            prompt_tokens=usage["prompt_tokens"],
+            completion_tokens=usage["completion_tokens"],
+            evaluated_tokens=evaluated,
+            seconds=time.perf_counter() - start,
+        )

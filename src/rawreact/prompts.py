@@ -1,0 +1,103 @@
+"""Few-shot prompts: an instruction and solved exemplars, read from data files.
+
+Two sources: the project's own layout (`prompts/instruction.txt` and an exemplar file with one
+exemplar per block, blocks separated by a blank line), and a JSON file laid out like the reference
+repository's `prompts_naive.json` (a dict of named prompt strings; the user names the key).
+"""
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from rawreact.errors import PromptError
+from rawreact.resources import resource
+
+_BLOCKS = re.compile(r"\n[ \t]*\n")
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """The text sent before `Question: ...`, with where it came from."""
+
+    text: str
+    source: str
+    exemplars: int
+
+    @property
+    def sha256(self) -> str:
+        """A hash of the text, so a run records exactly which prompt it used."""
+        return hashlib.sha256(self.text.encode()).hexdigest()
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise PromptError(f"{path}: cannot read the prompt file: {error.strerror}") from None
+    except UnicodeDecodeError:
+        raise PromptError(f"{path}: not UTF-8 text; save the prompt file as UTF-8") from None
+
+
+def read_exemplars(path: str | Path | None = None) -> list[str]:
+    """The exemplars of a file: blocks separated by blank lines, each starting `Question:`."""
+    path = Path(path) if path else resource("prompts", "exemplars.txt")
+    text = _read(path).replace("\r\n", "\n").strip("\n")
+    exemplars, line = [], 1
+    for block in _BLOCKS.split(text):
+        if not block.startswith("Question:"):
+            raise PromptError(
+                f"{path} line {line}: an exemplar must start with 'Question:', found {block[:40]!r}; "
+                "separate exemplars with one blank line"
+            )
+        exemplars.append(block.strip("\n") + "\n")
+        line += block.count("\n") + 2
+    return exemplars
+
+
+def read_instruction(path: str | Path | None = None) -> str:
+    """The instruction text, ending with exactly one newline."""
+    path = Path(path) if path else resource("prompts", "instruction.txt")
+    return _read(path).rstrip("\n") + "\n"
+
+
+def load_prompt(
+    exemplars: str | Path | None = None,
+    *,
+    k: int | None = None,
+    instruction: str | Path | None = None,
+    key: str | None = None,
+) -> Prompt:
+    """Build a prompt: instruction, then the first `k` exemplars (all when k is None).
+
+    An exemplar file ending in `.json` is read as a reference-style prompt dict, and `key` names
+    the prompt inside it; that prompt is used whole, after the instruction, as the reference does.
+    """
+    instruction_text = read_instruction(instruction)
+    if exemplars is not None and str(exemplars).endswith(".json"):
+        return _reference_prompt(Path(exemplars), key, k, instruction_text)
+    if key is not None:
+        raise PromptError(f"--key {key!r} applies to a reference JSON prompt file, not to {exemplars}")
+    blocks = read_exemplars(exemplars)
+    if k is not None and not 0 <= k <= len(blocks):
+        raise PromptError(f"k={k} exemplars asked for, but {exemplars or 'prompts/exemplars.txt'} has {len(blocks)}")
+    chosen = blocks if k is None else blocks[:k]
+    text = instruction_text + "".join(block + "\n" for block in chosen)
+    return Prompt(text=text, source=str(exemplars or "prompts/exemplars.txt"), exemplars=len(chosen))
+
+
+def _reference_prompt(path: Path, key: str | None, k: int | None, instruction: str) -> Prompt:
+    try:
+        prompts = json.loads(_read(path))
+    except json.JSONDecodeError as error:
+        raise PromptError(f"{path} line {error.lineno}: not valid JSON: {error.msg}") from None
+    if not isinstance(prompts, dict) or not all(isinstance(v, str) for v in prompts.values()):
+        raise PromptError(f"{path}: a reference prompt file must be a JSON object of prompt strings")
+    if key is None or key not in prompts:
+        asked = "no key was given" if key is None else f"it has no key {key!r}"
+        raise PromptError(f"{path}: {asked}; choose one with --key: {', '.join(sorted(prompts))}")
+    if k is not None:
+        raise PromptError(f"k={k}: a reference prompt ({path}, {key}) is used whole; drop -k")
+    text = prompts[key]
+    return Prompt(text=instruction + text, source=f"{path}#{key}", exemplars=text.count("Question:"))
