@@ -1,7 +1,6 @@
 """`PassageEnv`: the reference's Wikipedia environment, over a collection of passages."""
 
 from collections.abc import Mapping, Sequence
-from difflib import SequenceMatcher
 
 from rawreact.actions import Action, parse_action
 from rawreact.sentences import split_sentences
@@ -16,6 +15,11 @@ def _key(title: str) -> str:
     return one_line(title).lower()
 
 
+def _trigrams(text: str) -> frozenset[str]:
+    padded = f"  {text} "
+    return frozenset(padded[i : i + 3] for i in range(len(padded) - 2))
+
+
 class PassageEnv:
     """Answers `search`, `lookup`, `think` and `finish` over `pages` (title -> text or sentences).
 
@@ -28,6 +32,7 @@ class PassageEnv:
             raise ValueError(f"n_first must be at least 1, not {n_first}")
         self.n_first = n_first
         self.titles = list(pages)
+        self._grams = [(title, _trigrams(_key(title)), frozenset(_key(title).split())) for title in self.titles]
         self._sentences: dict[str, list[str]] = {}
         for title, passage in pages.items():
             sentences = split_sentences(passage) if isinstance(passage, str) else passage
@@ -71,17 +76,20 @@ class PassageEnv:
         return " ".join(sentences[: self.n_first])
 
     def similar(self, entity: str, n: int = 5) -> list[str]:
-        """At most `n` titles ranked by similarity to `entity`, best first (ties keep page order)."""
+        """At most `n` titles ranked by similarity to `entity`, best first (ties keep page order).
+
+        Similarity is the share of the entity's words found in the title plus the Dice overlap of
+        their character trigrams: cheap, and robust to misspellings and partial names.
+        """
         query = _key(entity)
-        words = set(query.split())
+        grams, words = _trigrams(query), frozenset(query.split())
 
-        def score(title: str) -> float:
-            key = _key(title)
-            overlap = len(words & set(key.split())) / max(len(words), 1)
-            return overlap + SequenceMatcher(None, query, key, autojunk=False).ratio()
+        def score(item: tuple[str, frozenset[str], frozenset[str]]) -> float:
+            _, title_grams, title_words = item
+            dice = 2 * len(grams & title_grams) / (len(grams) + len(title_grams))
+            return len(words & title_words) / max(len(words), 1) + dice
 
-        ranked = sorted(self.titles, key=score, reverse=True)
-        return ranked[:n]
+        return [title for title, _, _ in sorted(self._grams, key=score, reverse=True)[:n]]
 
     def _lookup_next(self, keyword: str) -> str:
         if self.page is None:

@@ -71,6 +71,8 @@ class LlamaModel:
         self.seed = seed
         self.reuse_cache = reuse_cache
         self._grammars: dict[str, object] = {}
+        self._last_prompt: str | None = None
+        self._aligned = 0  # cached tokens computed in whole batches from position 0, as a cold start would
 
     @property
     def n_ctx(self) -> int:
@@ -83,34 +85,57 @@ class LlamaModel:
             self._grammars[text] = _llama_cpp().LlamaGrammar.from_string(text, verbose=False)
         return self._grammars[text]
 
+    def _reuse(self, prompt: str, tokens: list[int]) -> int:
+        """Choose how many cached tokens the next call reuses, and set the cache up for it.
+
+        Within an episode every prompt extends the previous one, and the cache is reused up to the
+        longest shared token prefix. A prompt that does not extend the previous one starts a new
+        episode: then only whole batches that a cold start would have computed identically are
+        kept, because floating point results depend on how tokens were batched, and a greedy
+        episode must not change with whichever episode happened to run before it.
+        """
+        llm, batch = self.llm, self.llm.n_batch
+        if self.reuse_cache and self._last_prompt is not None and prompt.startswith(self._last_prompt):
+            shared = llm.longest_token_prefix(llm._input_ids, tokens)
+            reused = shared - (shared == len(tokens))  # llama-cpp-python recomputes one token for logits
+            self._aligned = min(self._aligned, reused)
+        else:
+            shared = llm.longest_token_prefix(llm._input_ids, tokens) if self.reuse_cache else 0
+            reused = max(0, min(shared, self._aligned, len(tokens) - 1) // batch * batch)
+            llm.n_tokens = reused  # llama-cpp-python reuses exactly the first n_tokens cached tokens
+            self._aligned = reused + (len(tokens) - reused) // batch * batch
+        self._last_prompt = prompt
+        return reused
+
     def complete(self, prompt: str, *, stop: list[str], max_tokens: int, grammar: str | None = None) -> Completion:
         """Greedy (at temperature 0) completion of `prompt`, cut before the first stop sequence."""
         start = time.perf_counter()
-        if not self.reuse_cache:
-            self.llm.reset()
         tokens = self.llm.tokenize(prompt.encode("utf-8"), special=True)
         if len(tokens) + max_tokens > self.n_ctx:
             raise ContextLengthExceeded(
                 f"{self.name}: the prompt has {len(tokens)} tokens and {max_tokens} more were asked for, "
                 f"but the context window is {self.n_ctx}; load the model with a larger n_ctx"
             )
-        cached = self.llm.longest_token_prefix(self.llm._input_ids, tokens)
-        # llama-cpp-python re-evaluates one token when the whole prompt is cached, for fresh logits.
-        evaluated = len(tokens) - cached + (cached == len(tokens))
-        out = self.llm.create_completion(
-            prompt,
-            max_tokens=max_tokens,
-            stop=stop,
-            temperature=self.temperature,
-            seed=self.seed,
-            grammar=self._grammar(grammar) if grammar else None,
-        )
+        compiled = self._grammar(grammar) if grammar else None
+        reused = self._reuse(prompt, tokens)
+        try:
+            out = self.llm.create_completion(
+                prompt,
+                max_tokens=max_tokens,
+                stop=stop,
+                temperature=self.temperature,
+                seed=self.seed,
+                grammar=compiled,
+            )
+        except BaseException:
+            self._last_prompt, self._aligned = None, 0  # the cache is in an unknown state: start cold
+            raise
         choice, usage = out["choices"][0], out["usage"]
         return Completion(
             text=choice["text"],
             finish_reason="length" if choice["finish_reason"] == "length" else "stop",
             prompt_tokens=usage["prompt_tokens"],
             completion_tokens=usage["completion_tokens"],
-            evaluated_tokens=evaluated,
+            evaluated_tokens=len(tokens) - reused,
             seconds=time.perf_counter() - start,
         )

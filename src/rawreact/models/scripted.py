@@ -24,6 +24,7 @@ class ScriptedModel:
         self.name = name
         self._script = completions if callable(completions) else list(completions)
         self.history: list[dict] = []
+        self._counted = ("", 0)  # the last prompt and its word count, as prompts only grow
 
     @classmethod
     def from_file(cls, path: str | Path) -> "ScriptedModel":
@@ -49,6 +50,18 @@ class ScriptedModel:
             )
         return self._script[call]
 
+    def _words(self, prompt: str) -> int:
+        """Whitespace-separated words in `prompt`, counting only what was added to the last one."""
+        last, count = self._counted
+        if last and prompt.startswith(last):
+            rest = prompt[len(last) :]
+            joined = bool(rest) and not rest[0].isspace() and not last[-1].isspace()  # a word spans the seam
+            count += len(rest.split()) - joined
+        else:
+            count = len(prompt.split())
+        self._counted = (prompt, count)
+        return count
+
     def complete(self, prompt: str, *, stop: list[str], max_tokens: int, grammar: str | None = None) -> Completion:
         """Return the next completion, cut at the first stop sequence or after `max_tokens` words."""
         start = time.perf_counter()
@@ -59,7 +72,7 @@ class ScriptedModel:
         finish = "stop"
         if len(tokens) > max_tokens:
             text, tokens, finish = "".join(tokens[:max_tokens]), tokens[:max_tokens], "length"
-        prompt_tokens = len(prompt.split())
+        prompt_tokens = self._words(prompt)
         return Completion(
             text=text,
             finish_reason=finish,

@@ -1,0 +1,73 @@
+"""The `rawreact` command: runs on the scripted and the real model, and fails cleanly on bad input."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rawreact.cli import main
+
+
+def _script(tmp_path, texts):
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps(texts))
+    return f"scripted:{path}"
+
+
+def test_run_a_question_on_the_scripted_model(tmp_path, capsys):
+    model = _script(tmp_path, [" I need Dallow.\nAction 1: Search[Dallow]", " Found it.\nAction 2: Finish[Petra Lind]"])
+    out = tmp_path / "run.jsonl"
+    code = main(["run", "--model", model, "--question", "Who founded the observatory in Dallow?",
+                 "--answer", "Petra Lind", "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert code == 0
+    assert "Question: Who founded the observatory in Dallow?\nThought 1: I need Dallow.\nAction 1: Search[Dallow]\n" in printed
+    assert "Observation 1: Dallow is a market town on the river Tam in western Calvora." in printed
+    assert "result [1/1] question-1: correct (EM 1, F1 1.00) answer 'Petra Lind'" in printed
+    assert "1 questions: EM 1.000, F1 1.000, finished 1/1" in printed
+    [line] = out.read_text().splitlines()
+    record = json.loads(line)
+    assert record["prediction"] == "Petra Lind" and record["em"] == 1.0 and record["model_calls"] == 2
+    assert record["trajectory"]["steps"][0]["action"] == ["search", "Dallow"]
+
+
+def test_run_the_demo_collection_quietly(tmp_path, capsys):
+    model = _script(tmp_path, [" t\nAction 1: Finish[Tam]"] * 2)
+    assert main(["run", "--model", model, "--limit", "2", "-q", "-k", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "(1 exemplars)" in lines[0] and "Thought" not in "\n".join(lines)
+    assert lines[1].startswith("result [1/2] calvora-1: wrong") and lines[2].startswith("result [2/2] calvora-2: correct")
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["run", "--model", "nope"], "unknown model 'nope'"),
+        (["run", "missing.json"], "missing.json: cannot read the collection"),
+        (["run", "BAD"], "BAD line 1 column 2: not valid JSON"),
+        (["run", "NOQ"], "has no questions; add some, or ask one with --question"),
+        (["run", "NOANSWER"], "questions[0] needs a string 'answer'"),
+        (["run", "-k", "9"], "k=9 exemplars asked for"),
+        (["run", "--prompt", "missing.txt"], "missing.txt: cannot read the prompt file"),
+    ],
+)
+def test_bad_input_is_one_clear_line_and_a_nonzero_exit(tmp_path, args, message):
+    (tmp_path / "BAD").write_text("{oops")
+    (tmp_path / "NOQ").write_text('{"passages": {"A": "a."}}')
+    (tmp_path / "NOANSWER").write_text('{"passages": {"A": "a."}, "questions": [{"question": "q"}]}')
+    result = subprocess.run([sys.executable, "-m", "rawreact.cli", *args], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 2
+    assert message in result.stderr and result.stderr.startswith("rawreact: error: ")
+    assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_console_script_runs_the_real_model(tmp_path):
+    script = Path(sys.executable).with_name("rawreact")  # the console script of this environment
+    result = subprocess.run([str(script), "run", "--limit", "1", "--max-steps", "3"], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert "model gemma3-270m" in result.stdout and "Thought 1:" in result.stdout and "Action 1:" in result.stdout
+    assert "result [1/1] calvora-1:" in result.stdout
+    assert result.stderr == ""  # llama.cpp's own logging is kept off the terminal

@@ -1,0 +1,31 @@
+"""A non-editable install carries prompts/ and envs/ inside the package and works from any folder."""
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_wheel_ships_the_data_and_runs_from_elsewhere(tmp_path):
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", tmp_path, ROOT], check=True)
+    [wheel] = tmp_path.glob("rawreact-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for folder in ("prompts", "envs"):
+        for path in (ROOT / folder).iterdir():
+            assert f"rawreact/{folder}/{path.name}" in names
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", site, wheel], check=True)
+    code = (
+        "import rawreact, rawreact.resources as r; "
+        "print(r.resource('prompts', 'exemplars.txt')); "
+        "print(len(rawreact.load_collection().questions), rawreact.load_prompt().exemplars)"
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out = subprocess.run([sys.executable, "-c", code], cwd=elsewhere, capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(site)}).stdout.splitlines()
+    assert out[0] == str(site / "rawreact" / "prompts" / "exemplars.txt")
+    assert out[1] == "7 4"

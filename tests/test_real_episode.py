@@ -1,0 +1,55 @@
+"""Whole episodes of the real embedded model through `react`, on the demo and on real HotpotQA."""
+
+from rawreact import PassageEnv, load_prompt, react
+
+
+def _check_episode(traj, calls):
+    for step in traj.steps:
+        # every step either ran a parsed action or says why not
+        assert (step.action is not None) != (step.error is not None), step
+        assert step.error in (None, "no action", "truncated")
+        assert all(c.finish_reason in ("stop", "length") and c.completion_tokens > 0 for c in step.calls)
+    assert traj.ended in ("finish", "max_steps")
+    assert len(calls) == traj.model_calls
+    # the trajectory renders back to exactly the prompt text the model saw at every step
+    n = 0
+    for step in traj.steps:
+        before = traj.transcript(step.i - 1)
+        assert calls[n][0] == before + f"Thought {step.i}:"
+        if len(step.calls) == 2:
+            assert calls[n + 1][0] == before + f"Thought {step.i}: {step.thought}\nAction {step.i}:"
+        n += len(step.calls)
+
+
+def test_embedded_model_runs_a_demo_episode(gemma, demo, recorder):
+    model = recorder(gemma)
+    question = demo.questions[0]
+    traj = react(question.question, demo.env(), model, load_prompt(), max_steps=5)
+    _check_episode(traj, model.calls)
+    assert traj.steps[0].action is not None and traj.steps[0].action.name == "search"
+    # the cache of the growing prompt is reused: later calls evaluate far less than they read
+    later = [c for _, c in model.calls[1:]]
+    assert later and all(c.evaluated_tokens < c.prompt_tokens / 2 for c in later)
+
+
+def test_embedded_model_runs_a_hotpotqa_episode(gemma, hotpotqa, recorder):
+    row = hotpotqa[1]
+    env = PassageEnv({title: sentences for title, sentences in row["context"]})
+    model = recorder(gemma)
+    traj = react(row["question"], env, model, load_prompt(k=2), max_steps=4)
+    _check_episode(traj, model.calls)
+    searches = [s for s in traj.steps if s.action is not None and s.action.name == "search"]
+    assert searches, traj.transcript()
+
+
+def test_an_episode_does_not_depend_on_the_episodes_before_it(gemma, demo):
+    """Cache reuse keeps greedy runs reproducible: a question gives the same trajectory on a fresh
+    model as on one that has just answered other questions (which share a prefix with it)."""
+    from rawreact.models.llama import LlamaModel
+
+    prompt, question = load_prompt(), demo.questions[1]
+    react(demo.questions[0].question, demo.env(), gemma, prompt, max_steps=2)
+    warm = react(question.question, demo.env(), gemma, prompt, max_steps=3)
+    cold = react(question.question, demo.env(), LlamaModel(gemma.path), prompt, max_steps=3)
+    assert warm.transcript() == cold.transcript()
+    assert warm.steps[0].calls[0].evaluated_tokens < cold.steps[0].calls[0].evaluated_tokens
