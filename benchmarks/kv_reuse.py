@@ -38,12 +38,16 @@ def main():
         model = load_model(args.model, reuse_cache=reuse)
         seconds, evaluated, read, transcripts = run(model, collection, prompt, args.limit)
         rows[label] = (seconds, evaluated, transcripts)
-        print(f"{label:20s} {seconds / n:6.2f} s/question  {evaluated / n:8.0f} prompt tokens evaluated/question"
-              f"  (of {read / n:.0f} read)")
+        print(
+            f"{label:20s} {seconds / n:6.2f} s/question  {evaluated / n:8.0f} prompt tokens evaluated/question"
+            f"  (of {read / n:.0f} read)"
+        )
     (slow, slow_tokens, a), (fast, fast_tokens, b) = rows.values()
     same = sum(x == y for x, y in zip(a, b, strict=True))
-    print(f"{n} questions on {args.model}: reuse is {slow / fast:.2f}x faster and evaluates "
-          f"{slow_tokens / max(fast_tokens, 1):.1f}x fewer prompt tokens; identical trajectories: {same}/{n}")
+    print(
+        f"{n} questions on {args.model}: reuse is {slow / fast:.2f}x faster and evaluates "
+        f"{slow_tokens / max(fast_tokens, 1):.1f}x fewer prompt tokens; identical trajectories: {same}/{n}"
+    )
 
 
 if __name__ == "__main__":

@@ -69,7 +69,9 @@ def test_canonical_examples():
 # An argument in canonical form: no line break, no surrounding white space, brackets balanced,
 # and not wrapped in one pair of quotes (which the parser removes).
 _plain = st.text(st.characters(blacklist_characters="[]\r\n", blacklist_categories=("Cs",)), max_size=12)
-_nested = st.recursive(_plain, lambda inner: st.builds(lambda a, b, c: f"{a}[{b}]{c}", _plain, inner, _plain), max_leaves=4)
+_nested = st.recursive(
+    _plain, lambda inner: st.builds(lambda a, b, c: f"{a}[{b}]{c}", _plain, inner, _plain), max_leaves=4
+)
 _QUOTE_PAIRS = {('"', '"'), ("'", "'"), ("`", "`"), ("\u201c", "\u201d"), ("\u2018", "\u2019")}
 canonical_args = _nested.filter(lambda a: a == a.strip() and not (len(a) >= 2 and (a[0], a[-1]) in _QUOTE_PAIRS))
 actions = st.builds(Action, st.sampled_from(sorted(VERBS)), canonical_args)

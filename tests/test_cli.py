@@ -19,11 +19,25 @@ def _script(tmp_path, texts):
 def test_run_a_question_on_the_scripted_model(tmp_path, capsys):
     model = _script(tmp_path, [" I need Dallow.\nAction 1: Search[Dallow]", " Found it.\nAction 2: Finish[Petra Lind]"])
     out = tmp_path / "run.jsonl"
-    code = main(["run", "--model", model, "--question", "Who founded the observatory in Dallow?",
-                 "--answer", "Petra Lind", "--out", str(out)])
+    code = main(
+        [
+            "run",
+            "--model",
+            model,
+            "--question",
+            "Who founded the observatory in Dallow?",
+            "--answer",
+            "Petra Lind",
+            "--out",
+            str(out),
+        ]
+    )
     printed = capsys.readouterr().out
     assert code == 0
-    assert "Question: Who founded the observatory in Dallow?\nThought 1: I need Dallow.\nAction 1: Search[Dallow]\n" in printed
+    assert (
+        "Question: Who founded the observatory in Dallow?\nThought 1: I need Dallow.\nAction 1: Search[Dallow]\n"
+        in printed
+    )
     assert "Observation 1: Dallow is a market town on the river Tam in western Calvora." in printed
     assert "result [1/1] question-1: correct (EM 1, F1 1.00) answer 'Petra Lind'" in printed
     assert "1 questions: EM 1.000, F1 1.000, finished 1/1" in printed
@@ -38,7 +52,9 @@ def test_run_the_demo_collection_quietly(tmp_path, capsys):
     assert main(["run", "--model", model, "--limit", "2", "-q", "-k", "1"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert "(1 exemplars)" in lines[0] and "Thought" not in "\n".join(lines)
-    assert lines[1].startswith("result [1/2] calvora-1: wrong") and lines[2].startswith("result [2/2] calvora-2: correct")
+    assert lines[1].startswith("result [1/2] calvora-1: wrong") and lines[2].startswith(
+        "result [2/2] calvora-2: correct"
+    )
 
 
 @pytest.mark.parametrize(
@@ -65,8 +81,13 @@ def test_bad_input_is_one_clear_line_and_a_nonzero_exit(tmp_path, args, message)
 
 def test_console_script_runs_the_real_model(tmp_path):
     script = Path(sys.executable).with_name("rawreact")  # the console script of this environment
-    result = subprocess.run([str(script), "run", "--limit", "1", "--max-steps", "3"], cwd=tmp_path,
-                            capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [str(script), "run", "--limit", "1", "--max-steps", "3"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr
     assert "model gemma3-270m" in result.stdout and "Thought 1:" in result.stdout and "Action 1:" in result.stdout
     assert "result [1/1] calvora-1:" in result.stdout

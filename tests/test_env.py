@@ -100,7 +100,9 @@ def test_demo_collection_is_complete():
 
 
 titles = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=15)
-passages = st.dictionaries(titles, st.text(max_size=200) | st.lists(st.text(max_size=60), max_size=6), min_size=1, max_size=6)
+passages = st.dictionaries(
+    titles, st.text(max_size=200) | st.lists(st.text(max_size=60), max_size=6), min_size=1, max_size=6
+)
 
 
 @given(passages, st.lists(st.text(max_size=40), max_size=8))
@@ -111,8 +113,11 @@ def test_step_never_raises_and_every_observation_is_one_line(pages, actions):
         assert isinstance(done, bool) and len(obs.splitlines()) <= 1 and "\n" not in obs
 
 
-@given(st.lists(st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=30), min_size=1, max_size=8),
-       st.text(min_size=1, max_size=3), st.integers(1, 4))
+@given(
+    st.lists(st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=30), min_size=1, max_size=8),
+    st.text(min_size=1, max_size=3),
+    st.integers(1, 4),
+)
 def test_lookup_advances_k_strictly_then_no_more(sentences, keyword, extra):
     env = PassageEnv({"Page": sentences})
     env.step("search[Page]")

@@ -2,7 +2,16 @@
 
 import pytest
 
-from rawreact import Action, ContextLengthExceeded, ModelError, PassageEnv, ScriptedModel, Trajectory, load_prompt, react
+from rawreact import (
+    Action,
+    ContextLengthExceeded,
+    ModelError,
+    PassageEnv,
+    ScriptedModel,
+    Trajectory,
+    load_prompt,
+    react,
+)
 
 PAGES = {
     "Orlo": "Orlo is a village on Lake Veshna. It holds a lantern festival.",
@@ -12,12 +21,14 @@ PROMPT = "Answer questions.\n\n"
 
 
 def test_episode_prompts_are_the_growing_transcript():
-    model = ScriptedModel([
-        " I need Orlo.\nAction 1: Search[Orlo]\nObservation 1: invented by the model",
-        " Orlo has a festival.\nAction 2: Lookup[festival]",
-        " I need the festival.\nAction 3: search[ Orlo Lantern Festival ]\n",
-        " It was founded in 1954.\nAction 4: Finish[1954]",
-    ])
+    model = ScriptedModel(
+        [
+            " I need Orlo.\nAction 1: Search[Orlo]\nObservation 1: invented by the model",
+            " Orlo has a festival.\nAction 2: Lookup[festival]",
+            " I need the festival.\nAction 3: search[ Orlo Lantern Festival ]\n",
+            " It was founded in 1954.\nAction 4: Finish[1954]",
+        ]
+    )
     traj = react("When was the festival of Orlo founded?", PassageEnv(PAGES), model, PROMPT)
     assert traj.answer == "1954" and traj.ended == "finish" and traj.model_calls == 4
     assert traj.transcript() == (
@@ -34,13 +45,17 @@ def test_episode_prompts_are_the_growing_transcript():
         assert call["prompt"] == traj.transcript(i - 1) + f"Thought {i}:"
         assert call["stop"] == [f"\nObservation {i}:"] and call["max_tokens"] == 100
     assert [s.action for s in traj.steps] == [
-        Action("search", "Orlo"), Action("lookup", "festival"),
-        Action("search", "Orlo Lantern Festival"), Action("finish", "1954"),
+        Action("search", "Orlo"),
+        Action("lookup", "festival"),
+        Action("search", "Orlo Lantern Festival"),
+        Action("finish", "1954"),
     ]
 
 
 def test_missing_action_line_asks_again_for_the_action_alone():
-    model = ScriptedModel([" I should look for Orlo.\nThen I will see.", " Search[Orlo]\nmore", " done\nAction 2: Finish[x]"])
+    model = ScriptedModel(
+        [" I should look for Orlo.\nThen I will see.", " Search[Orlo]\nmore", " done\nAction 2: Finish[x]"]
+    )
     traj = react("q?", PassageEnv(PAGES), model, PROMPT)
     first = traj.steps[0]
     assert len(first.calls) == 2 and first.action == Action("search", "Orlo") and first.error is None

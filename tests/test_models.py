@@ -18,7 +18,7 @@ def test_scripted_model_honours_stop_sequences_and_the_token_limit():
     second = model.complete("p q", stop=["\n"], max_tokens=3)
     assert (second.text, second.finish_reason, second.completion_tokens) == ("one two three", "length", 3)
     assert second.prompt_tokens == 2
-    model.complete("last", stop=[], max_tokens=5, grammar="root ::= \"x\"")
+    model.complete("last", stop=[], max_tokens=5, grammar='root ::= "x"')
     assert [h["prompt"] for h in model.history] == ["p", "p q", "last"]
     assert model.history[2]["grammar"] == 'root ::= "x"'
 

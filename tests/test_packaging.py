@@ -25,7 +25,30 @@ def test_wheel_ships_the_data_and_runs_from_elsewhere(tmp_path):
     )
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    out = subprocess.run([sys.executable, "-c", code], cwd=elsewhere, capture_output=True, text=True, check=True,
-                         env={**os.environ, "PYTHONPATH": str(site)}).stdout.splitlines()
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(site)},
+    ).stdout.splitlines()
     assert out[0] == str(site / "rawreact" / "prompts" / "exemplars.txt")
     assert out[1] == "7 4"
+
+
+def _blocks(language: str) -> list[str]:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    return [block.split("\n```", 1)[0] for block in readme.split(f"```{language}\n")[1:]]
+
+
+def test_ci_runs_the_readme_test_command():
+    install_and_run, install_and_test = _blocks("bash")[:2]
+    assert "rawreact run" in install_and_run
+    assert install_and_test.strip() in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+
+
+def test_the_readme_python_example_runs(capsys):
+    exec(_blocks("python")[0], {})
+    printed = capsys.readouterr().out
+    assert printed.startswith("Answer ") and "Question: When is the festival of Orlo held?\nThought 1:" in printed
