@@ -4,9 +4,14 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from rawreact import load_collection, load_model
 from rawreact.models.base import Completion
+
+# No deadline: a busy CI machine must not turn a slow example into a failure.
+settings.register_profile("rawreact", deadline=None)
+settings.load_profile("rawreact")
 
 ROOT = Path(__file__).resolve().parent.parent
 HOTPOTQA = ROOT.parent / "shared" / "data" / "hotpotqa" / "dev_distractor_first100.json"

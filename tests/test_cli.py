@@ -1,6 +1,7 @@
 """The `rawreact` command: runs on the scripted and the real model, and fails cleanly on bad input."""
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -67,16 +68,27 @@ def test_run_the_demo_collection_quietly(tmp_path, capsys):
         (["run", "NOANSWER"], "questions[0] needs a string 'answer'"),
         (["run", "-k", "9"], "k=9 exemplars asked for"),
         (["run", "--prompt", "missing.txt"], "missing.txt: cannot read the prompt file"),
+        (["run", "--out", "no/such/folder/run.jsonl", "--model", "scripted:S"], "cannot write the results"),
+        (["run", "--passages", "NOQ"], "--passages goes with --question"),
+        (["run", "--key", "x"], "--key 'x' applies to a reference JSON prompt file"),
     ],
 )
 def test_bad_input_is_one_clear_line_and_a_nonzero_exit(tmp_path, args, message):
     (tmp_path / "BAD").write_text("{oops")
+    (tmp_path / "S").write_text('[" t\\nAction 1: Finish[x]"]')
     (tmp_path / "NOQ").write_text('{"passages": {"A": "a."}}')
     (tmp_path / "NOANSWER").write_text('{"passages": {"A": "a."}, "questions": [{"question": "q"}]}')
     result = subprocess.run([sys.executable, "-m", "rawreact.cli", *args], cwd=tmp_path, capture_output=True, text=True)
     assert result.returncode == 2
     assert message in result.stderr and result.stderr.startswith("rawreact: error: ")
     assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+@pytest.mark.parametrize("option", ["--n-first", "--max-steps", "--max-tokens", "--limit", "--n-ctx"])
+def test_counts_must_be_positive(option, capsys):
+    with pytest.raises(SystemExit) as exit:
+        main(["run", option, "0"])
+    assert exit.value.code == 2 and f"argument {option}: 0 must be at least 1" in capsys.readouterr().err
 
 
 def test_console_script_runs_the_real_model(tmp_path):
@@ -92,3 +104,27 @@ def test_console_script_runs_the_real_model(tmp_path):
     assert "model gemma3-270m" in result.stdout and "Thought 1:" in result.stdout and "Action 1:" in result.stdout
     assert "result [1/1] calvora-1:" in result.stdout
     assert result.stderr == ""  # llama.cpp's own logging is kept off the terminal
+
+
+def test_ctrl_c_keeps_every_finished_question(tmp_path):
+    """SIGINT during a real run: exit 130, a one-line message, and each finished question on disk."""
+    out = tmp_path / "run.jsonl"
+    script = Path(sys.executable).with_name("rawreact")
+    run = subprocess.Popen(
+        [str(script), "run", "-q", "--out", str(out)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    first = ""
+    while not first.startswith("result [1/7]"):
+        first = run.stdout.readline()
+        assert first, run.stderr.read()
+    run.send_signal(signal.SIGINT)
+    stdout, stderr = run.communicate(timeout=120)
+    assert run.returncode == 130 and "Traceback" not in stderr
+    assert stderr.strip() == f"rawreact: interrupted; finished questions are in {out}"
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    printed = 1 + stdout.count("result [")
+    assert [r["id"] for r in records] == [f"calvora-{n}" for n in range(1, printed + 1)]

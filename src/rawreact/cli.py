@@ -1,6 +1,7 @@
 """The `rawreact` command: wires the library together, prints, and never shows a traceback."""
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -11,6 +12,17 @@ from rawreact.loop import MAX_TOKENS, Step
 from rawreact.models import DEFAULT_MODEL, EMBEDDED_MODELS, load_model
 from rawreact.prompts import load_prompt
 from rawreact.runs import Result, run_questions
+
+
+def _positive(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -33,14 +45,14 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--question", help="ask this question instead of the collection's questions")
     run.add_argument("--answer", default="", help="the gold answer of --question, for scoring")
     run.add_argument("--passages", help="the passages for --question: a collection file (envs/ layout)")
-    run.add_argument("--limit", type=int, help="run only the first N questions")
-    run.add_argument("--max-steps", type=int, default=7, help="step limit per question (default: %(default)s)")
+    run.add_argument("--limit", type=_positive, help="run only the first N questions")
+    run.add_argument("--max-steps", type=_positive, default=7, help="step limit per question (default: %(default)s)")
     run.add_argument(
-        "--max-tokens", type=int, default=MAX_TOKENS, help="token limit per model call (default: %(default)s)"
+        "--max-tokens", type=_positive, default=MAX_TOKENS, help="token limit per model call (default: %(default)s)"
     )
-    run.add_argument("--n-first", type=int, default=2, help="sentences a search shows (default: %(default)s)")
+    run.add_argument("--n-first", type=_positive, default=2, help="sentences a search shows (default: %(default)s)")
     run.add_argument(
-        "--n-ctx", type=int, default=8192, help="context window of a llama.cpp model (default: %(default)s)"
+        "--n-ctx", type=_positive, default=8192, help="context window of a llama.cpp model (default: %(default)s)"
     )
     run.add_argument("--seed", type=int, default=0, help="sampling seed (default: %(default)s)")
     run.add_argument(
@@ -87,11 +99,6 @@ def run(args: argparse.Namespace) -> int:
     prompt = load_prompt(args.prompt, k=args.exemplars, instruction=args.instruction, key=args.key)
     options = {"n_ctx": args.n_ctx, "seed": args.seed, "temperature": args.temperature}
     model = load_model(args.model, **({} if args.model.startswith("scripted:") else options))
-    print(
-        f"rawreact {__version__}: {len(questions)} questions from {collection.name}, model {model.name}, "
-        f"prompt {prompt.source} ({prompt.exemplars} exemplars)",
-        flush=True,
-    )
     results = run_questions(
         questions,
         lambda q: collection.env(args.n_first),
@@ -101,6 +108,11 @@ def run(args: argparse.Namespace) -> int:
         on_step=None if args.quiet else _print_step,
         max_steps=args.max_steps,
         max_tokens=args.max_tokens,
+    )
+    print(
+        f"rawreact {__version__}: {len(questions)} questions from {collection.name}, model {model.name}, "
+        f"prompt {prompt.source} ({prompt.exemplars} exemplars)",
+        flush=True,
     )
     done: list[Result] = []
     for result in results:
@@ -134,6 +146,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nrawreact: interrupted{out}", file=sys.stderr)
         return 130
     except BrokenPipeError:
+        return 1
+    except Exception as error:  # a bug of ours: say so in one line, show the traceback on request
+        if os.environ.get("RAWREACT_DEBUG"):
+            raise
+        print(
+            f"rawreact: internal error: {type(error).__name__}: {error}; rerun with RAWREACT_DEBUG=1 "
+            "for the traceback, and please report it",
+            file=sys.stderr,
+        )
         return 1
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from rawreact.collection import Question
 from rawreact.env import PassageEnv
+from rawreact.errors import DataError
 from rawreact.loop import Step, Trajectory, react
 from rawreact.metrics import exact_match, f1_score
 from rawreact.models.base import Model
@@ -65,7 +66,14 @@ def run_questions(
     `env` gives the environment of a question. With `out`, each result is appended to that
     JSONL file and flushed before it is yielded, so an interrupted run loses nothing finished.
     """
-    sink = open(out, "a", encoding="utf-8") if out else None  # noqa: SIM115 (closed below)
+    try:  # opened before the first question, so a bad path fails before any model time is spent
+        sink = open(out, "a", encoding="utf-8") if out else None  # noqa: SIM115 (closed by _results)
+    except OSError as error:
+        raise DataError(f"{out}: cannot write the results: {error.strerror}; check the folder exists") from None
+    return _results(questions, env, model, prompt, sink, on_step, react_options)
+
+
+def _results(questions, env, model, prompt, sink, on_step, react_options) -> Iterator[Result]:
     try:
         for question in questions:
             step_hook = None if on_step is None else (lambda step, q=question: on_step(q, step))
