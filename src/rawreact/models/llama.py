@@ -1,6 +1,7 @@
 """The embedded backend: a GGUF model run in process by llama-cpp-python."""
 
 import ctypes
+import os
 import time
 from pathlib import Path
 
@@ -57,6 +58,8 @@ class LlamaModel:
         path = Path(path)
         if not path.is_file():
             raise ModelError(f"model file {path} does not exist; give the path of a .gguf file")
+        if n_threads is None:  # llama-cpp-python's default, half the cores, leaves a small machine idle
+            n_threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         llama_cpp.llama_log_set(_quiet_log, ctypes.c_void_p())
         try:
             # swa_full keeps the whole sliding-window cache, without which Gemma 3 cannot reuse a prefix.

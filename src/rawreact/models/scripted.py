@@ -17,7 +17,8 @@ class ScriptedModel:
 
     `completions` is a list of texts, used in order, or a function from the prompt to a text.
     Stop sequences and the token limit apply as a real backend applies them (a token here is a
-    word with the white space before it), and every call is kept in `history`.
+    word with the white space before it), and every call is kept in `history`. A grammar is
+    recorded there but not enforced: the script is the model's output, whatever it says.
     """
 
     def __init__(self, completions: Sequence[str] | Callable[[str], str], name: str = "scripted") -> None:
