@@ -78,7 +78,7 @@ def test_bad_input_is_one_clear_line_and_a_nonzero_exit(tmp_path, args, message)
     (tmp_path / "S").write_text('[" t\\nAction 1: Finish[x]"]')
     (tmp_path / "NOQ").write_text('{"passages": {"A": "a."}}')
     (tmp_path / "NOANSWER").write_text('{"passages": {"A": "a."}, "questions": [{"question": "q"}]}')
-    result = subprocess.run([sys.executable, "-m", "rawreact.cli", *args], cwd=tmp_path, capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-m", "rawreact", *args], cwd=tmp_path, capture_output=True, text=True)
     assert result.returncode == 2
     assert message in result.stderr and result.stderr.startswith("rawreact: error: ")
     assert "Traceback" not in result.stderr and result.stdout == ""

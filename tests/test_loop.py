@@ -104,7 +104,7 @@ def test_default_prompt_and_json_round_trip():
     model = ScriptedModel([" t\nAction 1: Finish[b]"])
     traj = react("  A question\nwith a break? ", PassageEnv(PAGES), model)
     assert traj.prompt == load_prompt().text and traj.question == "A question with a break?"
-    again = Trajectory.from_dict(__import__("json").loads(traj.to_json()))
+    again = Trajectory.from_json(traj.to_json())
     assert again == traj and again.transcript() == traj.transcript()
 
 
@@ -118,3 +118,13 @@ def test_on_step_sees_each_step_as_it_happens():
 def test_the_script_running_out_is_a_clear_error():
     with pytest.raises(ModelError, match="has 1 completions and was asked for call 2; add completions"):
         react("q?", PassageEnv(PAGES), ScriptedModel([" a\nAction 1: Search[Orlo]"]), PROMPT)
+
+
+def test_step_json_carries_its_finish_reason_and_token_totals():
+    model = ScriptedModel([" a b\nno action", " Search[Orlo]", " c\nAction 2: Finish[d]"])
+    traj = react("q?", PassageEnv(PAGES), model, PROMPT)
+    first = traj.to_dict()["steps"][0]
+    assert first["finish_reason"] == "stop" and len(first["calls"]) == 2
+    # "Answer questions. Question: q? Thought 1:" is 6 words; the fallback prompt adds "a b Action 1:"
+    assert first["tokens"] == {"prompt": 6 + 10, "evaluated": 6 + 10, "completion": 4 + 1}
+    assert traj.tokens()["completion"] == 5 + 4

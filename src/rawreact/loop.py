@@ -14,6 +14,15 @@ from rawreact.prompts import Prompt, load_prompt
 MAX_TOKENS = 100  # per model call, as in the reference
 
 
+def token_totals(calls: list[Completion]) -> dict[str, int]:
+    """Prompt, evaluated-prompt and completion tokens summed over `calls`."""
+    return {
+        "prompt": sum(c.prompt_tokens for c in calls),
+        "evaluated": sum(c.evaluated_tokens for c in calls),
+        "completion": sum(c.completion_tokens for c in calls),
+    }
+
+
 @dataclass
 class Step:
     """One Thought / Action / Observation step, with the model calls that produced it.
@@ -53,13 +62,15 @@ class Step:
             "action_text": self.action_text,
             "observation": self.observation,
             "error": self.error,
+            "finish_reason": self.finish_reason,
+            "tokens": token_totals(self.calls),
             "seconds": self.seconds,
             "calls": [c.to_dict() for c in self.calls],
         }
 
     @classmethod
     def from_dict(cls, data: dict) -> "Step":
-        """The inverse of `to_dict`."""
+        """The inverse of `to_dict` (the derived `finish_reason` and `tokens` are recomputed)."""
         action = None if data["action"] is None else Action(*data["action"])
         calls = [Completion(**c) for c in data["calls"]]
         fields = {k: data[k] for k in ("i", "thought", "action_text", "observation", "error", "seconds")}
@@ -93,12 +104,7 @@ class Trajectory:
 
     def tokens(self) -> dict[str, int]:
         """Prompt, evaluated-prompt and completion tokens summed over every call."""
-        calls = [c for step in self.steps for c in step.calls]
-        return {
-            "prompt": sum(c.prompt_tokens for c in calls),
-            "evaluated": sum(c.evaluated_tokens for c in calls),
-            "completion": sum(c.completion_tokens for c in calls),
-        }
+        return token_totals([c for step in self.steps for c in step.calls])
 
     @property
     def seconds(self) -> float:
@@ -123,6 +129,11 @@ class Trajectory:
     def to_json(self) -> str:
         """The trajectory as one line of JSON."""
         return json.dumps(self.to_dict(), ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Trajectory":
+        """The inverse of `to_json`."""
+        return cls.from_dict(json.loads(text))
 
     @classmethod
     def from_dict(cls, data: dict) -> "Trajectory":
