@@ -38,9 +38,10 @@ def check_grammar(grammar: str) -> None:
 class LlamaModel:
     """A llama-cpp-python model, greedy by default, reusing the KV cache of the growing prompt.
 
-    Every call shares the longest token prefix with the previous prompt, so a ReAct episode only
-    evaluates what each step added. `reuse_cache=False` re-evaluates the whole prompt on every
-    call instead, as an API-served model would.
+    Within an episode each call reuses the cached tokens it shares with the previous prompt, so a
+    step only evaluates what the transcript added; a new episode reuses only what a cold start
+    would compute identically (see `_reuse`). `reuse_cache=False` re-evaluates the whole prompt
+    on every call instead, as a stateless API would.
     """
 
     def __init__(
