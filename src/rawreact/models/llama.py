@@ -124,7 +124,7 @@ class LlamaModel:
         reused = self._reuse(prompt, tokens)
         try:
             out = self.llm.create_completion(
-                prompt,
+                tokens,  # already tokenized, with the BOS token, exactly as llama-cpp-python would
                 max_tokens=max_tokens,
                 stop=stop,
                 temperature=self.temperature,
