@@ -10,6 +10,8 @@ import pytest
 
 from rawreact.cli import main
 
+CONSOLE_SCRIPT = Path(sys.executable).with_name("rawreact")  # the console script of this environment
+
 
 def _script(tmp_path, texts):
     path = tmp_path / "script.json"
@@ -92,9 +94,8 @@ def test_counts_must_be_positive(option, capsys):
 
 
 def test_console_script_runs_the_real_model(tmp_path):
-    script = Path(sys.executable).with_name("rawreact")  # the console script of this environment
     result = subprocess.run(
-        [str(script), "run", "--limit", "1", "--max-steps", "3"],
+        [str(CONSOLE_SCRIPT), "run", "--limit", "1", "--max-steps", "3"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -109,9 +110,8 @@ def test_console_script_runs_the_real_model(tmp_path):
 def test_ctrl_c_keeps_every_finished_question(tmp_path):
     """SIGINT during a real run: exit 130, a one-line message, and each finished question on disk."""
     out = tmp_path / "run.jsonl"
-    script = Path(sys.executable).with_name("rawreact")
     run = subprocess.Popen(
-        [str(script), "run", "-q", "--out", str(out)],
+        [str(CONSOLE_SCRIPT), "run", "-q", "--out", str(out)],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -99,12 +99,11 @@ class LlamaModel:
         episode must not change with whichever episode happened to run before it.
         """
         llm, batch = self.llm, self.llm.n_batch
+        shared = llm.longest_token_prefix(llm._input_ids, tokens) if self.reuse_cache else 0
         if self.reuse_cache and self._last_prompt is not None and prompt.startswith(self._last_prompt):
-            shared = llm.longest_token_prefix(llm._input_ids, tokens)
             reused = shared - (shared == len(tokens))  # llama-cpp-python recomputes one token for logits
             self._aligned = min(self._aligned, reused)
         else:
-            shared = llm.longest_token_prefix(llm._input_ids, tokens) if self.reuse_cache else 0
             reused = max(0, min(shared, self._aligned, len(tokens) - 1) // batch * batch)
             llm.n_tokens = reused  # llama-cpp-python reuses exactly the first n_tokens cached tokens
             self._aligned = reused + (len(tokens) - reused) // batch * batch
