@@ -1,6 +1,7 @@
 """Shared fixtures: the real embedded model (loaded once), the demo data, the shared HotpotQA sample."""
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,9 @@ settings.register_profile("rawreact", deadline=None)
 settings.load_profile("rawreact")
 
 ROOT = Path(__file__).resolve().parent.parent
-HOTPOTQA = ROOT.parent / "shared" / "data" / "hotpotqa" / "dev_distractor_first100.json"
+HOTPOTQA = Path(
+    os.environ.get("RAWREACT_HOTPOTQA", ROOT.parent / "shared" / "data" / "hotpotqa" / "dev_distractor_first100.json")
+)
 
 
 @pytest.fixture(scope="session")
@@ -31,6 +34,11 @@ def demo():
 @pytest.fixture(scope="session")
 def hotpotqa():
     """The 100 shared HotpotQA dev questions (official layout); read from ../shared, never copied."""
+    if not HOTPOTQA.is_file():
+        pytest.fail(
+            f"the HotpotQA sample is missing at {HOTPOTQA}: put the workplace's shared/ folder beside this "
+            "checkout, or set RAWREACT_HOTPOTQA to a file in the official HotpotQA layout"
+        )
     return json.loads(HOTPOTQA.read_text(encoding="utf-8"))
 
 
