@@ -14,8 +14,9 @@ def test_wheel_ships_the_data_and_runs_from_elsewhere(tmp_path):
     [wheel] = tmp_path.glob("rawreact-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     for folder in ("prompts", "envs"):
-        for path in (ROOT / folder).iterdir():
-            assert f"rawreact/{folder}/{path.name}" in names
+        for path in (ROOT / folder).rglob("*"):
+            if path.is_file():
+                assert f"rawreact/{path.relative_to(ROOT).as_posix()}" in names
     site = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", site, wheel], check=True)
     code = (

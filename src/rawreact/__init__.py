@@ -3,10 +3,12 @@
 from rawreact.actions import VERBS, Action, format_action, parse_action, parse_step
 from rawreact.collection import Collection, load_collection
 from rawreact.env import PassageEnv
-from rawreact.errors import ContextLengthExceeded, DataError, ModelError, PromptError, RawreactError
+from rawreact.errors import ContextLengthExceeded, DataError, GrammarError, ModelError, PromptError, RawreactError
+from rawreact.grammar import Grammar, load_grammar
 from rawreact.loop import Step, Trajectory, react
 from rawreact.models import Completion, Model, ScriptedModel, load_model
 from rawreact.prompts import Prompt, load_prompt
+from rawreact.runs import Result, RunFile, read_run, run_questions
 
 __version__ = "0.1.0"
 
@@ -17,20 +19,27 @@ __all__ = [
     "Completion",
     "ContextLengthExceeded",
     "DataError",
+    "Grammar",
+    "GrammarError",
     "Model",
     "ModelError",
     "PassageEnv",
     "Prompt",
     "PromptError",
     "RawreactError",
+    "Result",
+    "RunFile",
     "ScriptedModel",
     "Step",
     "Trajectory",
     "format_action",
     "load_collection",
+    "load_grammar",
     "load_model",
     "load_prompt",
     "parse_action",
     "parse_step",
     "react",
+    "read_run",
+    "run_questions",
 ]

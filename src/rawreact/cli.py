@@ -2,16 +2,20 @@
 
 import argparse
 import os
+import random
+import signal
 import sys
 from pathlib import Path
 
 from rawreact import __version__
 from rawreact.collection import Collection, Question, load_collection
 from rawreact.errors import DataError, RawreactError
+from rawreact.grammar import MODES, load_grammar
 from rawreact.loop import MAX_TOKENS, Step
 from rawreact.models import DEFAULT_MODEL, EMBEDDED_MODELS, load_model
 from rawreact.prompts import load_prompt
-from rawreact.runs import Result, run_questions
+from rawreact.report import run_row, show, summarize, summary_line, table
+from rawreact.runs import Result, RunFile, read_run, run_questions
 
 
 def _positive(text: str) -> int:
@@ -29,9 +33,12 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rawreact", description=__doc__)
     parser.add_argument("--version", action="version", version=f"rawreact {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("run", help="run ReAct episodes and print their trajectories")
+    run = commands.add_parser("run", help="run ReAct episodes, score them, and write a run file")
     run.add_argument(
-        "collection", nargs="?", help="a passage collection with questions (envs/ layout); default: the demo"
+        "data",
+        nargs="?",
+        help="questions: HotpotQA JSON (official or Hugging Face), JSONL, or a collection (envs/ layout); "
+        "default: the demo",
     )
     run.add_argument(
         "--model",
@@ -42,10 +49,23 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--key", help="which prompt of a reference-style JSON file, such as webthink_simple6")
     run.add_argument("--instruction", help="an instruction file to put before the exemplars")
     run.add_argument("-k", "--exemplars", type=int, help="use the first K exemplars (default: all)")
-    run.add_argument("--question", help="ask this question instead of the collection's questions")
+    run.add_argument(
+        "--grammar",
+        nargs="?",
+        const="step",
+        choices=MODES,
+        help="constrain each step with a GBNF grammar: step (one call, the default), action (a free thought, "
+        "then a constrained action) or titles (step, with searches limited to passage titles)",
+    )
+    run.add_argument("--grammar-file", help="your own grammar template, in the layout of prompts/grammars/step.gbnf")
+    run.add_argument("--question", help="ask this question instead of the data's questions")
     run.add_argument("--answer", default="", help="the gold answer of --question, for scoring")
     run.add_argument("--passages", help="the passages for --question: a collection file (envs/ layout)")
     run.add_argument("--limit", type=_positive, help="run only the first N questions")
+    run.add_argument("--shuffle", action="store_true", help="shuffle the questions with --seed before --limit")
+    run.add_argument("--seed", type=int, default=0, help="seed of --shuffle and of sampling (default: %(default)s)")
+    run.add_argument("--out", help="write one JSON line per question to this run file, and a manifest beside it")
+    run.add_argument("--resume", action="store_true", help="continue the run in --out, skipping finished questions")
     run.add_argument("--max-steps", type=_positive, default=7, help="step limit per question (default: %(default)s)")
     run.add_argument(
         "--max-tokens", type=_positive, default=MAX_TOKENS, help="token limit per model call (default: %(default)s)"
@@ -54,33 +74,136 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--n-ctx", type=_positive, default=8192, help="context window of a llama.cpp model (default: %(default)s)"
     )
-    run.add_argument("--seed", type=int, default=0, help="sampling seed (default: %(default)s)")
     run.add_argument(
         "--temperature", type=float, default=0.0, help="sampling temperature (default: %(default)s, greedy)"
     )
-    run.add_argument("--out", help="append one JSON line per question to this file")
     run.add_argument("-q", "--quiet", action="store_true", help="print only the result lines")
+    report = commands.add_parser("report", help="the summaries of run files, side by side")
+    report.add_argument("runs", nargs="+", help="run files (RUN.jsonl)")
+    report.add_argument("--format", choices=("text", "markdown", "csv"), default="text", help="table format")
+    show_ = commands.add_parser("show", help="one question of a run file, as the transcript")
+    show_.add_argument("run", help="a run file (RUN.jsonl)")
+    show_.add_argument("--id", required=True, help="the question's id")
+    show_.add_argument("--prompt", action="store_true", help="include the few-shot prompt before the question")
     return parser
 
 
 def _questions(args: argparse.Namespace) -> tuple[Collection, list[Question]]:
     if args.question is not None:
         collection = load_collection(args.passages) if args.passages else load_collection()
-        questions = [Question("question-1", args.question, args.answer)]
-    else:
-        if args.passages:
-            raise DataError("--passages goes with --question; a collection file is given as the first argument")
-        collection = load_collection(args.collection)
-        questions = list(collection.questions)
-        if not questions:
-            raise DataError(f"{args.collection} has no questions; add some, or ask one with --question")
+        return collection, [Question("question-1", args.question, args.answer)]
+    if args.passages:
+        raise DataError("--passages goes with --question; a question file is given as the first argument")
+    collection = load_collection(args.data)
+    questions = list(collection.questions)
+    if not questions:
+        raise DataError(f"{args.data} has no questions; add some, or ask one with --question")
+    if args.shuffle:  # as the reference: random.Random(233).shuffle(list(range(7405)))
+        order = list(range(len(questions)))
+        random.Random(args.seed).shuffle(order)
+        questions = [questions[i] for i in order]
     return collection, questions[: args.limit]
 
 
-def _print_step(question: Question, step: Step) -> None:
-    if step.i == 1:
-        print(f"\n=== {question.id}\nQuestion: {question.question}")
-    print(step.render(), end="", flush=True)
+class _Stopper:
+    """Ctrl-C or SIGTERM once: finish the current question, then stop. Twice: stop at once."""
+
+    def __init__(self) -> None:
+        self.signal: int | None = None
+
+    def __enter__(self) -> "_Stopper":
+        self._old = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for s, handler in self._old.items():
+            signal.signal(s, handler)
+
+    def _handle(self, number: int, frame) -> None:
+        if self.signal is not None:
+            raise KeyboardInterrupt
+        self.signal = number
+        print("\nrawreact: stopping after the current question (again to stop now)", file=sys.stderr, flush=True)
+
+
+def _progress(total: int, done: int):
+    """A progress bar on stderr when it is a terminal (tqdm turns itself off otherwise)."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, initial=done, unit="q", dynamic_ncols=True, disable=None, file=sys.stderr)
+
+
+def run(args: argparse.Namespace) -> int:
+    """`rawreact run`: load everything first, so bad input fails before any model time is spent."""
+    if args.resume and not args.out:
+        raise DataError("--resume continues the run file given with --out; add --out RUN.jsonl")
+    collection, questions = _questions(args)
+    prompt = load_prompt(args.prompt, k=args.exemplars, instruction=args.instruction, key=args.key)
+    grammar = None
+    if args.grammar or args.grammar_file:
+        grammar = load_grammar(args.grammar or "step", args.grammar_file)
+    config = {
+        "question": args.question,
+        "data_sha256": collection.sha256,
+        "model": args.model,
+        "prompt": prompt.source,
+        "prompt_sha256": prompt.sha256,
+        "exemplars": prompt.exemplars,
+        "grammar": grammar.name if grammar else None,
+        "shuffle": args.shuffle,
+        "seed": args.seed,
+        "max_steps": args.max_steps,
+        "max_tokens": args.max_tokens,
+        "n_first": args.n_first,
+        "n_ctx": args.n_ctx,
+        "temperature": args.temperature,
+    }
+    details = {"data": collection.source, "layout": collection.layout, "limit": args.limit}
+    sink = RunFile(args.out, config, resume=args.resume, details=details) if args.out else None
+    options = {"n_ctx": args.n_ctx, "seed": args.seed, "temperature": args.temperature}
+    model = load_model(args.model, **({} if args.model.startswith("scripted:") else options))
+    done = [] if sink is None else [r for r in sink.done.values() if r["id"] in {q.id for q in questions}]
+    print(
+        f"rawreact {__version__}: {len(questions)} questions from {collection.name}, model {model.name}, "
+        f"prompt {prompt.source} ({prompt.exemplars} exemplars), grammar {config['grammar']}"
+        + (f"; {len(done)} already in {args.out}" if done else ""),
+        flush=True,
+    )
+    with _Stopper() as stopper, _progress(len(questions), len(done)) as bar:
+
+        def say(text: str) -> None:
+            bar.write(text.rstrip("\n"), file=sys.stdout)
+
+        def print_step(question: Question, step: Step) -> None:
+            say((f"\n=== {question.id}\nQuestion: {question.question}\n" if step.i == 1 else "") + step.render())
+
+        results = run_questions(
+            questions,
+            lambda q: collection.env(q, n_first=args.n_first),
+            model,
+            prompt,
+            out=sink,
+            on_step=None if args.quiet else print_step,
+            max_steps=args.max_steps,
+            max_tokens=args.max_tokens,
+            grammar=grammar,
+        )
+        records = list(done)
+        for result in results:
+            records.append(result.to_dict())
+            say(_result_line(len(records), len(questions), result))
+            summary = summarize(records)
+            bar.set_postfix_str(f"EM {summary['em']:.3f} F1 {summary['f1']:.3f}", refresh=False)
+            bar.update()
+            if stopper.signal is not None:
+                results.close()
+                break
+    print("\n" + summary_line(summarize(records)), flush=True)
+    if stopper.signal is not None:
+        where = f"; {len(records)} of {len(questions)} questions are in {args.out}, --resume finishes" if sink else ""
+        print(f"rawreact: stopped early{where}", file=sys.stderr)
+        return 128 + stopper.signal
+    return 0
 
 
 def _result_line(n: int, total: int, result: Result) -> str:
@@ -93,57 +216,35 @@ def _result_line(n: int, total: int, result: Result) -> str:
     )
 
 
-def run(args: argparse.Namespace) -> int:
-    """`rawreact run`: load everything first, so bad input fails before any model time is spent."""
-    collection, questions = _questions(args)
-    prompt = load_prompt(args.prompt, k=args.exemplars, instruction=args.instruction, key=args.key)
-    options = {"n_ctx": args.n_ctx, "seed": args.seed, "temperature": args.temperature}
-    model = load_model(args.model, **({} if args.model.startswith("scripted:") else options))
-    results = run_questions(
-        questions,
-        lambda q: collection.env(args.n_first),
-        model,
-        prompt,
-        out=args.out,
-        on_step=None if args.quiet else _print_step,
-        max_steps=args.max_steps,
-        max_tokens=args.max_tokens,
-    )
-    print(
-        f"rawreact {__version__}: {len(questions)} questions from {collection.name}, model {model.name}, "
-        f"prompt {prompt.source} ({prompt.exemplars} exemplars)",
-        flush=True,
-    )
-    done: list[Result] = []
-    for result in results:
-        done.append(result)
-        print(_result_line(len(done), len(questions), result), flush=True)
-    _summary(done)
+def report(args: argparse.Namespace) -> int:
+    """`rawreact report`: one row per run file."""
+    print(table([run_row(path) for path in args.runs], args.format), end="")
     return 0
 
 
-def _summary(results: list[Result]) -> None:
-    n = len(results)
-    if n == 0:
-        return
-    em = sum(r.em for r in results) / n
-    f1 = sum(r.f1 for r in results) / n
-    seconds = sum(r.trajectory.seconds for r in results) / n
-    finished = sum(r.trajectory.ended == "finish" for r in results)
-    print(f"\n{n} questions: EM {em:.3f}, F1 {f1:.3f}, finished {finished}/{n}, {seconds:.1f} s per question")
+def show_command(args: argparse.Namespace) -> int:
+    """`rawreact show`: one trajectory of a run file."""
+    _, records = read_run(args.run)
+    found = [r for r in records if r["id"] == args.id]
+    if not found:
+        ids = ", ".join(r["id"] for r in records[:5]) + (", ..." if len(records) > 5 else "")
+        raise DataError(f"{args.run} has no question with id {args.id!r}; its ids: {ids or 'none'}")
+    print(show(found[0], with_prompt=args.prompt), end="")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `rawreact` console script."""
     args = _parser().parse_args(argv)
     try:
-        return run(args)
+        return {"run": run, "report": report, "show": show_command}[args.command](args)
     except RawreactError as error:
         print(f"rawreact: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        out = f"; finished questions are in {args.out}" if args.out and Path(args.out).exists() else ""
-        print(f"\nrawreact: interrupted{out}", file=sys.stderr)
+        out = getattr(args, "out", None)
+        kept = f"; finished questions are in {out}, --resume finishes" if out and Path(out).exists() else ""
+        print(f"\nrawreact: interrupted{kept}", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 1

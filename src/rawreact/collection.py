@@ -1,6 +1,16 @@
-"""Passage collections with questions: the `envs/` layout (see envs/README.md)."""
+"""Questions and their passages, from any of the layouts rawreact reads, detected automatically.
 
+- the project's own `envs/` layout: one object with shared `passages` and `questions`
+  (see envs/README.md);
+- the official HotpotQA JSON: a list of rows with `context` as `[title, [sentences]]` pairs;
+- Hugging Face `hotpot_qa` rows, as a JSON list or JSONL, with `context` as parallel lists.
+
+A HotpotQA question is answered over its own paragraphs (the distractor setting).
+"""
+
+import hashlib
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,25 +23,104 @@ DEMO = "demo.json"
 
 @dataclass(frozen=True)
 class Question:
-    """A question with its gold answer and the titles of the passages that support it."""
+    """A question with its gold answer and the titles of the passages that support it.
+
+    `passages` (title -> sentences) are the question's own paragraphs, when it has any; otherwise
+    it is answered over the passages of its collection.
+    """
 
     id: str
     question: str
     answer: str
     supporting: tuple[str, ...] = ()
+    passages: Mapping[str, Sequence[str]] | None = None
+    kind: str = ""  # HotpotQA's type and level, such as "bridge/hard", when known
 
 
 @dataclass(frozen=True)
 class Collection:
-    """Passages (title -> text or list of sentences) shared by a list of questions."""
+    """Questions, the passages they share (if any), and the file they came from."""
 
     name: str
-    passages: dict
+    passages: Mapping
     questions: tuple[Question, ...]
+    layout: str = "envs"
+    source: str = ""
+    sha256: str = ""
 
-    def env(self, n_first: int = 2) -> PassageEnv:
-        """A fresh environment over the passages."""
+    def env(self, question: Question | None = None, *, n_first: int = 2) -> PassageEnv:
+        """A fresh environment over the question's own passages, or the shared ones."""
+        if question is not None and question.passages is not None:
+            return PassageEnv(question.passages, n_first=n_first)
         return PassageEnv(self.passages, n_first=n_first)
+
+
+def load_collection(path: str | Path | None = None) -> Collection:
+    """Read a question file in any known layout; the demo collection shipped in `envs/` by default."""
+    from rawreact import hotpotqa  # the HotpotQA layouts build on the types above
+
+    path = Path(path) if path else resource("envs", DEMO)
+    try:
+        raw = path.read_bytes()
+    except OSError as error:
+        raise DataError(f"{path}: cannot read the question file: {error.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: not UTF-8 text") from None
+    digest = hashlib.sha256(raw).hexdigest()
+    start = text.lstrip()[:1]
+    if not start:
+        raise DataError(f"{path} is empty; give a HotpotQA file (JSON or JSONL) or a collection (envs/README.md)")
+    if start == "{":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as error:
+            if error.msg != "Extra data":  # one object per line is JSONL; anything else is broken JSON
+                raise _invalid(path, error) from None
+            return hotpotqa.from_rows(path, digest, hotpotqa.jsonl_rows(path, text), unit="line")
+        if isinstance(data, dict) and "passages" in data:
+            return _envs_layout(path, digest, data)
+        if isinstance(data, dict) and "context" in data:  # a JSONL file of one row
+            return hotpotqa.from_rows(path, digest, [(1, data)], unit="line")
+        raise _unknown(path)
+    if start == "[":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise _invalid(path, error) from None
+        return hotpotqa.from_rows(path, digest, list(enumerate(data, 1)))
+    raise _unknown(path)
+
+
+def _invalid(path: Path, error: json.JSONDecodeError) -> DataError:
+    return DataError(f"{path} line {error.lineno} column {error.colno}: not valid JSON: {error.msg}")
+
+
+def _unknown(path: Path) -> DataError:
+    return DataError(
+        f"{path}: unknown layout; rawreact reads the official HotpotQA JSON (a list of rows with 'context' "
+        "pairs), Hugging Face hotpot_qa rows (JSON list or JSONL) and collections as in envs/README.md"
+    )
+
+
+def _envs_layout(path: Path, digest: str, data: dict) -> Collection:
+    passages = data["passages"]
+    if not isinstance(passages, dict):
+        raise DataError(f"{path}: 'passages' must be an object (title -> text); see envs/README.md")
+    for title, passage in passages.items():
+        sentences = passage if isinstance(passage, list) else [passage]
+        if not all(isinstance(s, str) for s in sentences):
+            raise DataError(f"{path}: passage {title!r} must be a string or a list of sentence strings")
+    rows = data.get("questions", [])
+    if not isinstance(rows, list):
+        raise DataError(f"{path}: 'questions' must be a list")
+    questions = tuple(_question(path, i, row, set(passages)) for i, row in enumerate(rows))
+    ids = [q.id for q in questions]
+    if len(set(ids)) < len(ids):
+        twice = sorted({i for i in ids if ids.count(i) > 1})
+        raise DataError(f"{path}: question ids must be unique; repeated: {', '.join(twice[:5])}")
+    return Collection(str(data.get("name", path.stem)), passages, questions, "envs", str(path), digest)
 
 
 def _question(path: Path, index: int, row: object, titles: set[str]) -> Question:
@@ -48,28 +137,3 @@ def _question(path: Path, index: int, row: object, titles: set[str]) -> Question
     if unknown:
         raise DataError(f"{where}: supporting titles {unknown} are not among the passages")
     return Question(str(row.get("id", f"q{index + 1}")), row["question"], row["answer"], tuple(supporting))
-
-
-def load_collection(path: str | Path | None = None) -> Collection:
-    """Read a collection file; the demo collection shipped in `envs/` by default."""
-    path = Path(path) if path else resource("envs", DEMO)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise DataError(f"{path}: cannot read the collection: {error.strerror}") from None
-    except json.JSONDecodeError as error:
-        raise DataError(f"{path} line {error.lineno} column {error.colno}: not valid JSON: {error.msg}") from None
-    except UnicodeDecodeError:
-        raise DataError(f"{path}: not UTF-8 text") from None
-    if not isinstance(data, dict) or not isinstance(data.get("passages"), dict):
-        raise DataError(f"{path}: a collection is an object with 'passages' (title -> text); see envs/README.md")
-    passages = data["passages"]
-    for title, passage in passages.items():
-        sentences = passage if isinstance(passage, list) else [passage]
-        if not all(isinstance(s, str) for s in sentences):
-            raise DataError(f"{path}: passage {title!r} must be a string or a list of sentence strings")
-    rows = data.get("questions", [])
-    if not isinstance(rows, list):
-        raise DataError(f"{path}: 'questions' must be a list")
-    questions = tuple(_question(path, i, row, set(passages)) for i, row in enumerate(rows))
-    return Collection(str(data.get("name", path.stem)), passages, questions)

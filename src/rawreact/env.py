@@ -5,6 +5,8 @@ from collections.abc import Mapping, Sequence
 from rawreact.actions import Action, parse_action
 from rawreact.sentences import split_sentences
 
+NOT_FOUND = "Could not find "  # how a search that opened no passage begins its observation
+
 
 def one_line(text: str) -> str:
     """Collapse all white space, line breaks included, so text cannot start a transcript line."""
@@ -70,7 +72,7 @@ class PassageEnv:
     def _search(self, entity: str) -> str:
         sentences = self._sentences.get(_key(entity))
         if sentences is None:
-            return one_line(f"Could not find {entity}. Similar: {self.similar(entity)}.")
+            return one_line(f"{NOT_FOUND}{entity}. Similar: {self.similar(entity)}.")
         self.page = sentences
         self._lookup = None
         return " ".join(sentences[: self.n_first])

@@ -23,3 +23,7 @@ class ModelError(RawreactError):
 
 class ContextLengthExceeded(ModelError):
     """The prompt no longer fits the model's context window."""
+
+
+class GrammarError(RawreactError):
+    """A grammar file does not parse, or a backend cannot apply a grammar."""

@@ -6,8 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rawreact.actions import Action, action_text, format_action, parse_action, split_step
-from rawreact.env import PassageEnv, one_line
+from rawreact.env import NOT_FOUND, PassageEnv, one_line
 from rawreact.errors import ContextLengthExceeded
+from rawreact.grammar import Grammar, load_grammar
 from rawreact.models.base import Completion, Model
 from rawreact.prompts import Prompt, load_prompt
 
@@ -102,6 +103,19 @@ class Trajectory:
         """Steps whose action could not be carried out."""
         return sum(step.error is not None for step in self.steps)
 
+    @property
+    def searches(self) -> int:
+        """Search actions carried out."""
+        return sum(step.action is not None and step.action.name == "search" for step in self.steps)
+
+    @property
+    def search_hits(self) -> int:
+        """Search actions that opened a passage (rather than listing similar titles)."""
+        return sum(
+            step.action is not None and step.action.name == "search" and not step.observation.startswith(NOT_FOUND)
+            for step in self.steps
+        )
+
     def tokens(self) -> dict[str, int]:
         """Prompt, evaluated-prompt and completion tokens summed over every call."""
         return token_totals([c for step in self.steps for c in step.calls])
@@ -159,7 +173,7 @@ def react(
     prompt: Prompt | str | None = None,
     *,
     max_steps: int = 7,
-    grammar: str | None = None,
+    grammar: Grammar | str | None = None,
     max_tokens: int = MAX_TOKENS,
     on_step: Callable[[Step], None] | None = None,
 ) -> Trajectory:
@@ -167,25 +181,32 @@ def react(
 
     Each step is one call on `transcript + "Thought i:"`, stopped at `\\nObservation i:`; when no
     action line comes back, one more call asks for the action alone, as the reference does.
-    `on_step` is called with each step as soon as it is done.
+    `grammar` (a Grammar, or a mode of `load_grammar`: "step", "action" or "titles") constrains
+    what the model may write; in the "action" mode every step is two calls, a free thought and a
+    constrained action. `on_step` is called with each step as soon as it is done.
     """
     prompt = load_prompt() if prompt is None else prompt
+    grammar = load_grammar(grammar) if isinstance(grammar, str) else grammar
     traj = Trajectory(question=one_line(question), prompt=prompt if isinstance(prompt, str) else prompt.text)
     env.reset()
     text = traj.transcript()
     try:
         for i in range(1, max_steps + 1):
             start = time.perf_counter()
-            first = model.complete(
-                text + f"Thought {i}:", stop=[f"\nObservation {i}:"], max_tokens=max_tokens, grammar=grammar
-            )
+            two_calls = grammar is not None and grammar.mode == "action"
+            stop = [f"\nAction {i}:", f"\nObservation {i}:"] if two_calls else [f"\nObservation {i}:"]
+            step_grammar = grammar.for_step(i, env.titles) if grammar is not None and not two_calls else None
+            first = model.complete(text + f"Thought {i}:", stop=stop, max_tokens=max_tokens, grammar=step_grammar)
             calls = [first]
             thought, line, last = split_step(first.text)
             truncated = first.finish_reason == "length" and last
-            if line is None:
+            if line is None or two_calls:
                 # The reference's fallback: keep the first line as the thought, ask for the action.
                 retry = model.complete(
-                    text + f"Thought {i}: {thought}\nAction {i}:", stop=["\n"], max_tokens=max_tokens
+                    text + f"Thought {i}: {thought}\nAction {i}:",
+                    stop=["\n"],
+                    max_tokens=max_tokens,
+                    grammar=None if grammar is None else grammar.for_action(i, env.titles),
                 )
                 calls.append(retry)
                 line, truncated = retry.text, retry.finish_reason == "length"

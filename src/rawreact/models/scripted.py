@@ -6,10 +6,34 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from rawreact.env import one_line
 from rawreact.errors import DataError, ModelError
 from rawreact.models.base import Completion, cut_at_stop
 
 _TOKEN = re.compile(r"\s*\S+")
+_STEP = re.compile(r"(?:Thought|Action) (\d+):$")
+
+
+def _texts(data: object) -> bool:
+    return isinstance(data, list) and all(isinstance(t, str) for t in data)
+
+
+class _ByQuestion:
+    """A script by question: the completion for step i of the question the prompt ends with."""
+
+    def __init__(self, scripts: dict[str, list[str]], name: str) -> None:
+        self.scripts, self.name = scripts, name
+
+    def __call__(self, prompt: str) -> str:
+        line = ("\n" + prompt).rfind("\nQuestion: ")  # the start of the last Question line of the prompt
+        question = prompt[line + len("Question: ") :].split("\n", 1)[0] if line >= 0 else ""
+        step = _STEP.search(prompt)
+        if question not in self.scripts or step is None:
+            raise ModelError(f"{self.name} has no script for the question {question!r}; add it to the script")
+        texts, i = self.scripts[question], int(step.group(1))
+        if i > len(texts):
+            raise ModelError(f"{self.name} has {len(texts)} steps for {question!r} and was asked for step {i}")
+        return texts[i - 1]
 
 
 class ScriptedModel:
@@ -19,26 +43,48 @@ class ScriptedModel:
     Stop sequences and the token limit apply as a real backend applies them (a token here is a
     word with the white space before it), and every call is kept in `history`. A grammar is
     recorded there but not enforced: the script is the model's output, whatever it says.
+    `seconds_per_call` makes each call take that long, like a real model.
     """
 
-    def __init__(self, completions: Sequence[str] | Callable[[str], str], name: str = "scripted") -> None:
+    def __init__(
+        self,
+        completions: Sequence[str] | Callable[[str], str],
+        name: str = "scripted",
+        seconds_per_call: float = 0.0,
+    ) -> None:
         self.name = name
         self._script = completions if callable(completions) else list(completions)
+        self.seconds_per_call = seconds_per_call
         self.history: list[dict] = []
         self._counted = ("", 0)  # the last prompt and its word count, as prompts only grow
 
     @classmethod
     def from_file(cls, path: str | Path) -> "ScriptedModel":
-        """Load a JSON list of completion texts."""
+        """Load a script: a JSON list of completions, used in order, or an object with the
+        completions of each question by step, `{"questions": {QUESTION: [step 1, ...]}}`, and
+        optionally `"seconds_per_call"`. Scripts by question give the same answers in any order,
+        so a shuffled or resumed run can use them.
+        """
         try:
-            texts = json.loads(Path(path).read_text(encoding="utf-8"))
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
         except OSError as error:
             raise DataError(f"{path}: cannot read the script: {error.strerror}") from None
         except json.JSONDecodeError as error:
             raise DataError(f"{path} line {error.lineno}: not valid JSON: {error.msg}") from None
-        if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
-            raise DataError(f"{path}: a model script must be a JSON list of completion strings")
-        return cls(texts, name=f"scripted:{path}")
+        name = f"scripted:{path}"
+        if _texts(data):
+            return cls(data, name=name)
+        if isinstance(data, dict) and isinstance(data.get("questions"), dict):
+            scripts = data["questions"]
+            delay = data.get("seconds_per_call", 0.0)
+            if not all(_texts(texts) for texts in scripts.values()) or not isinstance(delay, (int, float)):
+                raise DataError(f"{path}: 'questions' maps each question to a list of completion strings")
+            by_question = {one_line(question): texts for question, texts in scripts.items()}
+            return cls(_ByQuestion(by_question, name), name=name, seconds_per_call=float(delay))
+        raise DataError(
+            f"{path}: a model script is a JSON list of completion strings, or an object "
+            '{"questions": {"question": ["step 1 completion", ...]}}'
+        )
 
     def _next(self, prompt: str) -> str:
         if callable(self._script):
@@ -66,6 +112,8 @@ class ScriptedModel:
     def complete(self, prompt: str, *, stop: list[str], max_tokens: int, grammar: str | None = None) -> Completion:
         """Return the next completion, cut at the first stop sequence or after `max_tokens` words."""
         start = time.perf_counter()
+        if self.seconds_per_call:
+            time.sleep(self.seconds_per_call)
         text = self._next(prompt)
         self.history.append({"prompt": prompt, "stop": list(stop), "max_tokens": max_tokens, "grammar": grammar})
         text, _ = cut_at_stop(text, stop)

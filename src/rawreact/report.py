@@ -1,0 +1,107 @@
+"""Summaries of run files, and tables of several runs side by side (plain text, Markdown, CSV)."""
+
+import csv
+import io
+from pathlib import Path
+
+from rawreact.loop import Trajectory
+from rawreact.runs import read_run
+
+
+def summarize(records: list[dict]) -> dict:
+    """Aggregate scores and costs over the result records of a run (means are per question)."""
+    n = len(records)
+    if n == 0:
+        return {"questions": 0}
+
+    def mean(key: str) -> float:
+        return sum(r[key] for r in records) / n
+
+    searches = sum(r.get("searches", 0) for r in records)
+    return {
+        "questions": n,
+        "em": mean("em"),
+        "f1": mean("f1"),
+        "finished": sum(r["ended"] == "finish" for r in records) / n,
+        "invalid_per_question": mean("invalid_actions"),
+        "search_hit_rate": sum(r.get("search_hits", 0) for r in records) / searches if searches else 0.0,
+        "steps": mean("steps"),
+        "calls": mean("model_calls"),
+        "prompt_tokens": sum(r["tokens"]["prompt"] for r in records) / n,
+        "evaluated_tokens": sum(r["tokens"]["evaluated"] for r in records) / n,
+        "completion_tokens": sum(r["tokens"]["completion"] for r in records) / n,
+        "seconds": mean("seconds"),
+    }
+
+
+def summary_line(summary: dict) -> str:
+    """One sentence a terminal can show at the end of a run."""
+    if not summary["questions"]:
+        return "0 questions"
+    s = summary
+    return (
+        f"{s['questions']} questions: EM {s['em']:.3f}, F1 {s['f1']:.3f}, "
+        f"finished {round(s['finished'] * s['questions'])}/{s['questions']}, "
+        f"{s['invalid_per_question']:.2f} invalid actions, {s['steps']:.1f} steps, {s['calls']:.1f} calls, "
+        f"{s['completion_tokens']:.0f} generated and {s['evaluated_tokens']:.0f} evaluated tokens, "
+        f"{s['search_hit_rate']:.0%} of searches hit, {s['seconds']:.1f} s per question"
+    )
+
+
+# Column header -> (summary key or manifest field, format).
+COLUMNS = {
+    "n": ("questions", "{:d}"),
+    "EM": ("em", "{:.3f}"),
+    "F1": ("f1", "{:.3f}"),
+    "finished": ("finished", "{:.0%}"),
+    "invalid/q": ("invalid_per_question", "{:.2f}"),
+    "search hits": ("search_hit_rate", "{:.0%}"),
+    "steps/q": ("steps", "{:.1f}"),
+    "calls/q": ("calls", "{:.1f}"),
+    "gen tok/q": ("completion_tokens", "{:.0f}"),
+    "eval tok/q": ("evaluated_tokens", "{:.0f}"),
+    "s/q": ("seconds", "{:.1f}"),
+}
+
+
+def run_row(path: str | Path) -> dict[str, str]:
+    """One table row for a run file: its name, model, grammar and summary, formatted."""
+    manifest, records = read_run(path)
+    config = (manifest or {}).get("config", {})
+    summary = summarize(records)
+    row = {"run": Path(path).name, "model": str(config.get("model", "?")), "grammar": str(config.get("grammar"))}
+    for header, (key, form) in COLUMNS.items():
+        row[header] = form.format(summary[key]) if key in summary else "-"
+    return row
+
+
+def table(rows: list[dict[str, str]], style: str = "text") -> str:
+    """Rows as an aligned text table, a Markdown table or CSV."""
+    headers = list(rows[0]) if rows else ["run"]
+    if style == "csv":
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=headers, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+        return buffer.getvalue()
+    if style == "markdown":
+        lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(" --- " for _ in headers) + "|"]
+        lines += ["| " + " | ".join(row[h] for h in headers) + " |" for row in rows]
+        return "\n".join(lines) + "\n"
+    widths = {h: max(len(h), *(len(row[h]) for row in rows)) for h in headers}
+    lines = ["  ".join(h.ljust(widths[h]) for h in headers)]
+    lines += ["  ".join(row[h].ljust(widths[h]) for h in headers) for row in rows]
+    return "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+def show(record: dict, with_prompt: bool = False) -> str:
+    """One question of a run: its scores, then the transcript the model saw (the prompt on request)."""
+    traj = Trajectory.from_dict(record["trajectory"])
+    transcript = traj.transcript()
+    if not with_prompt:
+        transcript = transcript[len(traj.prompt) :]
+    return (
+        f"id {record['id']}: EM {record['em']:.0f}, F1 {record['f1']:.2f}; prediction {record['prediction']!r}, "
+        f"gold {record['answer']!r}; ended by {record['ended']} after {record['steps']} steps, "
+        f"{record['model_calls']} calls, {record['seconds']:.1f} s\n\n{transcript}"
+    )
