@@ -29,6 +29,10 @@ def test_normalize_answer(text, normal):
         ("no", "no", 1.0, 1.0),
         ("", "Tam", 0.0, 0.0),
         ("river Tam river", "Tam river", 0.0, 0.8),  # precision 2/3, recall 2/2
+        ("The Theatre", "theatre", 1.0, 1.0),  # articles are whole words only
+        ("noanswer", "no answer", 0.0, 0.0),  # noanswer, like yes and no, must match exactly
+        ("Ed Wood \u2013 film", "Ed Wood film", 0.0, 2 * 0.75 / 1.75),  # the en dash is no ASCII punctuation
+        ("Yes.", "yes", 1.0, 1.0),
     ],
 )
 def test_em_and_f1(prediction, gold, em, f1):

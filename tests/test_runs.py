@@ -1,0 +1,274 @@
+"""HotpotQA runs end to end: run files, manifests, resume after SIGKILL and SIGINT, report and show."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rawreact import DataError, RunFile, read_run
+from rawreact.runs import manifest_path
+
+RAWREACT = [sys.executable, "-m", "rawreact"]
+
+
+def _oracle(rows: list[dict], path, *, wrong_every: int = 0, seconds_per_call: float = 0.0) -> str:
+    """A script by question that searches the gold titles and finishes with the gold answer.
+
+    With `wrong_every` = n, every n-th question is answered wrongly, so scores vary by question.
+    """
+    scripts = {}
+    for n, row in enumerate(rows, 1):
+        titles = list(dict.fromkeys(title for title, _ in row["supporting_facts"]))
+        steps = [f" I need {t}.\nAction {i}: Search[{t}]" for i, t in enumerate(titles, 1)]
+        answer = "nobody knows" if wrong_every and n % wrong_every == 0 else row["answer"]
+        steps.append(f" So the answer is {answer}.\nAction {len(steps) + 1}: Finish[{answer}]")
+        scripts[row["question"]] = steps
+    path.write_text(json.dumps({"questions": scripts, "seconds_per_call": seconds_per_call}))
+    return f"scripted:{path}"
+
+
+def _data(hotpotqa, tmp_path, n: int):
+    path = tmp_path / "dev.json"
+    path.write_text(json.dumps(hotpotqa[:n]))
+    return path
+
+
+def _run(*args, **options) -> subprocess.CompletedProcess:
+    return subprocess.run([*RAWREACT, "run", *map(str, args)], capture_output=True, text=True, **options)
+
+
+def _scores(out) -> dict[str, tuple]:
+    return {r["id"]: (r["prediction"], r["em"], r["f1"], r["ended"], r["steps"]) for r in read_run(out)[1]}
+
+
+def test_an_oracle_scores_one_and_everything_lands_in_the_run_file(hotpotqa, tmp_path):
+    data, out = _data(hotpotqa, tmp_path, 12), tmp_path / "run.jsonl"
+    done = _run(data, "--model", _oracle(hotpotqa, tmp_path / "o.json"), "--out", out, "-q", "--n-first", "5")
+    assert done.returncode == 0, done.stderr
+    manifest, records = read_run(out)
+    assert len(records) == 12 and {r["em"] for r in records} == {1.0} and {r["f1"] for r in records} == {1.0}
+    assert all(r["ended"] == "finish" and r["invalid_actions"] == 0 for r in records)
+    assert all(r["search_hits"] == r["searches"] >= 1 for r in records)
+    first = records[0]
+    assert first["question"] == hotpotqa[0]["question"] and first["answer"] == first["prediction"] == "yes"
+    assert first["trajectory"]["steps"][0]["observation"].startswith("Scott Derrickson (born July 16, 1966)")
+    config = manifest["config"]
+    assert config["n_first"] == 5 and config["max_steps"] == 7 and config["grammar"] is None
+    assert len(config["data_sha256"]) == 64 and len(config["prompt_sha256"]) == 64
+    assert manifest["data"] == str(data) and manifest["layout"] == "hotpotqa" and manifest["rawreact"] == "0.1.0"
+    assert "12 questions: EM 1.000, F1 1.000, finished 12/12, 0.00 invalid actions" in done.stdout
+
+
+def test_shuffle_follows_the_reference_protocol(hotpotqa, tmp_path):
+    import random
+
+    data, out = _data(hotpotqa, tmp_path, 30), tmp_path / "run.jsonl"
+    model = _oracle(hotpotqa, tmp_path / "o.json")
+    assert (
+        _run(data, "--model", model, "--out", out, "-q", "--shuffle", "--seed", "233", "--limit", "5").returncode == 0
+    )
+    order = list(range(30))
+    random.Random(233).shuffle(order)  # the reference notebook's shuffle of the dev set's indices
+    expected = [hotpotqa[i]["question"] for i in order[:5]]
+    assert [r["question"] for r in read_run(out)[1]] == expected
+
+
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGINT])
+def test_a_killed_run_resumes_to_the_same_scores_with_every_id_once(hotpotqa, tmp_path, how):
+    data = _data(hotpotqa, tmp_path, 24)
+    model = _oracle(hotpotqa, tmp_path / "o.json", wrong_every=3, seconds_per_call=0.04)
+    whole, cut = tmp_path / "whole.jsonl", tmp_path / "cut.jsonl"
+    assert _run(data, "--model", model, "--out", whole, "-q").returncode == 0
+    run = subprocess.Popen(
+        [*RAWREACT, "run", str(data), "--model", model, "--out", str(cut), "-q"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    while not cut.exists() or cut.read_text().count("\n") < 5:
+        assert run.poll() is None, run.stderr.read()
+        time.sleep(0.02)
+    run.send_signal(how)
+    _, stderr = run.communicate(timeout=60)
+    kept = read_run(cut)[1]
+    assert 5 <= len(kept) < 24
+    if how == signal.SIGINT:  # stops after the question under way, with a message and exit 130
+        assert run.returncode == 130 and "--resume finishes" in stderr and "Traceback" not in stderr
+    else:
+        assert run.returncode == -signal.SIGKILL
+    resumed = _run(data, "--model", model, "--out", cut, "-q", "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"; {len(kept)} already in {cut}" in resumed.stdout
+    ids = [json.loads(line)["id"] for line in cut.read_text().splitlines()]
+    assert len(ids) == len(set(ids)) == 24
+    assert _scores(cut) == _scores(whole) and len({s[1] for s in _scores(whole).values()}) == 2
+    assert "24 questions: EM 0.667" in resumed.stdout  # the summary covers the whole run
+
+
+def test_resume_redoes_a_half_written_last_line_and_refuses_a_corrupt_one(hotpotqa, tmp_path):
+    data, out = _data(hotpotqa, tmp_path, 4), tmp_path / "run.jsonl"
+    model = _oracle(hotpotqa, tmp_path / "o.json")
+    assert _run(data, "--model", model, "--out", out, "-q", "--limit", "2").returncode == 0
+    with out.open("a") as sink:
+        sink.write('{"id": "h1234", "prediction": "half wri')  # what a crash mid-write leaves
+    assert len(read_run(out)[1]) == 2  # readers skip the unfinished line
+    assert _run(data, "--model", model, "--out", out, "-q", "--resume").returncode == 0
+    assert [json.loads(line)["em"] for line in out.read_text().splitlines()] == [1.0] * 4
+    lines = out.read_text().splitlines()
+    out.write_text("\n".join([lines[0], "garbage", *lines[1:]]) + "\n")
+    broken = _run(data, "--model", model, "--out", out, "-q", "--resume")
+    assert broken.returncode == 2
+    assert (
+        broken.stderr == f"rawreact: error: {out} line 2 is not a result line; was the file edited? remove that line\n"
+    )
+
+
+def test_a_run_file_is_never_overwritten_or_mixed_with_another_run(hotpotqa, tmp_path):
+    data, out = _data(hotpotqa, tmp_path, 3), tmp_path / "run.jsonl"
+    model = _oracle(hotpotqa, tmp_path / "o.json")
+    assert _run(data, "--model", model, "--out", out, "-q").returncode == 0
+    before = out.read_text()
+    again = _run(data, "--model", model, "--out", out, "-q")
+    assert again.returncode == 2 and "already holds results; pass --resume to finish that run" in again.stderr
+    mixed = _run(data, "--model", model, "--out", out, "-q", "--resume", "--max-steps", "5")
+    assert mixed.returncode == 2
+    assert "--resume would mix two different runs" in mixed.stderr and "max_steps was 7, now 5" in mixed.stderr
+    assert out.read_text() == before
+    manifest_path(out).unlink()
+    orphan = _run(data, "--model", model, "--out", out, "-q", "--resume")
+    assert orphan.returncode == 2 and "has no manifest run.manifest.json" in orphan.stderr
+    assert _run("--resume", "-q").stderr.startswith("rawreact: error: --resume continues the run file given with --out")
+
+
+def test_resume_of_a_missing_file_starts_the_run_and_a_larger_limit_extends_it(hotpotqa, tmp_path):
+    data, out = _data(hotpotqa, tmp_path, 6), tmp_path / "run.jsonl"
+    model = _oracle(hotpotqa, tmp_path / "o.json")
+    assert _run(data, "--model", model, "--out", out, "-q", "--resume", "--limit", "2").returncode == 0
+    extended = _run(data, "--model", model, "--out", out, "-q", "--resume", "--limit", "5")
+    assert extended.returncode == 0 and "5 questions from dev, " in extended.stdout
+    assert [r["question"] for r in read_run(out)[1]] == [row["question"] for row in hotpotqa[:5]]
+
+
+def test_report_puts_runs_side_by_side_and_show_prints_one_transcript(hotpotqa, tmp_path):
+    data = _data(hotpotqa, tmp_path, 6)
+    right, mixed = tmp_path / "right.jsonl", tmp_path / "mixed.jsonl"
+    _run(data, "--model", _oracle(hotpotqa, tmp_path / "a.json"), "--out", right, "-q")
+    _run(data, "--model", _oracle(hotpotqa, tmp_path / "b.json", wrong_every=2), "--out", mixed, "-q", "--grammar")
+    text = subprocess.run([*RAWREACT, "report", right, mixed], capture_output=True, text=True).stdout.splitlines()
+    assert text[0].split() == [
+        "run",
+        "model",
+        "grammar",
+        "n",
+        "EM",
+        "F1",
+        "finished",
+        "invalid/q",
+        "search",
+        "hits",
+        "steps/q",
+        "calls/q",
+        "gen",
+        "tok/q",
+        "eval",
+        "tok/q",
+        "s/q",
+    ]
+    assert text[1].split()[:6] == ["right.jsonl", f"scripted:{tmp_path / 'a.json'}", "None", "6", "1.000", "1.000"]
+    assert text[2].split()[2:6] == ["step", "6", "0.500", "0.500"]
+    markdown = subprocess.run([*RAWREACT, "report", right, "--format", "markdown"], capture_output=True, text=True)
+    assert markdown.stdout.splitlines()[1] == "|" + "|".join([" --- "] * 14) + "|"
+    csv = subprocess.run([*RAWREACT, "report", right, mixed, "--format", "csv"], capture_output=True, text=True)
+    assert csv.stdout.splitlines()[2].startswith("mixed.jsonl,")
+    first = read_run(right)[1][0]["id"]
+    shown = subprocess.run([*RAWREACT, "show", right, "--id", first], capture_output=True, text=True).stdout
+    assert shown.startswith(f"id {first}: EM 1, F1 1.00; prediction 'yes', gold 'yes'; ended by finish after 3 steps")
+    assert f"\n\nQuestion: {hotpotqa[0]['question']}\nThought 1: I need Scott Derrickson.\n" in shown
+    assert "Answer a question" not in shown
+    with_prompt = subprocess.run([*RAWREACT, "show", right, "--id", first, "--prompt"], capture_output=True, text=True)
+    assert "\n\nAnswer a question by alternating Thought, Action and Observation steps." in with_prompt.stdout
+    missing = subprocess.run([*RAWREACT, "show", right, "--id", "nope"], capture_output=True, text=True)
+    assert missing.returncode == 2 and f"has no question with id 'nope'; its ids: {first}, " in missing.stderr
+
+
+def test_the_embedded_model_runs_hotpotqa_questions_from_the_cli(hotpotqa, tmp_path):
+    data, out = _data(hotpotqa, tmp_path, 2), tmp_path / "run.jsonl"
+    done = _run(data, "--out", out, "-q", "--max-steps", "4", "--grammar", timeout=600)
+    assert done.returncode == 0, done.stderr
+    manifest, records = read_run(out)
+    assert [r["question"] for r in records] == [row["question"] for row in hotpotqa[:2]]
+    assert manifest["config"]["model"] == "gemma3-270m" and manifest["config"]["grammar"] == "step"
+    for record in records:
+        assert record["invalid_actions"] == 0 and 1 <= record["steps"] <= 4
+        assert record["tokens"]["evaluated"] < record["tokens"]["prompt"] / 2  # the KV cache is reused
+        assert record["em"] in (0.0, 1.0) and 0.0 <= record["f1"] <= 1.0 and record["seconds"] > 0
+
+
+def test_runs_from_python_write_the_same_lines(hotpotqa, tmp_path):
+    from rawreact import ScriptedModel, load_collection, load_prompt, run_questions
+
+    data = load_collection(_data(hotpotqa, tmp_path, 2))
+    model = ScriptedModel([" t\nAction 1: Finish[yes]", " t\nAction 1: Finish[Chief of Protocol]"])
+    out = tmp_path / "py.jsonl"
+    sink = RunFile(out, {"model": "scripted"})
+    results = list(run_questions(data.questions, data.env, model, load_prompt(), out=sink))
+    assert [r.em for r in results] == [1.0, 1.0] and [r["id"] for r in read_run(out)[1]] == [
+        q.id for q in data.questions
+    ]
+    with pytest.raises(DataError, match="already holds results"):
+        RunFile(out)
+
+
+def test_the_reproduction_script_runs_the_reference_protocol(hotpotqa, tmp_path):
+    import random
+
+    data, out = _data(hotpotqa, tmp_path, 100), tmp_path / "repro.jsonl"
+    model = _oracle(hotpotqa, tmp_path / "o.json")
+    script = Path(__file__).resolve().parent.parent / "scripts" / "reproduce_hotpotqa.py"
+    done = subprocess.run(
+        [sys.executable, script, data, "--model", model, "--out", out, "--limit", "12"], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    manifest, records = read_run(out)
+    config = manifest["config"]
+    assert (config["shuffle"], config["seed"], config["max_steps"], config["n_first"]) == (True, 233, 7, 5)
+    order = list(range(100))
+    random.Random(233).shuffle(order)
+    assert [r["question"] for r in records] == [hotpotqa[i]["question"] for i in order[:12]]
+    assert done.stdout.splitlines()[-2].split()[:2] == ["run", "model"]  # the report table closes the output
+    assert done.stdout.splitlines()[-1].split()[3:6] == ["12", "1.000", "1.000"]
+
+
+def test_the_progress_bar_shows_running_scores_on_a_terminal(hotpotqa, tmp_path):
+    import fcntl
+    import os
+    import pty
+    import struct
+    import termios
+
+    data = _data(hotpotqa, tmp_path, 3)
+    model = _oracle(hotpotqa, tmp_path / "o.json", wrong_every=2)
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # a 100-column terminal
+    run = subprocess.Popen(
+        [*RAWREACT, "run", str(data), "--model", model, "-q"], stdout=subprocess.PIPE, stderr=follower, text=True
+    )
+    stdout, _ = run.communicate(timeout=60)
+    os.close(follower)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(leader)
+    bar = shown.decode("utf-8", "replace")
+    assert run.returncode == 0 and "3/3" in bar and "EM 0.667 F1 0.667" in bar
+    assert "result [3/3]" in stdout and "\r" not in stdout  # the bar stays on the terminal, off stdout
