@@ -187,3 +187,13 @@ def test_cli_runs_with_a_grammar_and_refuses_a_bad_grammar_file(tmp_path):
     )
     assert failed.returncode == 2 and failed.stdout == ""
     assert failed.stderr.startswith(f"rawreact: error: {bad}: llama.cpp cannot parse the grammar: expecting")
+
+
+def test_a_model_that_cannot_apply_a_grammar_is_refused_before_it_is_called():
+    class NoGrammar(ScriptedModel):
+        supports_grammar = False
+
+    model = NoGrammar([" t\nAction 1: Finish[x]"], name="plain")
+    with pytest.raises(GrammarError, match="model plain cannot apply a grammar; run it without one"):
+        react("q?", _env(), model, grammar="step")
+    assert model.history == [] and react("q?", _env(), model).answer == "x"

@@ -1,5 +1,6 @@
 """A non-editable install carries prompts/ and envs/ inside the package and works from any folder."""
 
+import json
 import os
 import subprocess
 import sys
@@ -53,3 +54,12 @@ def test_the_readme_python_example_runs(capsys):
     exec(_blocks("python")[0], {})
     printed = capsys.readouterr().out
     assert printed.startswith("Answer ") and "Question: When is the festival of Orlo held?\nThought 1:" in printed
+
+
+def test_the_readme_run_example_runs(tmp_path, monkeypatch, hotpotqa):
+    (tmp_path / "hotpot_dev_distractor_v1.json").write_text(json.dumps(hotpotqa[:2]))
+    monkeypatch.chdir(tmp_path)
+    exec(_blocks("python")[1], {})
+    lines = (tmp_path / "run.jsonl").read_text().splitlines()
+    assert [json.loads(line)["question"] for line in lines] == [row["question"] for row in hotpotqa[:2]]
+    assert json.loads((tmp_path / "run.manifest.json").read_text())["config"] == {"model": "gemma3-270m"}

@@ -77,7 +77,7 @@ def test_shuffle_follows_the_reference_protocol(hotpotqa, tmp_path):
     assert [r["question"] for r in read_run(out)[1]] == expected
 
 
-@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGINT])
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGINT, signal.SIGTERM])
 def test_a_killed_run_resumes_to_the_same_scores_with_every_id_once(hotpotqa, tmp_path, how):
     data = _data(hotpotqa, tmp_path, 24)
     model = _oracle(hotpotqa, tmp_path / "o.json", wrong_every=3, seconds_per_call=0.04)
@@ -96,8 +96,8 @@ def test_a_killed_run_resumes_to_the_same_scores_with_every_id_once(hotpotqa, tm
     _, stderr = run.communicate(timeout=60)
     kept = read_run(cut)[1]
     assert 5 <= len(kept) < 24
-    if how == signal.SIGINT:  # stops after the question under way, with a message and exit 130
-        assert run.returncode == 130 and "--resume finishes" in stderr and "Traceback" not in stderr
+    if how != signal.SIGKILL:  # stops after the question under way, with a message and exit 128 + signal
+        assert run.returncode == 128 + how and "--resume finishes" in stderr and "Traceback" not in stderr
     else:
         assert run.returncode == -signal.SIGKILL
     resumed = _run(data, "--model", model, "--out", cut, "-q", "--resume")
@@ -178,7 +178,7 @@ def test_report_puts_runs_side_by_side_and_show_prints_one_transcript(hotpotqa, 
         "tok/q",
         "s/q",
     ]
-    assert text[1].split()[:6] == ["right.jsonl", f"scripted:{tmp_path / 'a.json'}", "None", "6", "1.000", "1.000"]
+    assert text[1].split()[:6] == ["right.jsonl", f"scripted:{tmp_path / 'a.json'}", "off", "6", "1.000", "1.000"]
     assert text[2].split()[2:6] == ["step", "6", "0.500", "0.500"]
     markdown = subprocess.run([*RAWREACT, "report", right, "--format", "markdown"], capture_output=True, text=True)
     assert markdown.stdout.splitlines()[1] == "|" + "|".join([" --- "] * 14) + "|"

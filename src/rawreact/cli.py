@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rawreact import __version__
 from rawreact.collection import Collection, Question, load_collection
-from rawreact.errors import DataError, RawreactError
+from rawreact.errors import DataError, GrammarError, RawreactError
 from rawreact.grammar import MODES, load_grammar
 from rawreact.loop import MAX_TOKENS, Step
 from rawreact.models import DEFAULT_MODEL, EMBEDDED_MODELS, load_model
@@ -158,10 +158,12 @@ def run(args: argparse.Namespace) -> int:
         "n_ctx": args.n_ctx,
         "temperature": args.temperature,
     }
-    details = {"data": collection.source, "layout": collection.layout, "limit": args.limit}
-    sink = RunFile(args.out, config, resume=args.resume, details=details) if args.out else None
     options = {"n_ctx": args.n_ctx, "seed": args.seed, "temperature": args.temperature}
     model = load_model(args.model, **({} if args.model.startswith("scripted:") else options))
+    if grammar is not None and not model.supports_grammar:
+        raise GrammarError(f"model {model.name} cannot apply a grammar; drop --grammar, or use a llama.cpp model")
+    details = {"data": collection.source, "layout": collection.layout, "limit": args.limit}
+    sink = RunFile(args.out, config, resume=args.resume, details=details) if args.out else None
     done = [] if sink is None else [r for r in sink.done.values() if r["id"] in {q.id for q in questions}]
     print(
         f"rawreact {__version__}: {len(questions)} questions from {collection.name}, model {model.name}, "

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from rawreact.actions import Action, action_text, format_action, parse_action, split_step
 from rawreact.env import NOT_FOUND, PassageEnv, one_line
-from rawreact.errors import ContextLengthExceeded
+from rawreact.errors import ContextLengthExceeded, GrammarError
 from rawreact.grammar import Grammar, load_grammar
 from rawreact.models.base import Completion, Model
 from rawreact.prompts import Prompt, load_prompt
@@ -187,6 +187,8 @@ def react(
     """
     prompt = load_prompt() if prompt is None else prompt
     grammar = load_grammar(grammar) if isinstance(grammar, str) else grammar
+    if grammar is not None and not getattr(model, "supports_grammar", True):
+        raise GrammarError(f"model {model.name} cannot apply a grammar; run it without one")
     traj = Trajectory(question=one_line(question), prompt=prompt if isinstance(prompt, str) else prompt.text)
     env.reset()
     text = traj.transcript()

@@ -67,9 +67,10 @@ COLUMNS = {
 def run_row(path: str | Path) -> dict[str, str]:
     """One table row for a run file: its name, model, grammar and summary, formatted."""
     manifest, records = read_run(path)
-    config = (manifest or {}).get("config", {})
+    config = manifest.get("config", {}) if manifest else {}
     summary = summarize(records)
-    row = {"run": Path(path).name, "model": str(config.get("model", "?")), "grammar": str(config.get("grammar"))}
+    grammar = (config.get("grammar") or "off") if manifest else "?"  # "?": the manifest is missing
+    row = {"run": Path(path).name, "model": str(config.get("model", "?")), "grammar": grammar}
     for header, (key, form) in COLUMNS.items():
         row[header] = form.format(summary[key]) if key in summary else "-"
     return row

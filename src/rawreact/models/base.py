@@ -26,9 +26,14 @@ class Completion:
 
 
 class Model(Protocol):
-    """A completion model: raw text in, raw text out, no chat template."""
+    """A completion model: raw text in, raw text out, no chat template.
+
+    `supports_grammar` says whether `complete` can apply a GBNF grammar; a backend that cannot
+    (Ollama has no GBNF) says False, and a run with a grammar is refused before it starts.
+    """
 
     name: str
+    supports_grammar: bool
 
     def complete(self, prompt: str, *, stop: list[str], max_tokens: int, grammar: str | None = None) -> Completion:
         """Continue `prompt`; the text ends before the first stop sequence, which is not included."""

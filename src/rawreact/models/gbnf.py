@@ -8,6 +8,7 @@ first, and about the whole vocabulary only when none of them is allowed.
 
 import contextlib
 import ctypes
+import functools
 import os
 import re
 import sys
@@ -114,12 +115,20 @@ def check_grammar(grammar: str, source: str = "the grammar") -> None:
     says about the error is captured for the message.
     """
     _precheck(grammar, source)
+    problem = _parse_problem(grammar)
+    if problem is not None:
+        raise GrammarError(f"{source}: llama.cpp cannot parse the grammar: {problem}")
+
+
+@functools.lru_cache(maxsize=256)  # a run asks about the same few grammars at every step
+def _parse_problem(grammar: str) -> str | None:
     llama_cpp = llama_cpp_module()
     with _captured_output() as output:
         sampler = llama_cpp.llama_sampler_init_grammar(None, grammar.encode(), b"root")
     if not sampler:
-        raise GrammarError(f"{source}: llama.cpp cannot parse the grammar: {_explain(''.join(output), grammar)}")
+        return _explain("".join(output), grammar)
     llama_cpp.llama_sampler_free(sampler)
+    return None
 
 
 _TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])

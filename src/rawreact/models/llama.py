@@ -29,6 +29,8 @@ class LlamaModel:
     llama-cpp-python's sampler instead, which applies the grammar to the whole vocabulary.
     """
 
+    supports_grammar = True
+
     def __init__(
         self,
         path: str | Path,

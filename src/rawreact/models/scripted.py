@@ -46,6 +46,8 @@ class ScriptedModel:
     `seconds_per_call` makes each call take that long, like a real model.
     """
 
+    supports_grammar = True  # recorded in `history`, not enforced
+
     def __init__(
         self,
         completions: Sequence[str] | Callable[[str], str],
