@@ -197,3 +197,17 @@ def test_a_model_that_cannot_apply_a_grammar_is_refused_before_it_is_called():
     with pytest.raises(GrammarError, match="model plain cannot apply a grammar; run it without one"):
         react("q?", _env(), model, grammar="step")
     assert model.history == [] and react("q?", _env(), model).answer == "x"
+
+
+def test_the_second_embedded_model_runs_under_a_grammar_too(demo):
+    """SmolLM2 has another tokenizer (49,152 tokens): same valid actions, same text as full sampling."""
+    from rawreact import load_model
+
+    smol = load_model("smollm2-135m")
+    traj = react(demo.questions[0].question, demo.env(), smol, grammar="step", max_steps=3)
+    assert traj.steps and all(step.error is None and len(step.calls) == 1 for step in traj.steps)
+    fast, slow = load_model("smollm2-135m", reuse_cache=False), load_model("smollm2-135m", grammar_first=True)
+    prompt = traj.transcript(1) + "Thought 2:"
+    a = fast.complete(prompt, stop=["\nObservation 2:"], max_tokens=60, grammar=STEP.for_step(2))
+    b = slow.complete(prompt, stop=["\nObservation 2:"], max_tokens=60, grammar=STEP.for_step(2))
+    assert (a.text, a.finish_reason) == (b.text, b.finish_reason) and "\nAction 2: " in a.text
