@@ -60,6 +60,7 @@ def test_an_oracle_scores_one_and_everything_lands_in_the_run_file(hotpotqa, tmp
     assert config["n_first"] == 5 and config["max_steps"] == 7 and config["grammar"] is None
     assert len(config["data_sha256"]) == 64 and len(config["prompt_sha256"]) == 64
     assert manifest["data"] == str(data) and manifest["layout"] == "hotpotqa" and manifest["rawreact"] == "0.1.0"
+    assert manifest["limit"] is None and manifest["model_file"] is None and manifest["versions"]["llama-cpp-python"]
     assert "12 questions: EM 1.000, F1 1.000, finished 12/12, 0.00 invalid actions" in done.stdout
 
 
@@ -202,6 +203,7 @@ def test_the_embedded_model_runs_hotpotqa_questions_from_the_cli(hotpotqa, tmp_p
     manifest, records = read_run(out)
     assert [r["question"] for r in records] == [row["question"] for row in hotpotqa[:2]]
     assert manifest["config"]["model"] == "gemma3-270m" and manifest["config"]["grammar"] == "step"
+    assert manifest["model_file"].endswith(".gguf")
     for record in records:
         assert record["invalid_actions"] == 0 and 1 <= record["steps"] <= 4
         assert record["tokens"]["evaluated"] < record["tokens"]["prompt"] / 2  # the KV cache is reused

@@ -5,6 +5,7 @@ import os
 import random
 import signal
 import sys
+from importlib import metadata
 from pathlib import Path
 
 from rawreact import __version__
@@ -126,6 +127,17 @@ class _Stopper:
         print("\nrawreact: stopping after the current question (again to stop now)", file=sys.stderr, flush=True)
 
 
+def _versions() -> dict[str, str | None]:
+    """The versions of what decides a run's numbers, for its manifest."""
+    found = {"python": sys.version.split()[0]}
+    for package in ("llama-cpp-python", "numpy"):
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            found[package] = None
+    return found
+
+
 def _progress(total: int, done: int):
     """A progress bar on stderr when it is a terminal (tqdm turns itself off otherwise)."""
     from tqdm import tqdm
@@ -162,7 +174,13 @@ def run(args: argparse.Namespace) -> int:
     model = load_model(args.model, **({} if args.model.startswith("scripted:") else options))
     if grammar is not None and not model.supports_grammar:
         raise GrammarError(f"model {model.name} cannot apply a grammar; drop --grammar, or use a llama.cpp model")
-    details = {"data": collection.source, "layout": collection.layout, "limit": args.limit}
+    details = {
+        "data": collection.source,
+        "layout": collection.layout,
+        "limit": args.limit,
+        "model_file": str(model.path) if hasattr(model, "path") else None,
+        "versions": _versions(),
+    }
     sink = RunFile(args.out, config, resume=args.resume, details=details) if args.out else None
     done = [] if sink is None else [r for r in sink.done.values() if r["id"] in {q.id for q in questions}]
     print(
