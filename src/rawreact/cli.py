@@ -5,7 +5,6 @@ import os
 import random
 import signal
 import sys
-from importlib import metadata
 from pathlib import Path
 
 from rawreact import __version__
@@ -127,17 +126,6 @@ class _Stopper:
         print("\nrawreact: stopping after the current question (again to stop now)", file=sys.stderr, flush=True)
 
 
-def _versions() -> dict[str, str | None]:
-    """The versions of what decides a run's numbers, for its manifest."""
-    found = {"python": sys.version.split()[0]}
-    for package in ("llama-cpp-python", "numpy"):
-        try:
-            found[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            found[package] = None
-    return found
-
-
 def _progress(total: int, done: int):
     """A progress bar on stderr when it is a terminal (tqdm turns itself off otherwise)."""
     from tqdm import tqdm
@@ -179,7 +167,6 @@ def run(args: argparse.Namespace) -> int:
         "layout": collection.layout,
         "limit": args.limit,
         "model_file": str(model.path) if hasattr(model, "path") else None,
-        "versions": _versions(),
     }
     sink = RunFile(args.out, config, resume=args.resume, details=details) if args.out else None
     done = [] if sink is None else [r for r in sink.done.values() if r["id"] in {q.id for q in questions}]

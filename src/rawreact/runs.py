@@ -8,9 +8,11 @@ half-written last line is dropped and its question asked again.
 
 import json
 import os
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
 from rawreact.collection import Question
@@ -145,7 +147,8 @@ class RunFile:
         from rawreact import __version__
 
         created = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        manifest = {"rawreact": __version__, "created": created, "config": self.config, **self.details}
+        manifest = {"rawreact": __version__, "created": created, "versions": _versions(), "config": self.config}
+        manifest.update(self.details)
         temporary = self.manifest_path.with_name(self.manifest_path.name + ".tmp")
         try:
             temporary.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -183,6 +186,17 @@ class RunFile:
     def close(self) -> None:
         """Close the file; everything appended is already written."""
         self._sink.close()
+
+
+def _versions() -> dict[str, str | None]:
+    """The versions of what decides a run's numbers, besides rawreact's own."""
+    found: dict[str, str | None] = {"python": sys.version.split()[0]}
+    for package in ("llama-cpp-python", "numpy"):
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            found[package] = None
+    return found
 
 
 def _changed(old: dict, new: dict) -> list[str]:
