@@ -88,7 +88,7 @@ ROW = {"question": "q?", "answer": "a", "context": [["T", ["t."]]]}
         (json.dumps([{**ROW, "context": []}]), "row 1: 'context' has no paragraphs to search"),
         (json.dumps([{**ROW, "context": [["T", "not a list"]]}]), "row 1: context[0] must be [title, [sentence, ...]]"),
         (json.dumps([{**ROW, "context": {"title": ["T"]}}]), "must have lists 'title' and 'sentences' of the same"),
-        (json.dumps([{**ROW, "_id": "x"}, {**ROW, "_id": "x"}]), "the id 'x' is used by more than one row"),
+        (json.dumps([{**ROW, "_id": "x"}, {**ROW, "_id": "x"}]), "question ids must be unique; repeated: 'x'"),
         (json.dumps([ROW, "text"]), "row 2: a row must be an object"),
         (json.dumps(ROW) + "\n" + '{"question": "broken', "line 2: not valid JSON"),
         (json.dumps(ROW) + "\n" + json.dumps({"question": "q?", "answer": "a"}), "line 2 has no 'context'"),
@@ -96,7 +96,7 @@ ROW = {"question": "q?", "answer": "a", "context": [["T", ["t."]]]}
         ('{"rows": []}', "unknown layout"),
         (
             json.dumps({"passages": {"A": "a."}, "questions": [{"id": "1", "question": "q", "answer": "a"}] * 2}),
-            "question ids must be unique; repeated: 1",
+            "question ids must be unique; repeated: '1'",
         ),
     ],
 )

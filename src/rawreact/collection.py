@@ -10,6 +10,7 @@ A HotpotQA question is answered over its own paragraphs (the distractor setting)
 
 import hashlib
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,11 +117,15 @@ def _envs_layout(path: Path, digest: str, data: dict) -> Collection:
     if not isinstance(rows, list):
         raise DataError(f"{path}: 'questions' must be a list")
     questions = tuple(_question(path, i, row, set(passages)) for i, row in enumerate(rows))
-    ids = [q.id for q in questions]
-    if len(set(ids)) < len(ids):
-        twice = sorted({i for i in ids if ids.count(i) > 1})
-        raise DataError(f"{path}: question ids must be unique; repeated: {', '.join(twice[:5])}")
+    check_unique_ids(path, questions)
     return Collection(str(data.get("name", path.stem)), passages, questions, "envs", str(path), digest)
+
+
+def check_unique_ids(path: Path, questions: tuple[Question, ...] | list[Question]) -> None:
+    """Raise DataError naming the repeated ids when two questions share one."""
+    repeated = [id for id, n in Counter(q.id for q in questions).items() if n > 1]
+    if repeated:
+        raise DataError(f"{path}: question ids must be unique; repeated: {', '.join(map(repr, repeated[:5]))}")
 
 
 def _question(path: Path, index: int, row: object, titles: set[str]) -> Question:

@@ -102,7 +102,12 @@ def _actions(titles: bool) -> str:
 def _literal(text: str) -> str:
     """A GBNF string literal for `text`."""
     escaped = text.replace("\\", "\\\\").replace('"', '\\"')
-    return '"' + "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in escaped) + '"'
+    return '"' + "".join(c if c.isprintable() else _escape(c) for c in escaped) + '"'
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
 def _line_of(text: str, needle: str) -> int:
@@ -139,8 +144,8 @@ def load_grammar(mode: str = "step", path: str | Path | None = None) -> Grammar:
 
 
 def validate(grammar: Grammar) -> None:
-    """Render both templates and have llama.cpp parse them; a problem is a PromptError."""
-    from rawreact.models.llama import check_grammar  # llama.cpp's own parser is the judge
+    """Render both templates and have llama.cpp parse them; a problem is a GrammarError."""
+    from rawreact.models.gbnf import check_grammar  # llama.cpp's own parser is the judge
 
     for template, render in ((grammar.step, grammar.for_step), (grammar.action, grammar.for_action)):
         check_grammar(render(1, ["A title"]), source=template.source)

@@ -8,9 +8,10 @@ A row without an id gets one derived from its content, so it is the same in ever
 
 import hashlib
 import json
+from dataclasses import replace
 from pathlib import Path
 
-from rawreact.collection import Collection, Question
+from rawreact.collection import Collection, Question, check_unique_ids
 from rawreact.errors import DataError
 
 
@@ -41,19 +42,11 @@ def from_rows(path: Path, digest: str, rows: list[tuple[int, object]], unit: str
         if not question.id:  # derived ids repeat only for repeated rows: number the repeats
             base = _derived_id(row)
             counted[base] = counted.get(base, 0) + 1
-            question = _with_id(question, base if counted[base] == 1 else f"{base}-{counted[base]}")
+            question = replace(question, id=base if counted[base] == 1 else f"{base}-{counted[base]}")
         questions.append(question)
-    ids = [q.id for q in questions]
-    if len(set(ids)) < len(ids):
-        seen: set[str] = set()
-        twice = next(i for i in ids if i in seen or seen.add(i))
-        raise DataError(f"{path}: the id {twice!r} is used by more than one row; ids must be unique")
+    check_unique_ids(path, questions)
     layout = "hotpotqa-hf" if isinstance(rows[0][1].get("context"), dict) else "hotpotqa"
     return Collection(path.stem, {}, tuple(questions), layout, str(path), digest)
-
-
-def _with_id(question: Question, id: str) -> Question:
-    return Question(id, question.question, question.answer, question.supporting, question.passages, question.kind)
 
 
 def _derived_id(row: dict) -> str:

@@ -192,10 +192,10 @@ def react(
     traj = Trajectory(question=one_line(question), prompt=prompt if isinstance(prompt, str) else prompt.text)
     env.reset()
     text = traj.transcript()
+    two_calls = grammar is not None and grammar.mode == "action"
     try:
         for i in range(1, max_steps + 1):
             start = time.perf_counter()
-            two_calls = grammar is not None and grammar.mode == "action"
             stop = [f"\nAction {i}:", f"\nObservation {i}:"] if two_calls else [f"\nObservation {i}:"]
             step_grammar = grammar.for_step(i, env.titles) if grammar is not None and not two_calls else None
             first = model.complete(text + f"Thought {i}:", stop=stop, max_tokens=max_tokens, grammar=step_grammar)
