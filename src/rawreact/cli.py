@@ -169,7 +169,8 @@ def run(args: argparse.Namespace) -> int:
         "model_file": str(model.path) if hasattr(model, "path") else None,
     }
     sink = RunFile(args.out, config, resume=args.resume, details=details) if args.out else None
-    done = [] if sink is None else [r for r in sink.done.values() if r["id"] in {q.id for q in questions}]
+    chosen = {q.id for q in questions}
+    done = [] if sink is None else [r for r in sink.done.values() if r["id"] in chosen]
     print(
         f"rawreact {__version__}: {len(questions)} questions from {collection.name}, model {model.name}, "
         f"prompt {prompt.source} ({prompt.exemplars} exemplars), grammar {config['grammar']}"
@@ -196,11 +197,12 @@ def run(args: argparse.Namespace) -> int:
             grammar=grammar,
         )
         records = list(done)
+        em, f1 = sum(r["em"] for r in done), sum(r["f1"] for r in done)  # running sums for the bar
         for result in results:
             records.append(result.to_dict())
+            em, f1 = em + result.em, f1 + result.f1
             say(_result_line(len(records), len(questions), result))
-            summary = summarize(records)
-            bar.set_postfix_str(f"EM {summary['em']:.3f} F1 {summary['f1']:.3f}", refresh=False)
+            bar.set_postfix_str(f"EM {em / len(records):.3f} F1 {f1 / len(records):.3f}", refresh=False)
             bar.update()
             if stopper.signal is not None:
                 results.close()

@@ -66,7 +66,7 @@ class Result:
 def manifest_path(out: str | Path) -> Path:
     """Where the manifest of the run file `out` lives: RUN.jsonl -> RUN.manifest.json."""
     out = Path(out)
-    return out.with_name(out.stem + ".manifest.json") if out.suffix else out.with_name(out.name + ".manifest.json")
+    return out.with_name(out.stem + ".manifest.json")
 
 
 def read_run(path: str | Path) -> tuple[dict | None, list[dict]]:
