@@ -63,3 +63,14 @@ def test_the_readme_run_example_runs(tmp_path, monkeypatch, hotpotqa):
     lines = (tmp_path / "run.jsonl").read_text().splitlines()
     assert [json.loads(line)["question"] for line in lines] == [row["question"] for row in hotpotqa[:2]]
     assert json.loads((tmp_path / "run.manifest.json").read_text())["config"] == {"model": "gemma3-270m"}
+
+
+def test_the_readme_compare_example_runs(tmp_path, monkeypatch, capsys, hotpotqa):
+    (tmp_path / "dev.json").write_text(json.dumps(hotpotqa[:2]))
+    monkeypatch.chdir(tmp_path)
+    exec(_blocks("python")[2], {})
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("| variant | n | EM | ΔEM | F1 | ΔF1 |")
+    assert printed[2].startswith("| k1 | 2 | ") and printed[3].startswith("| k3 | 2 | ")
+    for name in ("k1", "k3"):
+        assert len((tmp_path / "experiments" / "k" / f"{name}.jsonl").read_text().splitlines()) == 2

@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -78,14 +79,17 @@ def test_shuffle_follows_the_reference_protocol(hotpotqa, tmp_path):
     assert [r["question"] for r in read_run(out)[1]] == expected
 
 
-@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGINT, signal.SIGTERM])
-def test_a_killed_run_resumes_to_the_same_scores_with_every_id_once(hotpotqa, tmp_path, how):
+@pytest.mark.parametrize(
+    "how, workers",
+    [(signal.SIGKILL, 1), (signal.SIGINT, 1), (signal.SIGTERM, 1), (signal.SIGKILL, 3), (signal.SIGINT, 3)],
+)
+def test_a_killed_run_resumes_to_the_same_scores_with_every_id_once(hotpotqa, tmp_path, how, workers):
     data = _data(hotpotqa, tmp_path, 24)
     model = _oracle(hotpotqa, tmp_path / "o.json", wrong_every=3, seconds_per_call=0.04)
     whole, cut = tmp_path / "whole.jsonl", tmp_path / "cut.jsonl"
     assert _run(data, "--model", model, "--out", whole, "-q").returncode == 0
     run = subprocess.Popen(
-        [*RAWREACT, "run", str(data), "--model", model, "--out", str(cut), "-q"],
+        [*RAWREACT, "run", str(data), "--model", model, "--out", str(cut), "-q", "--workers", str(workers)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -223,6 +227,71 @@ def test_runs_from_python_write_the_same_lines(hotpotqa, tmp_path):
     ]
     with pytest.raises(DataError, match="already holds results"):
         RunFile(out)
+
+
+def _parallel_setup(hotpotqa, tmp_path, n=12, **script):
+    from rawreact import ScriptedModel, load_collection
+
+    data = load_collection(_data(hotpotqa, tmp_path, n))
+    model = ScriptedModel.from_file(_oracle(hotpotqa, tmp_path / "o.json", **script).removeprefix("scripted:"))
+    return data, model
+
+
+def _same(records: list[dict]) -> dict[str, dict]:
+    """Records by id, without what depends on timing."""
+    strip = lambda r: {k: v for k, v in r.items() if k not in ("seconds", "trajectory")}  # noqa: E731
+    steps = lambda r: [(s["thought"], s["action_text"], s["observation"]) for s in r["trajectory"]["steps"]]  # noqa: E731
+    return {r["id"]: {**strip(r), "steps": steps(r)} for r in records}
+
+
+def test_workers_write_the_records_a_sequential_run_writes(hotpotqa, tmp_path):
+    from rawreact import load_prompt, run_questions
+
+    data, model = _parallel_setup(hotpotqa, tmp_path, wrong_every=4, seconds_per_call=0.01)
+    runs = {}
+    for workers in (1, 4):
+        out = tmp_path / f"w{workers}.jsonl"
+        order = [
+            r.question.id
+            for r in run_questions(data.questions, data.env, model, load_prompt(), out=out, workers=workers)
+        ]
+        runs[workers] = read_run(out)[1]
+        assert sorted(order) == sorted(q.id for q in data.questions)
+    assert [r["id"] for r in runs[1]] == [q.id for q in data.questions]
+    assert _same(runs[4]) == _same(runs[1]) and {r["em"] for r in runs[1]} == {0.0, 1.0}
+
+
+def test_with_workers_a_stop_or_an_error_keeps_every_finished_question(hotpotqa, tmp_path):
+    from rawreact import ModelError, load_prompt, run_questions
+
+    data, model = _parallel_setup(hotpotqa, tmp_path, seconds_per_call=0.02)
+    seen = []
+    out = tmp_path / "stopped.jsonl"
+    results = run_questions(
+        data.questions, data.env, model, load_prompt(), out=out, workers=3, stop=lambda: len(seen) >= 2
+    )
+    for result in results:
+        seen.append(result.question.id)
+    kept = read_run(out)[1]
+    assert [r["id"] for r in kept] == seen and 2 <= len(kept) < 12
+    asked = {call["prompt"].rsplit("\nQuestion: ", 1)[1].split("\n", 1)[0] for call in model.history}
+    assert asked == {r["question"] for r in kept}  # every question started was finished and written
+    broken = (
+        data.questions[:5] + (replace(data.questions[5], question="a question with no script"),) + data.questions[6:]
+    )
+    out = tmp_path / "broken.jsonl"
+    with pytest.raises(ModelError, match="no script for the question 'a question with no script'"):
+        for _ in run_questions(broken, data.env, model, load_prompt(), out=out, workers=3):
+            pass
+    kept = {r["id"] for r in read_run(out)[1]}
+    assert 5 <= len(kept) <= 8 and data.questions[5].id not in kept
+
+
+def test_the_embedded_model_refuses_workers_from_python(gemma, demo):
+    from rawreact import ModelError, load_prompt, run_questions
+
+    with pytest.raises(ModelError, match="answers one question at a time"):
+        run_questions(demo.questions, demo.env, gemma, load_prompt(), workers=2)
 
 
 def test_the_reproduction_script_runs_the_reference_protocol(hotpotqa, tmp_path):

@@ -4,6 +4,7 @@ from rawreact.actions import VERBS, Action, format_action, parse_action, parse_s
 from rawreact.collection import Collection, load_collection
 from rawreact.env import PassageEnv
 from rawreact.errors import ContextLengthExceeded, DataError, GrammarError, ModelError, PromptError, RawreactError
+from rawreact.experiments import Comparison, Variant, compare, compare_runs
 from rawreact.grammar import Grammar, load_grammar
 from rawreact.loop import Step, Trajectory, react
 from rawreact.models import Completion, Model, ScriptedModel, load_model
@@ -16,6 +17,7 @@ __all__ = [
     "VERBS",
     "Action",
     "Collection",
+    "Comparison",
     "Completion",
     "ContextLengthExceeded",
     "DataError",
@@ -32,6 +34,9 @@ __all__ = [
     "ScriptedModel",
     "Step",
     "Trajectory",
+    "Variant",
+    "compare",
+    "compare_runs",
     "format_action",
     "load_collection",
     "load_grammar",

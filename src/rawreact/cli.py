@@ -2,20 +2,20 @@
 
 import argparse
 import os
-import random
-import signal
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from rawreact import __version__
-from rawreact.collection import Collection, Question, load_collection
+from rawreact.collection import Collection, Question, choose_questions, load_collection
 from rawreact.errors import DataError, GrammarError, RawreactError
-from rawreact.grammar import MODES, load_grammar
+from rawreact.experiments import ABLATIONS, Variant, ablation, compare, parse_spec, parse_variant
+from rawreact.grammar import MODES
 from rawreact.loop import MAX_TOKENS, Step
 from rawreact.models import DEFAULT_MODEL, EMBEDDED_MODELS, load_model
-from rawreact.prompts import load_prompt
 from rawreact.report import run_row, show, summarize, summary_line, table
 from rawreact.runs import Result, RunFile, read_run, run_questions
+from rawreact.terminal import Stopper, progress
 
 
 def _positive(text: str) -> int:
@@ -43,7 +43,15 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--model",
         default=DEFAULT_MODEL,
-        help=f"{', '.join(EMBEDDED_MODELS)}, a .gguf path, or scripted:FILE.json (default: %(default)s)",
+        help=f"{', '.join(EMBEDDED_MODELS)}, a .gguf path, ollama:NAME, openai:[MODEL@]URL (or vllm:, llamacpp:), "
+        "or scripted:FILE.json (default: %(default)s)",
+    )
+    run.add_argument("--ollama-host", help="where Ollama listens (default: OLLAMA_HOST, else 127.0.0.1:11434)")
+    run.add_argument(
+        "--workers",
+        type=_positive,
+        default=1,
+        help="questions in flight at once, for a server model (ollama:, openai:); default: %(default)s",
     )
     run.add_argument("--prompt", help="an exemplar file, or a reference-style JSON prompt file with --key")
     run.add_argument("--key", help="which prompt of a reference-style JSON file, such as webthink_simple6")
@@ -78,6 +86,7 @@ def _parser() -> argparse.ArgumentParser:
         "--temperature", type=float, default=0.0, help="sampling temperature (default: %(default)s, greedy)"
     )
     run.add_argument("-q", "--quiet", action="store_true", help="print only the result lines")
+    _compare_parser(commands)
     report = commands.add_parser("report", help="the summaries of run files, side by side")
     report.add_argument("runs", nargs="+", help="run files (RUN.jsonl)")
     report.add_argument("--format", choices=("text", "markdown", "csv"), default="text", help="table format")
@@ -88,6 +97,36 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _compare_parser(commands) -> None:
+    compare = commands.add_parser(
+        "compare", help="run variants of a prompt on the same questions and compare them, with bootstrap intervals"
+    )
+    compare.add_argument("data", nargs="?", help="questions, as for `rawreact run` (default: the demo)")
+    compare.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME=SPEC",
+        help="a variant: NAME=key=value,... with keys model, prompt, key, instruction, k, order, grammar, "
+        "grammar_file, n_first, max_steps, max_tokens, temperature, seed, n_ctx (the first variant is the base)",
+    )
+    compare.add_argument(
+        "--ablation", action="append", default=[], choices=ABLATIONS, help="add a built-in set of variants"
+    )
+    compare.add_argument("--base", default="", metavar="SPEC", help="settings every variant starts from")
+    compare.add_argument("--orders", type=_positive, default=3, help="shuffled orders of --ablation orders")
+    compare.add_argument("--out", required=True, help="folder for the variants' run files and the tables")
+    compare.add_argument("--limit", type=_positive, help="compare on the first N questions")
+    compare.add_argument("--shuffle", action="store_true", help="shuffle the questions with --seed before --limit")
+    compare.add_argument("--seed", type=int, default=0, help="seed of --shuffle and of sampling (default: 0)")
+    compare.add_argument("--workers", type=_positive, default=1, help="questions in flight at once (server models)")
+    compare.add_argument("--ollama-host", help="where Ollama listens (default: OLLAMA_HOST)")
+    compare.add_argument("--format", choices=("text", "markdown", "csv"), default="text", help="table on stdout")
+    compare.add_argument("--resamples", type=_positive, default=10_000, help="bootstrap resamples (default: 10000)")
+    compare.add_argument("--stats-seed", type=int, default=0, help="seed of the bootstrap (default: 0)")
+    compare.add_argument("-q", "--quiet", action="store_true", help="no line per question")
+
+
 def _questions(args: argparse.Namespace) -> tuple[Collection, list[Question]]:
     if args.question is not None:
         collection = load_collection(args.passages) if args.passages else load_collection()
@@ -95,42 +134,7 @@ def _questions(args: argparse.Namespace) -> tuple[Collection, list[Question]]:
     if args.passages:
         raise DataError("--passages goes with --question; a question file is given as the first argument")
     collection = load_collection(args.data)
-    questions = list(collection.questions)
-    if not questions:
-        raise DataError(f"{args.data} has no questions; add some, or ask one with --question")
-    if args.shuffle:  # as the reference: random.Random(233).shuffle(list(range(7405)))
-        order = list(range(len(questions)))
-        random.Random(args.seed).shuffle(order)
-        questions = [questions[i] for i in order]
-    return collection, questions[: args.limit]
-
-
-class _Stopper:
-    """Ctrl-C or SIGTERM once: finish the current question, then stop. Twice: stop at once."""
-
-    def __init__(self) -> None:
-        self.signal: int | None = None
-
-    def __enter__(self) -> "_Stopper":
-        self._old = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for s, handler in self._old.items():
-            signal.signal(s, handler)
-
-    def _handle(self, number: int, frame) -> None:
-        if self.signal is not None:
-            raise KeyboardInterrupt
-        self.signal = number
-        print("\nrawreact: stopping after the current question (again to stop now)", file=sys.stderr, flush=True)
-
-
-def _progress(total: int, done: int):
-    """A progress bar on stderr when it is a terminal (tqdm turns itself off otherwise)."""
-    from tqdm import tqdm
-
-    return tqdm(total=total, initial=done, unit="q", dynamic_ncols=True, disable=None, file=sys.stderr)
+    return collection, choose_questions(collection, limit=args.limit, shuffle=args.shuffle, seed=args.seed)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -138,28 +142,26 @@ def run(args: argparse.Namespace) -> int:
     if args.resume and not args.out:
         raise DataError("--resume continues the run file given with --out; add --out RUN.jsonl")
     collection, questions = _questions(args)
-    prompt = load_prompt(args.prompt, k=args.exemplars, instruction=args.instruction, key=args.key)
-    grammar = None
-    if args.grammar or args.grammar_file:
-        grammar = load_grammar(args.grammar or "step", args.grammar_file)
-    config = {
-        "question": args.question,
-        "data_sha256": collection.sha256,
-        "model": args.model,
-        "prompt": prompt.source,
-        "prompt_sha256": prompt.sha256,
-        "exemplars": prompt.exemplars,
-        "grammar": grammar.name if grammar else None,
-        "shuffle": args.shuffle,
-        "seed": args.seed,
-        "max_steps": args.max_steps,
-        "max_tokens": args.max_tokens,
-        "n_first": args.n_first,
-        "n_ctx": args.n_ctx,
-        "temperature": args.temperature,
-    }
-    options = {"n_ctx": args.n_ctx, "seed": args.seed, "temperature": args.temperature}
-    model = load_model(args.model, **({} if args.model.startswith("scripted:") else options))
+    variant = Variant(
+        "run",
+        model=args.model,
+        prompt=args.prompt,
+        key=args.key,
+        instruction=args.instruction,
+        k=args.exemplars,
+        grammar=args.grammar or ("step" if args.grammar_file else None),
+        grammar_file=args.grammar_file,
+        n_first=args.n_first,
+        max_steps=args.max_steps,
+        max_tokens=args.max_tokens,
+        temperature=args.temperature,
+        seed=args.seed,
+        n_ctx=args.n_ctx,
+    )
+    prompt, grammar = variant.load_prompt(), variant.load_grammar()
+    config = variant.config(collection, prompt, grammar, question=args.question, shuffle=args.shuffle)
+    options = {"n_ctx": args.n_ctx, "seed": args.seed, "temperature": args.temperature, "host": args.ollama_host}
+    model = load_model(args.model, **options)
     if grammar is not None and not model.supports_grammar:
         raise GrammarError(f"model {model.name} cannot apply a grammar; drop --grammar, or use a llama.cpp model")
     details = {
@@ -167,6 +169,8 @@ def run(args: argparse.Namespace) -> int:
         "layout": collection.layout,
         "limit": args.limit,
         "model_file": str(model.path) if hasattr(model, "path") else None,
+        "model_name": model.name,
+        "workers": args.workers,
     }
     sink = RunFile(args.out, config, resume=args.resume, details=details) if args.out else None
     chosen = {q.id for q in questions}
@@ -177,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
         + (f"; {len(done)} already in {args.out}" if done else ""),
         flush=True,
     )
-    with _Stopper() as stopper, _progress(len(questions), len(done)) as bar:
+    with Stopper(args.workers) as stopper, progress(len(questions), len(done)) as bar:
 
         def say(text: str) -> None:
             bar.write(text.rstrip("\n"), file=sys.stdout)
@@ -185,13 +189,16 @@ def run(args: argparse.Namespace) -> int:
         def print_step(question: Question, step: Step) -> None:
             say((f"\n=== {question.id}\nQuestion: {question.question}\n" if step.i == 1 else "") + step.render())
 
+        live = not args.quiet and args.workers == 1  # with workers, a transcript is printed when it is done
         results = run_questions(
             questions,
             lambda q: collection.env(q, n_first=args.n_first),
             model,
             prompt,
             out=sink,
-            on_step=None if args.quiet else print_step,
+            on_step=print_step if live else None,
+            workers=args.workers,
+            stop=lambda: stopper.signal is not None,
             max_steps=args.max_steps,
             max_tokens=args.max_tokens,
             grammar=grammar,
@@ -199,19 +206,76 @@ def run(args: argparse.Namespace) -> int:
         records = list(done)
         em, f1 = sum(r["em"] for r in done), sum(r["f1"] for r in done)  # running sums for the bar
         for result in results:
+            if not args.quiet and not live:
+                for step in result.trajectory.steps:
+                    print_step(result.question, step)
             records.append(result.to_dict())
             em, f1 = em + result.em, f1 + result.f1
             say(_result_line(len(records), len(questions), result))
             bar.set_postfix_str(f"EM {em / len(records):.3f} F1 {f1 / len(records):.3f}", refresh=False)
             bar.update()
-            if stopper.signal is not None:
-                results.close()
-                break
     print("\n" + summary_line(summarize(records)), flush=True)
     if stopper.signal is not None:
         where = f"; {len(records)} of {len(questions)} questions are in {args.out}, --resume finishes" if sink else ""
         print(f"rawreact: stopped early{where}", file=sys.stderr)
         return 128 + stopper.signal
+    return 0
+
+
+def compare_command(args: argparse.Namespace) -> int:
+    """`rawreact compare`: every variant on the same questions, then the table with intervals."""
+    base = replace(Variant("base", seed=args.seed), **parse_spec(args.base, f"--base {args.base!r}"))
+    variants = [parse_variant(text, base) for text in args.variant]
+    for kind in args.ablation:
+        variants += ablation(kind, base, orders=args.orders)
+    if not variants:
+        raise DataError("name the variants to compare: --variant NAME=SPEC (twice or more), or --ablation KIND")
+    with Stopper(args.workers) as stopper, progress(0, 0) as bar:
+
+        def started(variant: Variant, done: int, total: int) -> None:
+            bar.total = (bar.total or 0) + total
+            bar.update(done)
+            kept = f"{done} of {total} questions already in its run file" if done else f"{total} questions"
+            bar.write(f"variant {variant.name}: {kept}", file=sys.stderr)
+
+        def finished(variant: Variant, result: Result) -> None:
+            bar.set_postfix_str(variant.name, refresh=False)
+            bar.update()
+            if not args.quiet:
+                verdict = "correct" if result.em else "wrong"
+                bar.write(f"{variant.name} {result.question.id}: {verdict}, F1 {result.f1:.2f}", file=sys.stdout)
+
+        comparison = compare(
+            args.data,
+            variants,
+            args.out,
+            limit=args.limit,
+            shuffle=args.shuffle,
+            seed=args.seed,
+            workers=args.workers,
+            host=args.ollama_host,
+            resamples=args.resamples,
+            stats_seed=args.stats_seed,
+            on_variant=started,
+            on_result=finished,
+            stop=lambda: stopper.signal is not None,
+        )
+    if stopper.signal is not None:
+        print(
+            f"rawreact: stopped early; run the same command again to finish the comparison in {args.out}",
+            file=sys.stderr,
+        )
+        return 128 + stopper.signal
+    out = Path(args.out)
+    for style, name in (("markdown", "comparison.md"), ("csv", "comparison.csv")):
+        (out / name).write_text(comparison.table(style), encoding="utf-8")
+    print(comparison.table(args.format), end="")
+    n = len(comparison.ids)
+    print(
+        f"\n{n} questions; 95% bootstrap intervals ({args.resamples} resamples, seed {args.stats_seed}); "
+        f"Δ is paired against {comparison.names[0]}; tables in {out / 'comparison.md'} and {out / 'comparison.csv'}",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -246,7 +310,8 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `rawreact` console script."""
     args = _parser().parse_args(argv)
     try:
-        return {"run": run, "report": report, "show": show_command}[args.command](args)
+        commands = {"run": run, "compare": compare_command, "report": report, "show": show_command}
+        return commands[args.command](args)
     except RawreactError as error:
         print(f"rawreact: error: {error}", file=sys.stderr)
         return 2

@@ -10,6 +10,7 @@ A HotpotQA question is answered over its own paragraphs (the distractor setting)
 
 import hashlib
 import json
+import random
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -54,6 +55,23 @@ class Collection:
         if question is not None and question.passages is not None:
             return PassageEnv(question.passages, n_first=n_first)
         return PassageEnv(self.passages, n_first=n_first)
+
+
+def choose_questions(
+    collection: Collection, *, limit: int | None = None, shuffle: bool = False, seed: int = 0
+) -> list[Question]:
+    """The questions a run asks: all of them, shuffled with `seed` if asked, then the first `limit`.
+
+    The shuffle is the reference notebook's: `random.Random(233).shuffle` of the indices.
+    """
+    questions = list(collection.questions)
+    if not questions:
+        raise DataError(f"{collection.source} has no questions; add some, or ask one with --question")
+    if shuffle:
+        order = list(range(len(questions)))
+        random.Random(seed).shuffle(order)
+        questions = [questions[i] for i in order]
+    return questions[:limit]
 
 
 def load_collection(path: str | Path | None = None) -> Collection:

@@ -7,6 +7,7 @@ repository's `prompts_naive.json` (a dict of named prompt strings; the user name
 
 import hashlib
 import json
+import random
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,14 +69,19 @@ def load_prompt(
     k: int | None = None,
     instruction: str | Path | None = None,
     key: str | None = None,
+    order: int | None = None,
 ) -> Prompt:
     """Build a prompt: instruction, then the first `k` exemplars (all when k is None).
+
+    `order` = S shuffles the chosen exemplars with `random.Random(S)`, for order ablations.
 
     An exemplar file ending in `.json` is read as a reference-style prompt dict, and `key` names
     the prompt inside it; that prompt is used whole, after the instruction, as the reference does.
     """
     instruction_text = read_instruction(instruction)
     if exemplars is not None and str(exemplars).endswith(".json"):
+        if order is not None:
+            raise PromptError(f"order={order}: a reference prompt ({exemplars}) is used whole and cannot be shuffled")
         return _reference_prompt(Path(exemplars), key, k, instruction_text)
     if key is not None:
         raise PromptError(f"--key {key!r} applies to a reference JSON prompt file, not to {exemplars}")
@@ -83,8 +89,12 @@ def load_prompt(
     if k is not None and not 0 <= k <= len(blocks):
         raise PromptError(f"k={k} exemplars asked for, but {exemplars or 'prompts/exemplars.txt'} has {len(blocks)}")
     chosen = blocks if k is None else blocks[:k]
+    source = str(exemplars or "prompts/exemplars.txt")
+    if order is not None:
+        random.Random(order).shuffle(chosen)
+        source += f" (order {order})"
     text = instruction_text + "".join(block + "\n" for block in chosen)
-    return Prompt(text=text, source=str(exemplars or "prompts/exemplars.txt"), exemplars=len(chosen))
+    return Prompt(text=text, source=source, exemplars=len(chosen))
 
 
 def _reference_prompt(path: Path, key: str | None, k: int | None, instruction: str) -> Prompt:

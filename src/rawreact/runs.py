@@ -8,7 +8,9 @@ half-written last line is dropped and its question asked again.
 
 import json
 import os
+import queue
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -17,7 +19,7 @@ from pathlib import Path
 
 from rawreact.collection import Question
 from rawreact.env import PassageEnv
-from rawreact.errors import DataError
+from rawreact.errors import DataError, ModelError
 from rawreact.loop import Step, Trajectory, react
 from rawreact.metrics import exact_match, f1_score
 from rawreact.models.base import Model
@@ -211,29 +213,97 @@ def run_questions(
     *,
     out: str | Path | RunFile | None = None,
     on_step: Callable[[Question, Step], None] | None = None,
+    workers: int = 1,
+    stop: Callable[[], bool] | None = None,
     **react_options,
 ) -> Iterator[Result]:
-    """Run `react` on each question in turn, yielding each result as soon as it is done.
+    """Run `react` on each question, yielding each result as soon as it is done.
 
     `env` gives the environment of a question. With `out` (a path, or an open RunFile), each
     result is appended to the run file and flushed before it is yielded, so an interrupted run
-    loses nothing finished; questions the run file already holds are skipped.
+    loses nothing finished; questions the run file already holds are skipped. `workers` > 1 keeps
+    that many questions in flight at once, on a model that allows it (`model.concurrent`, a
+    server); results then come in the order they finish. `stop()` is asked before each question
+    starts: once it says True no question starts, and the ones under way finish and are written.
     """
+    if workers > 1 and not getattr(model, "concurrent", False):
+        raise ModelError(
+            f"model {model.name} answers one question at a time (an in-process llama.cpp model already uses "
+            "every core); drop --workers, or serve the model (python -m llama_cpp.server --model FILE) and run "
+            "it as openai:http://127.0.0.1:8000/v1"
+        )
     sink = RunFile(out) if isinstance(out, (str, Path)) else out  # opened now: a bad path fails early
-    return _results(questions, env, model, prompt, sink, on_step, react_options)
+    pending = (q for q in questions if sink is None or q.id not in sink.done)
+
+    def answer(question: Question) -> Result:
+        step_hook = None if on_step is None else (lambda step: on_step(question, step))
+        return Result(
+            question, react(question.question, env(question), model, prompt, on_step=step_hook, **react_options)
+        )
+
+    results = _sequential(pending, answer, stop) if workers <= 1 else _parallel(pending, answer, stop, workers)
+    return _written(results, sink)
 
 
-def _results(questions, env, model, prompt, sink, on_step, react_options) -> Iterator[Result]:
+def _written(results: Iterator[Result], sink: RunFile | None) -> Iterator[Result]:
+    """Append each result to the run file before yielding it; close the file at the end."""
     try:
-        for question in questions:
-            if sink is not None and question.id in sink.done:
-                continue
-            step_hook = None if on_step is None else (lambda step, q=question: on_step(q, step))
-            traj = react(question.question, env(question), model, prompt, on_step=step_hook, **react_options)
-            result = Result(question, traj)
+        for result in results:
             if sink is not None:
                 sink.append(result.to_dict())
             yield result
     finally:
+        results.close()
         if sink is not None:
             sink.close()
+
+
+def _sequential(questions: Iterator[Question], answer, stop) -> Iterator[Result]:
+    for question in questions:
+        if stop is not None and stop():
+            return
+        yield answer(question)
+
+
+def _parallel(questions: Iterator[Question], answer, stop, workers: int) -> Iterator[Result]:
+    """`workers` threads take questions in turn; results come back in the order they finish.
+
+    The threads are daemons, so a second Ctrl-C ends the process at once instead of waiting for
+    the questions under way. An error in one question stops new ones from starting; the ones
+    under way still finish and are yielded (so written) before the error is raised.
+    """
+    take, finished, halt = threading.Lock(), queue.SimpleQueue(), threading.Event()
+
+    def work() -> None:
+        try:
+            while not halt.is_set() and not (stop is not None and stop()):
+                with take:
+                    question = next(questions, None)
+                if question is None:
+                    break
+                finished.put(answer(question))
+        except BaseException as error:  # handed to the consumer, which raises it
+            halt.set()
+            finished.put(error)
+        finally:
+            finished.put(None)
+
+    for _ in range(workers):
+        threading.Thread(target=work, daemon=True, name="rawreact-worker").start()
+    live, failure = workers, None
+    try:
+        while live:
+            try:
+                item = finished.get(timeout=0.2)  # a timeout keeps the wait interruptible by signals
+            except queue.Empty:
+                continue
+            if item is None:
+                live -= 1
+            elif isinstance(item, BaseException):
+                failure = failure or item
+            else:
+                yield item
+        if failure is not None:
+            raise failure
+    finally:
+        halt.set()

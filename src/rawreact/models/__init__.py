@@ -46,13 +46,33 @@ def model_path(name: str) -> Path:
     raise ModelError(f"{package} is installed but carries no .gguf file; reinstall {package}")
 
 
-def load_model(spec: str = DEFAULT_MODEL, **options) -> Model:
-    """Load a model by spec: an embedded name, a path to a .gguf file, or `scripted:FILE.json`.
+SERVERS = ("openai", "vllm", "llamacpp")  # spec prefixes of OpenAI-compatible completion servers
 
-    `options` go to the backend (for llama-cpp: n_ctx, temperature, seed, reuse_cache, n_threads).
+
+def load_model(spec: str = DEFAULT_MODEL, **options) -> Model:
+    """Load a model by spec: an embedded name, a .gguf path, `ollama:NAME`, `openai:[MODEL@]URL`
+    (or `vllm:`/`llamacpp:` to name the server family), or `scripted:FILE.json`.
+
+    `options` go to the backend: for llama-cpp n_ctx, temperature, seed, reuse_cache, n_threads;
+    for Ollama host, n_ctx, temperature, seed, timeout; for servers temperature, seed, timeout,
+    retries. Options a backend has no use for (n_ctx for a server) are dropped.
     """
     if spec.startswith("scripted:"):
         return ScriptedModel.from_file(spec.removeprefix("scripted:"))
+    prefix = spec.split(":", 1)[0]
+    if prefix == "ollama":
+        from rawreact.models.ollama import OllamaModel
+
+        name = spec.removeprefix("ollama:")
+        if not name:
+            raise ModelError("give the Ollama model's name, as in ollama:qwen2.5:3b")
+        return OllamaModel(name, **_only(options, "host", "n_ctx", "temperature", "seed", "timeout", "client"))
+    if prefix in SERVERS:
+        from rawreact.models.openai import OpenAIModel, parse_spec
+
+        family, name, url = parse_spec(spec)
+        return OpenAIModel(url, name, family=family, **_only(options, "temperature", "seed", "timeout", "retries"))
+    options.pop("host", None)
     from rawreact.models.llama import LlamaModel
 
     if spec in EMBEDDED_MODELS:
@@ -60,4 +80,11 @@ def load_model(spec: str = DEFAULT_MODEL, **options) -> Model:
     if spec.endswith(".gguf") or Path(spec).exists():
         return LlamaModel(Path(spec).expanduser(), **options)
     known = ", ".join(EMBEDDED_MODELS)
-    raise ModelError(f"unknown model {spec!r}: use one of {known}, a path to a .gguf file, or scripted:FILE.json")
+    raise ModelError(
+        f"unknown model {spec!r}: use one of {known}, a path to a .gguf file, ollama:NAME, "
+        "openai:[MODEL@]URL, or scripted:FILE.json"
+    )
+
+
+def _only(options: dict, *names: str) -> dict:
+    return {key: value for key, value in options.items() if key in names}

@@ -30,10 +30,13 @@ class Model(Protocol):
 
     `supports_grammar` says whether `complete` can apply a GBNF grammar; a backend that cannot
     (Ollama has no GBNF) says False, and a run with a grammar is refused before it starts.
+    `concurrent` says whether several threads may call `complete` at once (a server backend);
+    `run_questions` runs more than one worker only on such a model.
     """
 
     name: str
     supports_grammar: bool
+    concurrent: bool
 
     def complete(self, prompt: str, *, stop: list[str], max_tokens: int, grammar: str | None = None) -> Completion:
         """Continue `prompt`; the text ends before the first stop sequence, which is not included."""

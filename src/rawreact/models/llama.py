@@ -30,6 +30,7 @@ class LlamaModel:
     """
 
     supports_grammar = True
+    concurrent = False  # one model, one KV cache: questions run one at a time (and use every core)
 
     def __init__(
         self,

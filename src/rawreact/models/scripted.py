@@ -2,6 +2,7 @@
 
 import json
 import re
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -47,6 +48,7 @@ class ScriptedModel:
     """
 
     supports_grammar = True  # recorded in `history`, not enforced
+    concurrent = True  # scripts by question answer the same in any order; see `from_file`
 
     def __init__(
         self,
@@ -59,6 +61,7 @@ class ScriptedModel:
         self.seconds_per_call = seconds_per_call
         self.history: list[dict] = []
         self._counted = ("", 0)  # the last prompt and its word count, as prompts only grow
+        self._lock = threading.Lock()  # several questions may share the model (run_questions workers)
 
     @classmethod
     def from_file(cls, path: str | Path) -> "ScriptedModel":
@@ -116,14 +119,15 @@ class ScriptedModel:
         start = time.perf_counter()
         if self.seconds_per_call:
             time.sleep(self.seconds_per_call)
-        text = self._next(prompt)
-        self.history.append({"prompt": prompt, "stop": list(stop), "max_tokens": max_tokens, "grammar": grammar})
+        with self._lock:
+            text = self._next(prompt)
+            self.history.append({"prompt": prompt, "stop": list(stop), "max_tokens": max_tokens, "grammar": grammar})
+            prompt_tokens = self._words(prompt)
         text, _ = cut_at_stop(text, stop)
         tokens = _TOKEN.findall(text)
         finish = "stop"
         if len(tokens) > max_tokens:
             text, tokens, finish = "".join(tokens[:max_tokens]), tokens[:max_tokens], "length"
-        prompt_tokens = self._words(prompt)
         return Completion(
             text=text,
             finish_reason=finish,

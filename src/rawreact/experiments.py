@@ -1,0 +1,308 @@
+"""Prompt experiments: variants of a run on the same questions, side by side, with bootstrap intervals.
+
+A `Variant` fixes everything that decides a run's numbers: model, prompt (exemplar file,
+instruction, k, exemplar order), grammar, passage length, step and token limits, temperature.
+`compare` runs each variant on the same questions in the same order into an ordinary run file
+`OUT/NAME.jsonl` (so an interrupted comparison resumes, and a finished variant is not run again),
+then `Comparison` puts them side by side: EM and F1 with 95% bootstrap intervals, and the paired
+difference to the first variant with a paired bootstrap interval.
+"""
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+
+from rawreact.collection import Collection, Question, choose_questions, load_collection
+from rawreact.errors import DataError, GrammarError
+from rawreact.grammar import MODES, Grammar, load_grammar
+from rawreact.models import DEFAULT_MODEL, load_model
+from rawreact.prompts import Prompt, load_prompt, read_exemplars
+from rawreact.report import COLUMNS, summarize, table
+from rawreact.resources import resource
+from rawreact.runs import Result, RunFile, read_run, run_questions
+from rawreact.stats import RESAMPLES, Interval, bootstrap, paired
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
+ABLATIONS = ("exemplars", "orders", "instructions", "grammar")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One way to run the questions. `grammar` is None (off) or a mode; `seed` seeds sampling."""
+
+    name: str
+    model: str = DEFAULT_MODEL
+    prompt: str | None = None
+    key: str | None = None
+    instruction: str | None = None
+    k: int | None = None
+    order: int | None = None
+    grammar: str | None = None
+    grammar_file: str | None = None
+    n_first: int = 2
+    max_steps: int = 7
+    max_tokens: int = 100
+    temperature: float = 0.0
+    seed: int = 0
+    n_ctx: int = 8192
+
+    def __post_init__(self) -> None:
+        if not _NAME.fullmatch(self.name):
+            raise DataError(f"variant name {self.name!r}: use letters, digits and . _ + - (it names the run file)")
+        if self.grammar is not None and self.grammar not in MODES:
+            raise DataError(f"variant {self.name}: grammar={self.grammar}; use off, {', '.join(MODES)}")
+
+    def load_prompt(self) -> Prompt:
+        """The prompt this variant sends."""
+        return load_prompt(self.prompt, k=self.k, instruction=self.instruction, key=self.key, order=self.order)
+
+    def load_grammar(self) -> Grammar | None:
+        """The grammar this variant applies, or None."""
+        if self.grammar is None and self.grammar_file is None:
+            return None
+        return load_grammar(self.grammar or "step", self.grammar_file)
+
+    def config(self, collection: Collection, prompt: Prompt, grammar: Grammar | None, **run) -> dict:
+        """The manifest config of this variant's run file: what `--resume` checks is unchanged."""
+        return {
+            "question": run.get("question"),
+            "data_sha256": collection.sha256,
+            "model": self.model,
+            "prompt": prompt.source,
+            "prompt_sha256": prompt.sha256,
+            "exemplars": prompt.exemplars,
+            "grammar": grammar.name if grammar else None,
+            "shuffle": run.get("shuffle", False),
+            "seed": self.seed,
+            "max_steps": self.max_steps,
+            "max_tokens": self.max_tokens,
+            "n_first": self.n_first,
+            "n_ctx": self.n_ctx,
+            "temperature": self.temperature,
+        }
+
+
+_FIELDS = {f.name: f for f in fields(Variant) if f.name != "name"}
+
+
+def parse_variant(text: str, base: Variant | None = None) -> Variant:
+    """`NAME=key=value,key=value` (as `--variant` takes it) -> a Variant built on `base`."""
+    name, equals, spec = text.partition("=")
+    if not equals:
+        raise DataError(f"--variant {text!r}: write NAME=SPEC, as in k3=k=3,grammar=step (SPEC may be empty)")
+    return replace(base or Variant(name), name=name, **parse_spec(spec, f"--variant {text!r}"))
+
+
+def parse_spec(spec: str, where: str) -> dict:
+    """`key=value,key=value` -> field values of a Variant, each converted to the field's type."""
+    values = {}
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        key, equals, value = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not equals or key not in _FIELDS:
+            raise DataError(f"{where}: {item!r} is not key=value with a known key; the keys are {', '.join(_FIELDS)}")
+        values[key] = _convert(key, value.strip(), where)
+    return values
+
+
+def _convert(key: str, value: str, where: str):
+    declared = _FIELDS[key].type  # int, float, str | None, int | None
+    kind = next((t for t in (int, float) if declared is t or t in getattr(declared, "__args__", ())), str)
+    if key == "grammar" and value in ("off", "none", ""):
+        return None
+    try:
+        return kind(value)
+    except ValueError:
+        raise DataError(f"{where}: {key}={value!r} is not {'a whole number' if kind is int else 'a number'}") from None
+
+
+def ablation(kind: str, base: Variant, *, orders: int = 3) -> list[Variant]:
+    """The built-in ablations, on top of `base`: exemplars (k = 0..N), orders (the file's order and
+    `orders` shuffles), instructions (every prompts/instruction*.txt), grammar (off, step, titles).
+    """
+    if kind == "exemplars":
+        count = len(read_exemplars(base.prompt))
+        return [replace(base, name=f"k{k}", k=k) for k in range(count + 1)]
+    if kind == "orders":
+        return [replace(base, name="file-order", order=None)] + [
+            replace(base, name=f"order{s}", order=s) for s in range(1, orders + 1)
+        ]
+    if kind == "instructions":
+        default = resource("prompts", "instruction.txt")  # first, so it is the base of the differences
+        shipped = sorted(default.parent.glob("instruction*.txt"), key=lambda path: (path != default, path.name))
+        return [replace(base, name=path.stem, instruction=str(path)) for path in shipped]
+    if kind == "grammar":
+        return [replace(base, name=f"grammar-{mode or 'off'}", grammar=mode) for mode in (None, "step", "titles")]
+    raise DataError(f"unknown ablation {kind!r}; the ablations are {', '.join(ABLATIONS)}")
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Variants' records side by side, on the questions every variant answered."""
+
+    names: list[str]
+    records: dict[str, list[dict]]
+    resamples: int = RESAMPLES
+    seed: int = 0
+
+    @property
+    def ids(self) -> list[str]:
+        """The questions all variants answered, in the first variant's order: what is compared."""
+        common = set.intersection(*({r["id"] for r in self.records[n]} for n in self.names))
+        return [r["id"] for r in self.records[self.names[0]] if r["id"] in common]
+
+    def scores(self, name: str, metric: str) -> list[float]:
+        """One variant's per-question scores ("em" or "f1"), over `ids`."""
+        by_id = {r["id"]: r[metric] for r in self.records[name]}
+        return [by_id[i] for i in self.ids]
+
+    def interval(self, name: str, metric: str) -> Interval:
+        """The variant's mean score and its 95% bootstrap interval."""
+        return bootstrap(self.scores(name, metric), resamples=self.resamples, seed=self.seed)
+
+    def difference(self, name: str, metric: str) -> Interval:
+        """The variant's score minus the first variant's, per question, with a paired interval."""
+        base = self.scores(self.names[0], metric)
+        return paired(base, self.scores(name, metric), resamples=self.resamples, seed=self.seed)
+
+    def rows(self, style: str = "text") -> list[dict[str, str]]:
+        """One row per variant; CSV rows carry bounds in their own columns and unrounded numbers."""
+        ids, rows = set(self.ids), []
+        if not ids:
+            raise DataError("the variants have no question in common, so there is nothing to compare")
+        for name in self.names:
+            summary = summarize([r for r in self.records[name] if r["id"] in ids])
+            row = {"variant": name, "n": str(summary["questions"])}
+            for metric in ("em", "f1"):
+                label, mean = metric.upper(), self.interval(name, metric)
+                diff = self.difference(name, metric) if name != self.names[0] else None
+                if style == "csv":
+                    row |= {metric: f"{mean.mean:.6f}", f"{metric}_low": f"{mean.low:.6f}"}
+                    row |= {f"{metric}_high": f"{mean.high:.6f}"}
+                    for part in ("mean", "low", "high"):
+                        row[f"d{metric}_{part}"] = "" if diff is None else f"{getattr(diff, part):.6f}"
+                else:
+                    row[label] = f"{mean.mean:.3f} [{mean.low:.3f}, {mean.high:.3f}]"
+                    shown = None if diff is None else f"{diff.mean:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}]"
+                    row[f"Δ{label}"] = shown or "base"
+            for header, (key, form) in COLUMNS.items():
+                if key not in ("questions", "em", "f1"):
+                    row[header] = form.format(summary[key])
+            rows.append(row)
+        return rows
+
+    def table(self, style: str = "text") -> str:
+        """The comparison as an aligned text table, a Markdown table or CSV."""
+        return table(self.rows(style), style)
+
+
+def compare_runs(runs: dict[str, str | Path], *, resamples: int = RESAMPLES, seed: int = 0) -> Comparison:
+    """A Comparison of finished run files, `{name: path}`, the first being the base."""
+    return Comparison(list(runs), {name: read_run(path)[1] for name, path in runs.items()}, resamples, seed)
+
+
+def compare(
+    data: str | Path | Collection | None,
+    variants: Iterable[Variant],
+    out: str | Path,
+    *,
+    limit: int | None = None,
+    shuffle: bool = False,
+    seed: int = 0,
+    workers: int = 1,
+    host: str | None = None,
+    resamples: int = RESAMPLES,
+    stats_seed: int = 0,
+    on_variant: Callable[[Variant, int, int], None] | None = None,
+    on_result: Callable[[Variant, Result], None] | None = None,
+    stop: Callable[[], bool] | None = None,
+) -> Comparison:
+    """Run every variant on the same questions into `out/NAME.jsonl`, then compare them.
+
+    The questions are the data's (shuffled with `seed` as `rawreact run --shuffle` does), the first
+    `limit` of them. A variant whose run file exists is resumed: finished questions are kept, and a
+    run made with other settings is refused. Everything is loaded and checked before the first model
+    call; models load only for variants with questions left, once per model and sampling setting.
+    `on_variant(variant, done, total)` is called as each variant starts, `on_result` after each
+    question, and `stop()` as in `run_questions`.
+    """
+    collection = data if isinstance(data, Collection) else load_collection(data)
+    variants = list(variants)
+    if not variants:
+        raise DataError("a comparison needs at least one variant")
+    names = [v.name for v in variants]
+    if len(set(names)) != len(names):
+        raise DataError(f"variant names must differ, and {', '.join(n for n in names if names.count(n) > 1)} repeat")
+    questions = choose_questions(collection, limit=limit, shuffle=shuffle, seed=seed)
+    out = Path(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise DataError(f"{out}: cannot make the comparison folder: {error.strerror}") from None
+    plans = []
+    for variant in variants:
+        prompt, grammar = variant.load_prompt(), variant.load_grammar()
+        config = variant.config(collection, prompt, grammar, shuffle=shuffle)
+        details = {"data": collection.source, "layout": collection.layout, "limit": limit, "variant": variant.name}
+        sink = RunFile(out / f"{variant.name}.jsonl", config, resume=True, details=details)
+        plans.append((variant, prompt, grammar, sink))
+    try:
+        models = _models(plans, questions, host)
+        for variant, prompt, grammar, sink in plans:
+            done = sum(q.id in sink.done for q in questions)
+            if on_variant is not None:
+                on_variant(variant, done, len(questions))
+            if done == len(questions) or (stop is not None and stop()):
+                continue
+            results = run_questions(
+                questions,
+                lambda q, n=variant.n_first: collection.env(q, n_first=n),
+                models[_model_key(variant)],
+                prompt,
+                out=sink,
+                workers=workers,
+                stop=stop,
+                max_steps=variant.max_steps,
+                max_tokens=variant.max_tokens,
+                grammar=grammar,
+            )
+            for result in results:
+                if on_result is not None:
+                    on_result(variant, result)
+    finally:
+        for *_, sink in plans:
+            sink.close()
+    chosen = {q.id for q in questions}
+    records = {v.name: [r for r in read_run(out / f"{v.name}.jsonl")[1] if r["id"] in chosen] for v in variants}
+    return Comparison(names, records, resamples, stats_seed)
+
+
+def _model_key(variant: Variant) -> tuple:
+    return variant.model, variant.n_ctx, variant.temperature, variant.seed
+
+
+def _models(plans: list, questions: list[Question], host: str | None) -> dict[tuple, object]:
+    """Load each model that a variant with questions left needs, once, and check it can do the job."""
+    models: dict[tuple, object] = {}
+    for variant, _, grammar, sink in plans:
+        if all(q.id in sink.done for q in questions):
+            continue
+        key = _model_key(variant)
+        if key not in models:
+            options = {"n_ctx": variant.n_ctx, "temperature": variant.temperature, "seed": variant.seed, "host": host}
+            models[key] = load_model(variant.model, **options)
+        if grammar is not None and not models[key].supports_grammar:
+            raise GrammarError(f"variant {variant.name}: model {models[key].name} cannot apply a grammar")
+    return models
+
+
+__all__ = [
+    "ABLATIONS",
+    "Comparison",
+    "Variant",
+    "ablation",
+    "compare",
+    "compare_runs",
+    "parse_variant",
+]

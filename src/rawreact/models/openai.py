@@ -1,0 +1,193 @@
+"""OpenAI-compatible completion servers: vLLM, the llama.cpp server, llama-cpp-python's server.
+
+Only `/v1/completions` is used (raw text in, raw text out, no chat template). The standard
+library's HTTP client is enough for one JSON POST per call, and each call is independent, so
+several questions can share one `OpenAIModel` from several threads.
+"""
+
+import json
+import os
+import random
+import time
+import urllib.error
+import urllib.request
+
+from rawreact.errors import ContextLengthExceeded, ModelError
+from rawreact.models.base import Completion, cut_at_stop
+
+API_KEY = "RAWREACT_API_KEY"  # sent as a bearer token when set
+RETRIED = {408, 409, 429, 500, 502, 503, 504}
+# How each server family takes a GBNF grammar. vLLM before 0.12 reads `guided_grammar`, from
+# 0.10.2 on `structured_outputs.grammar`; it ignores fields it does not know, so both are sent.
+FAMILIES = {"llamacpp": ("grammar",), "vllm": ("guided_grammar", "structured_outputs")}
+_OWNERS = {"llamacpp": "llamacpp", "me": "llamacpp", "vllm": "vllm"}  # /v1/models owned_by -> family
+
+
+def parse_spec(spec: str) -> tuple[str, str | None, str]:
+    """`openai:[MODEL@]URL` (or `vllm:`, `llamacpp:`) -> (family or "auto", model or None, base URL)."""
+    prefix, rest = spec.split(":", 1)
+    model, at, url = rest.rpartition("@")
+    if not at:
+        model, url = "", rest
+    if not url.startswith(("http://", "https://")):
+        raise ModelError(
+            f"model {spec!r}: give the server's base URL, as in {prefix}:http://127.0.0.1:8080/v1 "
+            f"or {prefix}:MODEL@http://127.0.0.1:8000/v1"
+        )
+    return ("auto" if prefix == "openai" else prefix), (model or None), url.rstrip("/")
+
+
+class OpenAIModel:
+    """A model behind an OpenAI-compatible `/v1/completions` endpoint.
+
+    `model` is the name the server knows the model by (the only one it serves when omitted).
+    `family` says how the server takes a grammar: "llamacpp" (`grammar`), "vllm"
+    (`guided_grammar` and `structured_outputs`), or "auto" to read it from `/v1/models`; a server
+    of another family is refused a grammar rather than sent one it would ignore. Connection
+    errors, timeouts, 429 and 5xx answers are retried `retries` times with exponential backoff.
+    """
+
+    concurrent = True  # every call is one independent request
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str | None = None,
+        *,
+        family: str = "auto",
+        temperature: float = 0.0,
+        seed: int = 0,
+        timeout: float = 300.0,
+        retries: int = 4,
+        backoff: float = 0.5,
+        api_key: str | None = None,
+    ) -> None:
+        self.base_url, self.temperature, self.seed = base_url.rstrip("/"), temperature, seed
+        self.timeout, self.retries, self.backoff = timeout, retries, backoff
+        self.api_key = api_key if api_key is not None else os.environ.get(API_KEY)
+        served = self._request("GET", "/models")
+        entries = [m for m in served.get("data", []) if isinstance(m, dict) and "id" in m]
+        names = [m["id"] for m in entries]
+        if model is None:
+            if len(names) != 1:
+                raise ModelError(
+                    f"{self.base_url} serves {len(names)} models ({', '.join(names) or 'none'}); name one, "
+                    f"as in openai:MODEL@{self.base_url}"
+                )
+            model = names[0]
+        elif names and model not in names:
+            raise ModelError(f"{self.base_url} does not serve {model!r}; it serves {', '.join(names)}")
+        self.model = model
+        if family == "auto":
+            owner = next((m.get("owned_by") for m in entries if m["id"] == model), None)
+            family = _OWNERS.get(owner, "other")
+        self.family = family
+        self.supports_grammar = family in FAMILIES
+        self.name = f"{model}@{self.base_url}"
+
+    def _request(self, method: str, path: str, body: dict | None = None) -> dict:
+        """One JSON request, retried on what a busy or restarting server answers; the decoded reply."""
+        url = self.base_url + path
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        data = None if body is None else json.dumps(body).encode("utf-8")
+        for attempt in range(self.retries + 1):
+            request = urllib.request.Request(url, data=data, headers=headers, method=method)
+            wait = self.backoff * 2**attempt * (1 + random.random() / 4)
+            try:
+                with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                    return json.loads(response.read().decode("utf-8"))
+            except urllib.error.HTTPError as error:
+                said = _said(error.read())
+                if error.code not in RETRIED or attempt == self.retries:
+                    raise _http_error(url, error.code, said) from None
+                wait = max(wait, _retry_after(error.headers.get("Retry-After")))
+                problem = f"HTTP {error.code}: {said}"
+            except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
+                reason = getattr(error, "reason", error)
+                problem = "timed out" if isinstance(reason, TimeoutError) else f"cannot connect ({reason})"
+                if attempt == self.retries:
+                    raise ModelError(
+                        f"{url}: {problem} after {attempt + 1} attempts; is the server running at {self.base_url}?"
+                    ) from None
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                raise ModelError(f"{url}: the server's reply is not JSON; is this an OpenAI-compatible API?") from None
+            time.sleep(min(wait, 30.0))
+        raise AssertionError(problem)  # the loop returns or raises
+
+    def complete(self, prompt: str, *, stop: list[str], max_tokens: int, grammar: str | None = None) -> Completion:
+        """One `/v1/completions` request; the text ends before the first stop sequence."""
+        start = time.perf_counter()
+        body = {
+            "model": self.model,
+            "prompt": prompt,
+            "stop": stop,
+            "max_tokens": max_tokens,
+            "temperature": self.temperature,
+            "seed": self.seed,
+        }
+        if self.family == "llamacpp":  # llama-cpp-python's server penalizes repeats by default (1.1)
+            body["repeat_penalty"] = 1.0
+        if grammar is not None:
+            if not self.supports_grammar:
+                raise ModelError(
+                    f"{self.base_url} is not a llama.cpp or vLLM server, so rawreact does not know how to send it "
+                    "a grammar; name the family in the model spec (llamacpp:... or vllm:...), or drop --grammar"
+                )
+            if self.family == "llamacpp":  # an invalid grammar would crash a llama-cpp-python server
+                from rawreact.models.gbnf import check_grammar
+
+                check_grammar(grammar)
+            for field in FAMILIES[self.family]:
+                body[field] = {"grammar": grammar} if field == "structured_outputs" else grammar
+        reply = self._request("POST", "/completions", body)
+        try:
+            choice, usage = reply["choices"][0], reply.get("usage") or {}
+            text = choice["text"]
+        except (KeyError, IndexError, TypeError):
+            raise ModelError(
+                f"{self.base_url}/completions answered without choices[0].text: {str(reply)[:200]}"
+            ) from None
+        text, _ = cut_at_stop(text, stop)  # servers exclude the stop sequence; make sure of it
+        prompt_tokens = usage.get("prompt_tokens", 0)
+        timings = reply.get("timings") or {}  # the llama.cpp server says how much of the prompt it computed
+        return Completion(
+            text=text,
+            finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
+            prompt_tokens=prompt_tokens,
+            completion_tokens=usage.get("completion_tokens", 0),
+            evaluated_tokens=timings.get("prompt_n", prompt_tokens),
+            seconds=time.perf_counter() - start,
+        )
+
+
+def _said(raw: bytes) -> str:
+    """The message in an error reply: OpenAI's {"error": {"message"}}, or whatever text came back."""
+    text = raw.decode("utf-8", "replace").strip()
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        return text[:300] or "no message"
+    error = data.get("error", data) if isinstance(data, dict) else data
+    if isinstance(error, dict):
+        error = error.get("message") or error.get("detail") or error
+    return str(error)[:300]
+
+
+def _http_error(url: str, code: int, said: str) -> ModelError:
+    lowered = said.lower()
+    if code == 400 and ("context" in lowered or "exceed" in lowered and "token" in lowered):
+        return ContextLengthExceeded(f"{url}: the prompt no longer fits the context window: {said}")
+    if code in (401, 403):
+        return ModelError(f"{url}: HTTP {code}: {said}; set {API_KEY} to the server's API key")
+    if code == 404:
+        return ModelError(f"{url}: HTTP 404: {said}; is the base URL right (it usually ends in /v1)?")
+    return ModelError(f"{url}: HTTP {code}: {said}")
+
+
+def _retry_after(value: str | None) -> float:
+    try:
+        return float(value) if value else 0.0
+    except ValueError:
+        return 0.0

@@ -1,0 +1,130 @@
+"""Servers the tests start on loopback: llama-cpp-python's own OpenAI-compatible server, and a small
+Ollama-protocol server that answers `/api/generate` from the embedded model and records requests.
+"""
+
+import contextlib
+import json
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from rawreact.errors import ContextLengthExceeded
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def llama_server(model_path, *, n_ctx: int = 8192, threads: int = 2):
+    """`python -m llama_cpp.server` serving `model_path`; yields its base URL (ending in /v1)."""
+    port = free_port()
+    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path), "--host", "127.0.0.1"]
+    command += ["--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(threads), "--verbose", "False"]
+    log = tempfile.TemporaryFile("w+")  # noqa: SIM115 (closed below) a file, not a pipe, which could fill up
+    server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if server.poll() is not None:
+                log.seek(0)
+                raise RuntimeError(f"llama_cpp.server exited: {log.read()[-2000:]}")
+            try:
+                with urllib.request.urlopen(url + "/models", timeout=2):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("llama_cpp.server did not answer within 120 s") from None
+                time.sleep(0.25)
+        yield url
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        log.close()
+
+
+class FakeOllama:
+    """An Ollama-protocol server on loopback whose `/api/generate` runs the embedded model.
+
+    It answers raw generate requests for the model names in `models` as Ollama does (the text
+    before the stop sequence, `done_reason` "stop" or "length", token counts, durations in
+    nanoseconds); an unknown model gets Ollama's 404, and a prompt that does not fit `num_ctx`
+    the 400 Ollama gives when it refuses to truncate. Every request body is kept in `requests`.
+    """
+
+    def __init__(self, model, models=("gemma3:270m",)) -> None:
+        self.model, self.models = model, set(models)
+        self.requests: list[dict] = []
+        self._lock = threading.Lock()  # one embedded model: one generation at a time
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                fake.requests.append(body)
+                status, reply = fake.answer(self.path, body)
+                data = json.dumps(reply).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def answer(self, path: str, body: dict) -> tuple[int, dict]:
+        if path != "/api/generate":
+            return 404, {"error": "404 page not found"}
+        if body.get("model") not in self.models:
+            return 404, {"error": f"model '{body.get('model')}' not found"}
+        options = body.get("options") or {}
+        n_ctx = options.get("num_ctx", 4096)
+        started = time.perf_counter_ns()
+        with self._lock:
+            tokens = len(self.model.tokenize(body["prompt"]))
+            if tokens > n_ctx:
+                said = (
+                    f"request ({tokens} tokens) exceeds the available context size ({n_ctx} tokens), try increasing it"
+                )
+                return 400, {"error": said}
+            try:
+                done = self.model.complete(
+                    body["prompt"], stop=options.get("stop") or [], max_tokens=options.get("num_predict", 128)
+                )
+            except ContextLengthExceeded as error:
+                return 400, {"error": str(error)}
+        took = time.perf_counter_ns() - started
+        return 200, {
+            "model": body["model"],
+            "created_at": "2026-11-29T00:00:00Z",
+            "response": done.text,
+            "done": True,
+            "done_reason": done.finish_reason,
+            "total_duration": took,
+            "load_duration": 0,
+            "prompt_eval_count": done.evaluated_tokens,
+            "prompt_eval_duration": took // 2,
+            "eval_count": done.completion_tokens,
+            "eval_duration": took // 2,
+        }
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
