@@ -4,8 +4,8 @@ A `Variant` fixes everything that decides a run's numbers: model, prompt (exempl
 instruction, k, exemplar order), grammar, passage length, step and token limits, temperature.
 `compare` runs each variant on the same questions in the same order into an ordinary run file
 `OUT/NAME.jsonl` (so an interrupted comparison resumes, and a finished variant is not run again),
-then `Comparison` puts them side by side: EM and F1 with 95% bootstrap intervals, and the paired
-difference to the first variant with a paired bootstrap interval.
+then `Comparison` (in report.py) puts them side by side: EM and F1 with 95% bootstrap intervals,
+and the paired difference to the first variant with a paired bootstrap interval.
 """
 
 import re
@@ -18,10 +18,10 @@ from rawreact.errors import DataError, GrammarError
 from rawreact.grammar import MODES, Grammar, load_grammar
 from rawreact.models import DEFAULT_MODEL, load_model
 from rawreact.prompts import Prompt, load_prompt, read_exemplars
-from rawreact.report import COLUMNS, summarize, table
+from rawreact.report import Comparison
 from rawreact.resources import resource
 from rawreact.runs import Result, RunFile, read_run, run_questions
-from rawreact.stats import RESAMPLES, Interval, bootstrap, paired
+from rawreact.stats import RESAMPLES
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 ABLATIONS = ("exemplars", "orders", "instructions", "grammar")
@@ -137,71 +137,6 @@ def ablation(kind: str, base: Variant, *, orders: int = 3) -> list[Variant]:
     raise DataError(f"unknown ablation {kind!r}; the ablations are {', '.join(ABLATIONS)}")
 
 
-@dataclass(frozen=True)
-class Comparison:
-    """Variants' records side by side, on the questions every variant answered."""
-
-    names: list[str]
-    records: dict[str, list[dict]]
-    resamples: int = RESAMPLES
-    seed: int = 0
-
-    @property
-    def ids(self) -> list[str]:
-        """The questions all variants answered, in the first variant's order: what is compared."""
-        common = set.intersection(*({r["id"] for r in self.records[n]} for n in self.names))
-        return [r["id"] for r in self.records[self.names[0]] if r["id"] in common]
-
-    def scores(self, name: str, metric: str) -> list[float]:
-        """One variant's per-question scores ("em" or "f1"), over `ids`."""
-        by_id = {r["id"]: r[metric] for r in self.records[name]}
-        return [by_id[i] for i in self.ids]
-
-    def interval(self, name: str, metric: str) -> Interval:
-        """The variant's mean score and its 95% bootstrap interval."""
-        return bootstrap(self.scores(name, metric), resamples=self.resamples, seed=self.seed)
-
-    def difference(self, name: str, metric: str) -> Interval:
-        """The variant's score minus the first variant's, per question, with a paired interval."""
-        base = self.scores(self.names[0], metric)
-        return paired(base, self.scores(name, metric), resamples=self.resamples, seed=self.seed)
-
-    def rows(self, style: str = "text") -> list[dict[str, str]]:
-        """One row per variant; CSV rows carry bounds in their own columns and unrounded numbers."""
-        ids, rows = set(self.ids), []
-        if not ids:
-            raise DataError("the variants have no question in common, so there is nothing to compare")
-        for name in self.names:
-            summary = summarize([r for r in self.records[name] if r["id"] in ids])
-            row = {"variant": name, "n": str(summary["questions"])}
-            for metric in ("em", "f1"):
-                label, mean = metric.upper(), self.interval(name, metric)
-                diff = self.difference(name, metric) if name != self.names[0] else None
-                if style == "csv":
-                    row |= {metric: f"{mean.mean:.6f}", f"{metric}_low": f"{mean.low:.6f}"}
-                    row |= {f"{metric}_high": f"{mean.high:.6f}"}
-                    for part in ("mean", "low", "high"):
-                        row[f"d{metric}_{part}"] = "" if diff is None else f"{getattr(diff, part):.6f}"
-                else:
-                    row[label] = f"{mean.mean:.3f} [{mean.low:.3f}, {mean.high:.3f}]"
-                    shown = None if diff is None else f"{diff.mean:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}]"
-                    row[f"Δ{label}"] = shown or "base"
-            for header, (key, form) in COLUMNS.items():
-                if key not in ("questions", "em", "f1"):
-                    row[header] = form.format(summary[key])
-            rows.append(row)
-        return rows
-
-    def table(self, style: str = "text") -> str:
-        """The comparison as an aligned text table, a Markdown table or CSV."""
-        return table(self.rows(style), style)
-
-
-def compare_runs(runs: dict[str, str | Path], *, resamples: int = RESAMPLES, seed: int = 0) -> Comparison:
-    """A Comparison of finished run files, `{name: path}`, the first being the base."""
-    return Comparison(list(runs), {name: read_run(path)[1] for name, path in runs.items()}, resamples, seed)
-
-
 def compare(
     data: str | Path | Collection | None,
     variants: Iterable[Variant],
@@ -299,10 +234,8 @@ def _models(plans: list, questions: list[Question], host: str | None) -> dict[tu
 
 __all__ = [
     "ABLATIONS",
-    "Comparison",
     "Variant",
     "ablation",
     "compare",
-    "compare_runs",
     "parse_variant",
 ]

@@ -1,11 +1,16 @@
-"""Summaries of run files, and tables of several runs side by side (plain text, Markdown, CSV)."""
+"""Summaries of run files, and tables of several runs side by side (plain text, Markdown, CSV),
+with bootstrap intervals when the runs answered the same questions (`Comparison`).
+"""
 
 import csv
 import io
+from dataclasses import dataclass
 from pathlib import Path
 
+from rawreact.errors import DataError
 from rawreact.loop import Trajectory
 from rawreact.runs import read_run
+from rawreact.stats import RESAMPLES, Interval, bootstrap, paired
 
 
 def summarize(records: list[dict]) -> dict:
@@ -93,6 +98,71 @@ def table(rows: list[dict[str, str]], style: str = "text") -> str:
     lines = ["  ".join(h.ljust(widths[h]) for h in headers)]
     lines += ["  ".join(row[h].ljust(widths[h]) for h in headers) for row in rows]
     return "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Variants' records side by side, on the questions every variant answered."""
+
+    names: list[str]
+    records: dict[str, list[dict]]
+    resamples: int = RESAMPLES
+    seed: int = 0
+
+    @property
+    def ids(self) -> list[str]:
+        """The questions all variants answered, in the first variant's order: what is compared."""
+        common = set.intersection(*({r["id"] for r in self.records[n]} for n in self.names))
+        return [r["id"] for r in self.records[self.names[0]] if r["id"] in common]
+
+    def scores(self, name: str, metric: str) -> list[float]:
+        """One variant's per-question scores ("em" or "f1"), over `ids`."""
+        by_id = {r["id"]: r[metric] for r in self.records[name]}
+        return [by_id[i] for i in self.ids]
+
+    def interval(self, name: str, metric: str) -> Interval:
+        """The variant's mean score and its 95% bootstrap interval."""
+        return bootstrap(self.scores(name, metric), resamples=self.resamples, seed=self.seed)
+
+    def difference(self, name: str, metric: str) -> Interval:
+        """The variant's score minus the first variant's, per question, with a paired interval."""
+        base = self.scores(self.names[0], metric)
+        return paired(base, self.scores(name, metric), resamples=self.resamples, seed=self.seed)
+
+    def rows(self, style: str = "text") -> list[dict[str, str]]:
+        """One row per variant; CSV rows carry bounds in their own columns and unrounded numbers."""
+        ids, rows = set(self.ids), []
+        if not ids:
+            raise DataError("the variants have no question in common, so there is nothing to compare")
+        for name in self.names:
+            summary = summarize([r for r in self.records[name] if r["id"] in ids])
+            row = {"variant": name, "n": str(summary["questions"])}
+            for metric in ("em", "f1"):
+                label, mean = metric.upper(), self.interval(name, metric)
+                diff = self.difference(name, metric) if name != self.names[0] else None
+                if style == "csv":
+                    row |= {metric: f"{mean.mean:.6f}", f"{metric}_low": f"{mean.low:.6f}"}
+                    row |= {f"{metric}_high": f"{mean.high:.6f}"}
+                    for part in ("mean", "low", "high"):
+                        row[f"d{metric}_{part}"] = "" if diff is None else f"{getattr(diff, part):.6f}"
+                else:
+                    row[label] = f"{mean.mean:.3f} [{mean.low:.3f}, {mean.high:.3f}]"
+                    shown = None if diff is None else f"{diff.mean:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}]"
+                    row[f"Δ{label}"] = shown or "base"
+            for header, (key, form) in COLUMNS.items():
+                if key not in ("questions", "em", "f1"):
+                    row[header] = form.format(summary[key])
+            rows.append(row)
+        return rows
+
+    def table(self, style: str = "text") -> str:
+        """The comparison as an aligned text table, a Markdown table or CSV."""
+        return table(self.rows(style), style)
+
+
+def compare_runs(runs: dict[str, str | Path], *, resamples: int = RESAMPLES, seed: int = 0) -> Comparison:
+    """A Comparison of finished run files, `{name: path}`, the first being the base."""
+    return Comparison(list(runs), {name: read_run(path)[1] for name, path in runs.items()}, resamples, seed)
 
 
 def show(record: dict, with_prompt: bool = False) -> str:

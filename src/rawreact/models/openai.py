@@ -103,7 +103,6 @@ class OpenAIModel:
                 if error.code not in RETRIED or attempt == self.retries:
                     raise _http_error(url, error.code, said) from None
                 wait = max(wait, _retry_after(error.headers.get("Retry-After")))
-                problem = f"HTTP {error.code}: {said}"
             except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
                 reason = getattr(error, "reason", error)
                 problem = "timed out" if isinstance(reason, TimeoutError) else f"cannot connect ({reason})"
@@ -114,7 +113,7 @@ class OpenAIModel:
             except (json.JSONDecodeError, UnicodeDecodeError):
                 raise ModelError(f"{url}: the server's reply is not JSON; is this an OpenAI-compatible API?") from None
             time.sleep(min(wait, 30.0))
-        raise AssertionError(problem)  # the loop returns or raises
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def complete(self, prompt: str, *, stop: list[str], max_tokens: int, grammar: str | None = None) -> Completion:
         """One `/v1/completions` request; the text ends before the first stop sequence."""
