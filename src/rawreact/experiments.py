@@ -20,7 +20,7 @@ from rawreact.models import DEFAULT_MODEL, load_model
 from rawreact.prompts import Prompt, load_prompt, read_exemplars
 from rawreact.report import Comparison
 from rawreact.resources import resource
-from rawreact.runs import Result, RunFile, read_run, run_questions
+from rawreact.runs import Result, RunFile, run_questions
 from rawreact.stats import RESAMPLES
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
@@ -181,11 +181,10 @@ def compare(
         config = variant.config(collection, prompt, grammar, shuffle=shuffle)
         details = {"data": collection.source, "layout": collection.layout, "limit": limit, "variant": variant.name}
         sink = RunFile(out / f"{variant.name}.jsonl", config, resume=True, details=details)
-        plans.append((variant, prompt, grammar, sink))
+        plans.append((variant, prompt, grammar, sink, sum(q.id in sink.done for q in questions)))
     try:
         models = _models(plans, questions, host)
-        for variant, prompt, grammar, sink in plans:
-            done = sum(q.id in sink.done for q in questions)
+        for variant, prompt, grammar, sink, done in plans:
             if on_variant is not None:
                 on_variant(variant, done, len(questions))
             if done == len(questions) or (stop is not None and stop()):
@@ -206,10 +205,10 @@ def compare(
                 if on_result is not None:
                     on_result(variant, result)
     finally:
-        for *_, sink in plans:
+        for *_, sink, _ in plans:
             sink.close()
-    chosen = {q.id for q in questions}
-    records = {v.name: [r for r in read_run(out / f"{v.name}.jsonl")[1] if r["id"] in chosen] for v in variants}
+    # Each run file's `done` holds every record it has, read at resume or appended since.
+    records = {v.name: [sink.done[q.id] for q in questions if q.id in sink.done] for v, *_, sink, _ in plans}
     return Comparison(names, records, resamples, stats_seed)
 
 
@@ -220,8 +219,8 @@ def _model_key(variant: Variant) -> tuple:
 def _models(plans: list, questions: list[Question], host: str | None) -> dict[tuple, object]:
     """Load each model that a variant with questions left needs, once, and check it can do the job."""
     models: dict[tuple, object] = {}
-    for variant, _, grammar, sink in plans:
-        if all(q.id in sink.done for q in questions):
+    for variant, _, grammar, _, done in plans:
+        if done == len(questions):
             continue
         key = _model_key(variant)
         if key not in models:

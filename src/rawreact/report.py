@@ -4,7 +4,8 @@ with bootstrap intervals when the runs answered the same questions (`Comparison`
 
 import csv
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from rawreact.errors import DataError
@@ -108,8 +109,10 @@ class Comparison:
     records: dict[str, list[dict]]
     resamples: int = RESAMPLES
     seed: int = 0
+    # Bootstrap intervals by (name, metric, paired): each is computed once, however many tables ask.
+    _intervals: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
-    @property
+    @cached_property
     def ids(self) -> list[str]:
         """The questions all variants answered, in the first variant's order: what is compared."""
         common = set.intersection(*({r["id"] for r in self.records[n]} for n in self.names))
@@ -122,12 +125,18 @@ class Comparison:
 
     def interval(self, name: str, metric: str) -> Interval:
         """The variant's mean score and its 95% bootstrap interval."""
-        return bootstrap(self.scores(name, metric), resamples=self.resamples, seed=self.seed)
+        key = (name, metric, False)
+        if key not in self._intervals:
+            self._intervals[key] = bootstrap(self.scores(name, metric), resamples=self.resamples, seed=self.seed)
+        return self._intervals[key]
 
     def difference(self, name: str, metric: str) -> Interval:
         """The variant's score minus the first variant's, per question, with a paired interval."""
-        base = self.scores(self.names[0], metric)
-        return paired(base, self.scores(name, metric), resamples=self.resamples, seed=self.seed)
+        key = (name, metric, True)
+        if key not in self._intervals:
+            base = self.scores(self.names[0], metric)
+            self._intervals[key] = paired(base, self.scores(name, metric), resamples=self.resamples, seed=self.seed)
+        return self._intervals[key]
 
     def rows(self, style: str = "text") -> list[dict[str, str]]:
         """One row per variant; CSV rows carry bounds in their own columns and unrounded numbers."""
