@@ -10,14 +10,14 @@ vocabulary at every token), the baseline that rawreact's greedy decoder under a 
 """
 
 import argparse
+import os
 import time
-from pathlib import Path
 
 from rawreact import load_collection, load_grammar, load_model, load_prompt
 from rawreact.report import summarize
 from rawreact.runs import run_questions
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "hotpotqa" / "dev_distractor_first100.json"
+SAMPLE = os.environ.get("RAWREACT_HOTPOTQA")  # a HotpotQA file in the official layout
 
 
 def measure(questions, data, model, prompt, grammar) -> tuple[dict, float]:
@@ -28,7 +28,12 @@ def measure(questions, data, model, prompt, grammar) -> tuple[dict, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default=str(SHARED))
+    parser.add_argument(
+        "--data",
+        default=SAMPLE,
+        required=SAMPLE is None,
+        help="a HotpotQA file in the official layout (default: RAWREACT_HOTPOTQA)",
+    )
     parser.add_argument("--limit", type=int, default=30)
     parser.add_argument("--model", default="gemma3-270m")
     parser.add_argument("--grammar-first", type=int, default=0, metavar="N")

@@ -9,6 +9,7 @@ calls per question and EM (the records should not depend on the number of worker
 """
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -18,14 +19,19 @@ from rawreact.models import model_path
 from rawreact.report import summarize
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "data" / "hotpotqa" / "dev_distractor_first100.json"
+SAMPLE = os.environ.get("RAWREACT_HOTPOTQA")  # a HotpotQA file in the official layout
 sys.path.insert(0, str(ROOT / "tests"))
 from servers import llama_server  # noqa: E402  (the tests' server launcher)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default=str(SHARED))
+    parser.add_argument(
+        "--data",
+        default=SAMPLE,
+        required=SAMPLE is None,
+        help="a HotpotQA file in the official layout (default: RAWREACT_HOTPOTQA)",
+    )
     parser.add_argument("--limit", type=int, default=8)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--threads", type=int, default=2, help="the server's llama.cpp threads")

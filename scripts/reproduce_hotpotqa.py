@@ -20,7 +20,7 @@ import sys
 
 from rawreact.cli import main
 
-PROTOCOL = ["--shuffle", "--seed", "233", "--limit", "500", "--max-steps", "7", "--n-first", "5"]
+PROTOCOL = ["--shuffle", "--shuffle-seed", "233", "--limit", "500", "--max-steps", "7", "--n-first", "5"]
 
 
 def reproduce(argv: list[str]) -> int:

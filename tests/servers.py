@@ -128,3 +128,93 @@ class FakeOllama:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class RawServer:
+    """A TCP server on loopback whose every connection is handed to `reply(connection, request bytes)`.
+
+    For what no well-behaved HTTP server does on demand: a garbage status line, a reply cut off
+    mid-body, or no answer at all. It serves at most `limit` connections, then stops by itself.
+    """
+
+    def __init__(self, reply, limit: int = 20) -> None:
+        self.reply, self.requests = reply, []
+        self.socket = socket.create_server(("127.0.0.1", 0))
+        self.socket.settimeout(30)
+        self.url = f"http://127.0.0.1:{self.socket.getsockname()[1]}"
+        self._open: list[socket.socket] = []
+        threading.Thread(target=self._serve, args=(limit,), daemon=True).start()
+
+    def _serve(self, limit: int) -> None:
+        for _ in range(limit):
+            try:
+                connection, _ = self.socket.accept()
+            except OSError:
+                return
+            self._open.append(connection)
+            connection.settimeout(10)
+            data = b""
+            try:
+                while b"\r\n\r\n" not in data:
+                    data += connection.recv(65536)
+                head, _, body = data.partition(b"\r\n\r\n")
+                length = next(
+                    (
+                        int(line.split(b":")[1])
+                        for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length")
+                    ),
+                    0,
+                )
+                while len(body) < length:
+                    body += connection.recv(65536)
+                self.requests.append(head.split(b"\r\n")[0].decode())
+                self.reply(connection, head.split(b"\r\n")[0].decode())
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self.socket.close()
+        for connection in self._open:
+            connection.close()
+
+
+class OpenAIStub:
+    """A stub OpenAI-compatible server on loopback that records every completion request.
+
+    `/v1/models` lists `models`, owned by `owned_by` (which tells the family); `/props` answers
+    `props` when given, as llama-server does; each POST answers the next (status, body) of
+    `replies`, and `default` once they are used up.
+    """
+
+    def __init__(self, replies=(), *, models=("m",), owned_by="vllm", props=None, default=None) -> None:
+        self.replies, self.requests, stub = list(replies), [], self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def _send(self, status, body) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Retry-After", "0")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                if self.path == "/props" and props is not None:
+                    self._send(200, props)
+                elif self.path == "/v1/models":
+                    self._send(200, {"data": [{"id": name, "owned_by": owned_by} for name in models]})
+                else:
+                    self._send(404, {"error": "not found"})
+
+            def do_POST(self) -> None:
+                stub.requests.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+                self._send(*(stub.replies.pop(0) if stub.replies else (200, default)))
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()

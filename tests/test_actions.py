@@ -40,7 +40,7 @@ STEP_ROWS = _rows("## `parse_step`")
 
 
 def test_the_tables_have_every_row():
-    assert len(ACTION_ROWS) == 32 and len(STEP_ROWS) == 11
+    assert len(ACTION_ROWS) == 35 and len(STEP_ROWS) == 12
 
 
 @pytest.mark.parametrize("form, text, action", ACTION_ROWS, ids=[row[0] for row in ACTION_ROWS])
@@ -92,6 +92,18 @@ def test_parse_step_never_raises(text, truncated):
 @given(actions)
 def test_round_trip(action):
     assert parse_action(format_action(action)) == action
+
+
+@given(st.text(), st.booleans())
+def test_what_the_parser_reads_is_echoed_in_a_form_that_reads_back_the_same(text, truncated):
+    action = parse_action(text, truncated=truncated)
+    if action is not None:
+        assert parse_action(format_action(action)) == action
+
+
+def test_an_argument_that_leaves_a_bracket_open_is_no_action():
+    assert parse_action("Search[[") is None and parse_action("Search[a [b") is None
+    assert parse_action("Search[a [b]") == Action("search", "a [b]")
 
 
 @given(actions, st.data())

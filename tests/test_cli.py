@@ -43,7 +43,7 @@ def test_run_a_question_on_the_scripted_model(tmp_path, capsys):
     )
     assert "Observation 1: Dallow is a market town on the river Tam in western Calvora." in printed
     assert "result [1/1] question-1: correct (EM 1, F1 1.00) answer 'Petra Lind'" in printed
-    assert "1 questions: EM 1.000, F1 1.000, finished 1/1" in printed
+    assert "1 question: EM 1.000, F1 1.000, finished 1/1" in printed
     [line] = out.read_text().splitlines()
     record = json.loads(line)
     assert record["prediction"] == "Petra Lind" and record["em"] == 1.0 and record["model_calls"] == 2
@@ -54,7 +54,7 @@ def test_run_the_demo_collection_quietly(tmp_path, capsys):
     model = _script(tmp_path, [" t\nAction 1: Finish[Tam]"] * 2)
     assert main(["run", "--model", model, "--limit", "2", "-q", "-k", "1"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert "(1 exemplars)" in lines[0] and "Thought" not in "\n".join(lines)
+    assert "(1 exemplar)" in lines[0] and "Thought" not in "\n".join(lines)
     assert lines[1].startswith("result [1/2] calvora-1: wrong") and lines[2].startswith(
         "result [2/2] calvora-2: correct"
     )

@@ -17,8 +17,8 @@ from rawreact.stats import Interval, bootstrap, paired
 RAWREACT = [sys.executable, "-m", "rawreact"]
 
 
-def _scripted(hotpotqa, tmp_path, name, **script) -> str:
-    return _oracle(hotpotqa, tmp_path / f"{name}.json", **script)
+def _scripted(rows, tmp_path, name, **script) -> str:
+    return _oracle(rows, tmp_path / f"{name}.json", **script)
 
 
 def _direct(values, seed, resamples):
@@ -28,9 +28,9 @@ def _direct(values, seed, resamples):
     return np.quantile(values[draws].mean(axis=1), [0.025, 0.975])
 
 
-def test_identical_variants_differ_by_exactly_zero(hotpotqa, tmp_path):
-    data = _data(hotpotqa, tmp_path, 15)
-    model = _scripted(hotpotqa, tmp_path, "mixed", wrong_every=3)
+def test_identical_variants_differ_by_exactly_zero(rows, tmp_path):
+    data = _data(rows, tmp_path, 15)
+    model = _scripted(rows, tmp_path, "mixed", wrong_every=3)
     result = compare(data, [Variant("a", model=model), Variant("b", model=model)], tmp_path / "cmp")
     for metric in ("em", "f1"):
         diff = result.difference("b", metric)
@@ -39,9 +39,9 @@ def test_identical_variants_differ_by_exactly_zero(hotpotqa, tmp_path):
     assert result.interval("a", "em").mean == pytest.approx(10 / 15)
 
 
-def test_always_right_against_always_wrong_differs_by_one(hotpotqa, tmp_path):
-    data = _data(hotpotqa, tmp_path, 12)
-    wrong, right = _scripted(hotpotqa, tmp_path, "wrong", wrong_every=1), _scripted(hotpotqa, tmp_path, "right")
+def test_always_right_against_always_wrong_differs_by_one(rows, tmp_path):
+    data = _data(rows, tmp_path, 12)
+    wrong, right = _scripted(rows, tmp_path, "wrong", wrong_every=1), _scripted(rows, tmp_path, "right")
     result = compare(data, [Variant("wrong", model=wrong), Variant("right", model=right)], tmp_path / "cmp")
     assert result.difference("right", "em") == Interval(1.0, 1.0, 1.0)
     assert result.interval("wrong", "em") == Interval(0.0, 0.0, 0.0)
@@ -50,11 +50,11 @@ def test_always_right_against_always_wrong_differs_by_one(hotpotqa, tmp_path):
     assert rows["right"]["ΔEM"] == "+1.000 [+1.000, +1.000]" and rows["wrong"]["ΔEM"] == "base"
 
 
-def test_intervals_are_reproducible_and_match_numpy(hotpotqa, tmp_path):
-    data = _data(hotpotqa, tmp_path, 24)
+def test_intervals_are_reproducible_and_match_numpy(rows, tmp_path):
+    data = _data(rows, tmp_path, 24)
     every3, every2 = (
-        _scripted(hotpotqa, tmp_path, "w3", wrong_every=3),
-        _scripted(hotpotqa, tmp_path, "w2", wrong_every=2),
+        _scripted(rows, tmp_path, "w3", wrong_every=3),
+        _scripted(rows, tmp_path, "w2", wrong_every=2),
     )
     variants = [Variant("w3", model=every3), Variant("w2", model=every2)]
     result = compare(data, variants, tmp_path / "cmp", resamples=3000, stats_seed=11)
@@ -81,23 +81,23 @@ def test_the_bootstrap_functions_refuse_what_they_cannot_compute():
     assert bootstrap([1, 1, 0, 0], resamples=1).mean == 0.5
 
 
-def test_variants_run_the_same_questions_into_ordinary_run_files_that_resume(hotpotqa, tmp_path):
-    data = _data(hotpotqa, tmp_path, 20)
+def test_variants_run_the_same_questions_into_ordinary_run_files_that_resume(rows, tmp_path):
+    data = _data(rows, tmp_path, 20)
     script = tmp_path / "o.json"
-    model = _oracle(hotpotqa, script, wrong_every=4)
+    model = _oracle(rows, script, wrong_every=4)
     variants = [Variant("a", model=model, k=1), Variant("b", model=model, k=3, n_first=5)]
-    first = compare(data, variants, tmp_path / "cmp", limit=8, shuffle=True, seed=233)
+    first = compare(data, variants, tmp_path / "cmp", limit=8, shuffle=True, shuffle_seed=233)
     ids = [r["id"] for r in read_run(tmp_path / "cmp" / "a.jsonl")[1]]
     assert [r["id"] for r in read_run(tmp_path / "cmp" / "b.jsonl")[1]] == ids == first.ids and len(ids) == 8
     manifest = read_run(tmp_path / "cmp" / "b.jsonl")[0]
     assert manifest["config"]["exemplars"] == 3 and manifest["config"]["n_first"] == 5 and manifest["variant"] == "b"
-    grown = compare(data, variants, tmp_path / "cmp", limit=12, shuffle=True, seed=233)  # resumes, adds 4
+    grown = compare(data, variants, tmp_path / "cmp", limit=12, shuffle=True, shuffle_seed=233)  # resumes, adds 4
     assert grown.ids[:8] == ids and len(grown.ids) == 12
     script.unlink()  # a finished comparison loads no model and asks nothing
-    assert compare(data, variants, tmp_path / "cmp", limit=12, shuffle=True, seed=233).ids == grown.ids
+    assert compare(data, variants, tmp_path / "cmp", limit=12, shuffle=True, shuffle_seed=233).ids == grown.ids
     changed = [Variant("a", model=model, k=1, max_steps=5), variants[1]]
     with pytest.raises(DataError, match=r"a\.jsonl: max_steps was 7, now 5"):
-        compare(data, changed, tmp_path / "cmp", limit=12, shuffle=True, seed=233)
+        compare(data, changed, tmp_path / "cmp", limit=12, shuffle=True, shuffle_seed=233)
 
 
 def test_variant_specs_and_ablations():
@@ -141,9 +141,9 @@ def _compare(*args, **options):
     return subprocess.run([*RAWREACT, "compare", *map(str, args)], capture_output=True, text=True, **options)
 
 
-def test_the_cli_writes_markdown_and_csv_tables(hotpotqa, tmp_path):
-    data = _data(hotpotqa, tmp_path, 10)
-    right, wrong = _scripted(hotpotqa, tmp_path, "right"), _scripted(hotpotqa, tmp_path, "w2", wrong_every=2)
+def test_the_cli_writes_markdown_and_csv_tables(rows, tmp_path):
+    data = _data(rows, tmp_path, 10)
+    right, wrong = _scripted(rows, tmp_path, "right"), _scripted(rows, tmp_path, "w2", wrong_every=2)
     out = tmp_path / "cmp"
     done = _compare(data, "--variant", f"right=model={right}", "--variant", f"half=model={wrong}", "--out", out, "-q")
     assert done.returncode == 0, done.stderr
@@ -159,13 +159,13 @@ def test_the_cli_writes_markdown_and_csv_tables(hotpotqa, tmp_path):
     assert rows[2].split(",")[:3] == ["half", "10", "0.500000"] and rows[2].split(",")[5] == "-0.500000"
 
 
-def test_the_cli_explains_bad_variants_and_resumes_after_ctrl_c(hotpotqa, tmp_path):
-    data = _data(hotpotqa, tmp_path, 16)
+def test_the_cli_explains_bad_variants_and_resumes_after_ctrl_c(rows, tmp_path):
+    data = _data(rows, tmp_path, 16)
     bad = _compare(data, "--variant", "a=k=9", "--out", tmp_path / "bad")
     assert bad.returncode == 2 and "k=9 exemplars asked for" in bad.stderr and "Traceback" not in bad.stderr
     none = _compare(data, "--out", tmp_path / "none")
     assert none.returncode == 2 and "--variant NAME=SPEC" in none.stderr
-    slow = _oracle(hotpotqa, tmp_path / "slow.json", wrong_every=2, seconds_per_call=0.05)
+    slow = _oracle(rows, tmp_path / "slow.json", wrong_every=2, seconds_per_call=0.05)
     out = tmp_path / "cmp"
     args = [*RAWREACT, "compare", str(data), "--variant", f"a=model={slow}", "--variant", f"b=model={slow},k=2"]
     run = subprocess.Popen([*args, "--out", str(out), "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

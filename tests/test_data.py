@@ -25,44 +25,57 @@ def _hf_row(row: dict, with_id: str | None = None) -> dict:
     return hf if with_id is None else {"id": with_id, **hf}
 
 
-def test_the_official_layout_gives_each_question_its_own_paragraphs(hotpotqa, tmp_path):
+def test_a_real_hotpotqa_file_loads_with_each_question_over_its_own_paragraphs(hotpotqa, tmp_path):
     path = tmp_path / "dev.json"
-    path.write_text(json.dumps(hotpotqa[:5]))
+    path.write_text(json.dumps(hotpotqa))
+    data = load_collection(path)
+    assert [q.question for q in data.questions] == [row["question"] for row in hotpotqa]
+    for question, row in zip(data.questions, hotpotqa, strict=True):
+        assert question.answer == row["answer"] and question.id == row.get("_id", question.id)
+        assert set(question.supporting) <= set(question.passages) == {title for title, _ in row["context"]}
+
+
+def test_the_official_layout_gives_each_question_its_own_paragraphs(rows, tmp_path):
+    path = tmp_path / "dev.json"
+    path.write_text(json.dumps(rows[:5]))
     data = load_collection(path)
     assert data.layout == "hotpotqa" and len(data.questions) == 5 and data.passages == {}
     first = data.questions[0]
-    assert first.question == hotpotqa[0]["question"] and first.answer == "yes" and first.kind == "comparison/hard"
-    assert first.supporting == ("Scott Derrickson", "Ed Wood")
-    assert list(first.passages) == [title for title, _ in hotpotqa[0]["context"]]
-    env = data.env(first, n_first=1)
-    assert env.step("Search[Scott Derrickson]")[0] == hotpotqa[0]["context"][1][1][0].strip()
+    row = rows[0]
+    assert first.question == row["question"] and first.answer == row["answer"] and first.kind == "comparison/easy"
+    assert first.supporting == tuple(title for title, _ in row["supporting_facts"]) and first.id == "case000"
+    assert list(first.passages) == [title for title, _ in row["context"]]
+    env = data.env(first, n_first=2)
+    title, sentences = row["context"][1]
+    assert env.step(f"Search[{title}]")[0] == f"{sentences[0]} {sentences[1].strip()}"
     assert env.step("Search[Paris]")[0].startswith("Could not find Paris.")  # only this question's paragraphs
 
 
-def test_derived_ids_are_stable_unique_and_the_same_in_every_layout(hotpotqa, tmp_path):
+def test_derived_ids_are_stable_unique_and_the_same_in_every_layout(rows, tmp_path):
+    rows = [{k: v for k, v in row.items() if k != "_id"} for row in rows]  # rows without ids get derived ones
     official = tmp_path / "dev.json"
-    official.write_text(json.dumps(hotpotqa + hotpotqa[:2]))  # two rows repeated
+    official.write_text(json.dumps(rows + rows[:2]))  # two rows repeated
     ids = [q.id for q in load_collection(official).questions]
     assert len(set(ids)) == 102 and ids == [q.id for q in load_collection(official).questions]
     assert ids[100] == ids[0] + "-2" and ids[101] == ids[1] + "-2"
     hf = tmp_path / "hf.jsonl"
-    hf.write_text("".join(json.dumps(_hf_row(row)) + "\n" for row in hotpotqa))
+    hf.write_text("".join(json.dumps(_hf_row(row)) + "\n" for row in rows))
     assert [q.id for q in load_collection(hf).questions] == ids[:100]
 
 
-def test_hugging_face_rows_as_json_and_jsonl_match_the_official_rows(hotpotqa, tmp_path):
+def test_hugging_face_rows_as_json_and_jsonl_match_the_official_rows(rows, tmp_path):
     official = tmp_path / "dev.json"
-    official.write_text(json.dumps([{"_id": f"id{i}", **row} for i, row in enumerate(hotpotqa[:20])]))
+    official.write_text(json.dumps([{**row, "_id": f"id{i}"} for i, row in enumerate(rows[:20])]))
     as_json = tmp_path / "hf.json"
-    as_json.write_text(json.dumps([_hf_row(row, f"id{i}") for i, row in enumerate(hotpotqa[:20])]))
+    as_json.write_text(json.dumps([_hf_row(row, f"id{i}") for i, row in enumerate(rows[:20])]))
     as_jsonl = tmp_path / "hf.jsonl"
-    as_jsonl.write_text("\n".join(json.dumps(_hf_row(row, f"id{i}")) for i, row in enumerate(hotpotqa[:20])))
+    as_jsonl.write_text("\n".join(json.dumps(_hf_row(row, f"id{i}")) for i, row in enumerate(rows[:20])))
     loaded = [load_collection(p) for p in (official, as_json, as_jsonl)]
     assert [c.layout for c in loaded] == ["hotpotqa", "hotpotqa-hf", "hotpotqa-hf"]
     assert loaded[0].questions == loaded[1].questions == loaded[2].questions
     assert loaded[0].questions[3].id == "id3"
     one = tmp_path / "one.jsonl"
-    one.write_text(json.dumps(_hf_row(hotpotqa[0], "solo")) + "\n")
+    one.write_text(json.dumps(_hf_row(rows[0], "solo")) + "\n")
     assert [q.id for q in load_collection(one).questions] == ["solo"]
 
 

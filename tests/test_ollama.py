@@ -41,6 +41,7 @@ def test_a_step_sends_raw_generate_with_the_exact_options(ollama):
     }
     assert not {"template", "system", "context"} & set(sent)  # raw mode refuses them
     assert done.text and done.completion_tokens > 0 and done.prompt_tokens > 0 and done.seconds > 0
+    assert done.evaluated_tokens is None  # Ollama's prompt_eval_count counts the whole prompt
 
 
 def test_done_reason_maps_to_the_finish_reason(ollama, gemma):
@@ -92,13 +93,13 @@ def _cli(*args, **env) -> subprocess.CompletedProcess:
     )
 
 
-def test_the_cli_runs_hotpotqa_on_ollama_with_the_host_from_the_environment(ollama, hotpotqa, tmp_path):
+def test_the_cli_runs_hotpotqa_on_ollama_with_the_host_from_the_environment(ollama, rows, tmp_path):
     data, out = tmp_path / "dev.json", tmp_path / "run.jsonl"
-    data.write_text(json.dumps(hotpotqa[:2]))
+    data.write_text(json.dumps(rows[:2]))
     done = _cli(data, "--model", "ollama:gemma3:270m", "--out", out, "-q", "--max-steps", "4", OLLAMA_HOST=ollama.url)
     assert done.returncode == 0, done.stderr
     manifest, records = read_run(out)
-    assert [r["question"] for r in records] == [row["question"] for row in hotpotqa[:2]]
+    assert [r["question"] for r in records] == [row["question"] for row in rows[:2]]
     assert manifest["config"]["model"] == "ollama:gemma3:270m" and manifest["model_name"] == "ollama:gemma3:270m"
     for record in records:
         calls = [c for step in record["trajectory"]["steps"] for c in step["calls"]]

@@ -56,17 +56,17 @@ def test_the_readme_python_example_runs(capsys):
     assert printed.startswith("Answer ") and "Question: When is the festival of Orlo held?\nThought 1:" in printed
 
 
-def test_the_readme_run_example_runs(tmp_path, monkeypatch, hotpotqa):
-    (tmp_path / "hotpot_dev_distractor_v1.json").write_text(json.dumps(hotpotqa[:2]))
+def test_the_readme_run_example_runs(tmp_path, monkeypatch, rows):
+    (tmp_path / "hotpot_dev_distractor_v1.json").write_text(json.dumps(rows[:2]))
     monkeypatch.chdir(tmp_path)
     exec(_blocks("python")[1], {})
     lines = (tmp_path / "run.jsonl").read_text().splitlines()
-    assert [json.loads(line)["question"] for line in lines] == [row["question"] for row in hotpotqa[:2]]
-    assert json.loads((tmp_path / "run.manifest.json").read_text())["config"] == {"model": "gemma3-270m"}
+    assert [json.loads(line)["question"] for line in lines] == [row["question"] for row in rows[:2]]
+    assert json.loads((tmp_path / "run.jsonl.manifest.json").read_text())["config"] == {"model": "gemma3-270m"}
 
 
-def test_the_readme_compare_example_runs(tmp_path, monkeypatch, capsys, hotpotqa):
-    (tmp_path / "dev.json").write_text(json.dumps(hotpotqa[:2]))
+def test_the_readme_compare_example_runs(tmp_path, monkeypatch, capsys, rows):
+    (tmp_path / "dev.json").write_text(json.dumps(rows[:2]))
     monkeypatch.chdir(tmp_path)
     exec(_blocks("python")[2], {})
     printed = capsys.readouterr().out.splitlines()

@@ -32,9 +32,9 @@ def _oracle(rows: list[dict], path, *, wrong_every: int = 0, seconds_per_call: f
     return f"scripted:{path}"
 
 
-def _data(hotpotqa, tmp_path, n: int):
+def _data(rows, tmp_path, n: int):
     path = tmp_path / "dev.json"
-    path.write_text(json.dumps(hotpotqa[:n]))
+    path.write_text(json.dumps(rows[:n]))
     return path
 
 
@@ -46,17 +46,18 @@ def _scores(out) -> dict[str, tuple]:
     return {r["id"]: (r["prediction"], r["em"], r["f1"], r["ended"], r["steps"]) for r in read_run(out)[1]}
 
 
-def test_an_oracle_scores_one_and_everything_lands_in_the_run_file(hotpotqa, tmp_path):
-    data, out = _data(hotpotqa, tmp_path, 12), tmp_path / "run.jsonl"
-    done = _run(data, "--model", _oracle(hotpotqa, tmp_path / "o.json"), "--out", out, "-q", "--n-first", "5")
+def test_an_oracle_scores_one_and_everything_lands_in_the_run_file(rows, tmp_path):
+    data, out = _data(rows, tmp_path, 12), tmp_path / "run.jsonl"
+    done = _run(data, "--model", _oracle(rows, tmp_path / "o.json"), "--out", out, "-q", "--n-first", "5")
     assert done.returncode == 0, done.stderr
     manifest, records = read_run(out)
     assert len(records) == 12 and {r["em"] for r in records} == {1.0} and {r["f1"] for r in records} == {1.0}
     assert all(r["ended"] == "finish" and r["invalid_actions"] == 0 for r in records)
     assert all(r["search_hits"] == r["searches"] >= 1 for r in records)
     first = records[0]
-    assert first["question"] == hotpotqa[0]["question"] and first["answer"] == first["prediction"] == "yes"
-    assert first["trajectory"]["steps"][0]["observation"].startswith("Scott Derrickson (born July 16, 1966)")
+    assert first["question"] == rows[0]["question"] and first["answer"] == first["prediction"] == rows[0]["answer"]
+    title, sentences = next(pair for pair in rows[0]["context"] if pair[0] == rows[0]["supporting_facts"][0][0])
+    assert first["trajectory"]["steps"][0]["observation"] == "".join(sentences)
     config = manifest["config"]
     assert config["n_first"] == 5 and config["max_steps"] == 7 and config["grammar"] is None
     assert len(config["data_sha256"]) == 64 and len(config["prompt_sha256"]) == 64
@@ -65,17 +66,20 @@ def test_an_oracle_scores_one_and_everything_lands_in_the_run_file(hotpotqa, tmp
     assert "12 questions: EM 1.000, F1 1.000, finished 12/12, 0.00 invalid actions" in done.stdout
 
 
-def test_shuffle_follows_the_reference_protocol(hotpotqa, tmp_path):
+def test_shuffle_follows_the_reference_protocol(rows, tmp_path):
     import random
 
-    data, out = _data(hotpotqa, tmp_path, 30), tmp_path / "run.jsonl"
-    model = _oracle(hotpotqa, tmp_path / "o.json")
+    data, out = _data(rows, tmp_path, 30), tmp_path / "run.jsonl"
+    model = _oracle(rows, tmp_path / "o.json")
     assert (
-        _run(data, "--model", model, "--out", out, "-q", "--shuffle", "--seed", "233", "--limit", "5").returncode == 0
+        _run(
+            data, "--model", model, "--out", out, "-q", "--shuffle", "--shuffle-seed", "233", "--limit", "5"
+        ).returncode
+        == 0
     )
     order = list(range(30))
     random.Random(233).shuffle(order)  # the reference notebook's shuffle of the dev set's indices
-    expected = [hotpotqa[i]["question"] for i in order[:5]]
+    expected = [rows[i]["question"] for i in order[:5]]
     assert [r["question"] for r in read_run(out)[1]] == expected
 
 
@@ -83,9 +87,9 @@ def test_shuffle_follows_the_reference_protocol(hotpotqa, tmp_path):
     "how, workers",
     [(signal.SIGKILL, 1), (signal.SIGINT, 1), (signal.SIGTERM, 1), (signal.SIGKILL, 3), (signal.SIGINT, 3)],
 )
-def test_a_killed_run_resumes_to_the_same_scores_with_every_id_once(hotpotqa, tmp_path, how, workers):
-    data = _data(hotpotqa, tmp_path, 24)
-    model = _oracle(hotpotqa, tmp_path / "o.json", wrong_every=3, seconds_per_call=0.04)
+def test_a_killed_run_resumes_to_the_same_scores_with_every_id_once(rows, tmp_path, how, workers):
+    data = _data(rows, tmp_path, 24)
+    model = _oracle(rows, tmp_path / "o.json", wrong_every=3, seconds_per_call=0.04)
     whole, cut = tmp_path / "whole.jsonl", tmp_path / "cut.jsonl"
     assert _run(data, "--model", model, "--out", whole, "-q").returncode == 0
     run = subprocess.Popen(
@@ -114,9 +118,9 @@ def test_a_killed_run_resumes_to_the_same_scores_with_every_id_once(hotpotqa, tm
     assert "24 questions: EM 0.667" in resumed.stdout  # the summary covers the whole run
 
 
-def test_resume_redoes_a_half_written_last_line_and_refuses_a_corrupt_one(hotpotqa, tmp_path):
-    data, out = _data(hotpotqa, tmp_path, 4), tmp_path / "run.jsonl"
-    model = _oracle(hotpotqa, tmp_path / "o.json")
+def test_resume_redoes_a_half_written_last_line_and_refuses_a_corrupt_one(rows, tmp_path):
+    data, out = _data(rows, tmp_path, 4), tmp_path / "run.jsonl"
+    model = _oracle(rows, tmp_path / "o.json")
     assert _run(data, "--model", model, "--out", out, "-q", "--limit", "2").returncode == 0
     with out.open("a") as sink:
         sink.write('{"id": "h1234", "prediction": "half wri')  # what a crash mid-write leaves
@@ -132,9 +136,9 @@ def test_resume_redoes_a_half_written_last_line_and_refuses_a_corrupt_one(hotpot
     )
 
 
-def test_a_run_file_is_never_overwritten_or_mixed_with_another_run(hotpotqa, tmp_path):
-    data, out = _data(hotpotqa, tmp_path, 3), tmp_path / "run.jsonl"
-    model = _oracle(hotpotqa, tmp_path / "o.json")
+def test_a_run_file_is_never_overwritten_or_mixed_with_another_run(rows, tmp_path):
+    data, out = _data(rows, tmp_path, 3), tmp_path / "run.jsonl"
+    model = _oracle(rows, tmp_path / "o.json")
     assert _run(data, "--model", model, "--out", out, "-q").returncode == 0
     before = out.read_text()
     again = _run(data, "--model", model, "--out", out, "-q")
@@ -145,24 +149,24 @@ def test_a_run_file_is_never_overwritten_or_mixed_with_another_run(hotpotqa, tmp
     assert out.read_text() == before
     manifest_path(out).unlink()
     orphan = _run(data, "--model", model, "--out", out, "-q", "--resume")
-    assert orphan.returncode == 2 and "has no manifest run.manifest.json" in orphan.stderr
+    assert orphan.returncode == 2 and "has no manifest run.jsonl.manifest.json" in orphan.stderr
     assert _run("--resume", "-q").stderr.startswith("rawreact: error: --resume continues the run file given with --out")
 
 
-def test_resume_of_a_missing_file_starts_the_run_and_a_larger_limit_extends_it(hotpotqa, tmp_path):
-    data, out = _data(hotpotqa, tmp_path, 6), tmp_path / "run.jsonl"
-    model = _oracle(hotpotqa, tmp_path / "o.json")
+def test_resume_of_a_missing_file_starts_the_run_and_a_larger_limit_extends_it(rows, tmp_path):
+    data, out = _data(rows, tmp_path, 6), tmp_path / "run.jsonl"
+    model = _oracle(rows, tmp_path / "o.json")
     assert _run(data, "--model", model, "--out", out, "-q", "--resume", "--limit", "2").returncode == 0
     extended = _run(data, "--model", model, "--out", out, "-q", "--resume", "--limit", "5")
     assert extended.returncode == 0 and "5 questions from dev, " in extended.stdout
-    assert [r["question"] for r in read_run(out)[1]] == [row["question"] for row in hotpotqa[:5]]
+    assert [r["question"] for r in read_run(out)[1]] == [row["question"] for row in rows[:5]]
 
 
-def test_report_puts_runs_side_by_side_and_show_prints_one_transcript(hotpotqa, tmp_path):
-    data = _data(hotpotqa, tmp_path, 6)
+def test_report_puts_runs_side_by_side_and_show_prints_one_transcript(rows, tmp_path):
+    data = _data(rows, tmp_path, 6)
     right, mixed = tmp_path / "right.jsonl", tmp_path / "mixed.jsonl"
-    _run(data, "--model", _oracle(hotpotqa, tmp_path / "a.json"), "--out", right, "-q")
-    _run(data, "--model", _oracle(hotpotqa, tmp_path / "b.json", wrong_every=2), "--out", mixed, "-q", "--grammar")
+    _run(data, "--model", _oracle(rows, tmp_path / "a.json"), "--out", right, "-q")
+    _run(data, "--model", _oracle(rows, tmp_path / "b.json", wrong_every=2), "--out", mixed, "-q", "--grammar", "step")
     text = subprocess.run([*RAWREACT, "report", right, mixed], capture_output=True, text=True).stdout.splitlines()
     assert text[0].split() == [
         "run",
@@ -191,8 +195,11 @@ def test_report_puts_runs_side_by_side_and_show_prints_one_transcript(hotpotqa, 
     assert csv.stdout.splitlines()[2].startswith("mixed.jsonl,")
     first = read_run(right)[1][0]["id"]
     shown = subprocess.run([*RAWREACT, "show", right, "--id", first], capture_output=True, text=True).stdout
-    assert shown.startswith(f"id {first}: EM 1, F1 1.00; prediction 'yes', gold 'yes'; ended by finish after 3 steps")
-    assert f"\n\nQuestion: {hotpotqa[0]['question']}\nThought 1: I need Scott Derrickson.\n" in shown
+    gold = rows[0]["answer"]
+    assert shown.startswith(
+        f"id {first}: EM 1, F1 1.00; prediction {gold!r}, gold {gold!r}; ended by finish after 3 steps"
+    )
+    assert f"\n\nQuestion: {rows[0]['question']}\nThought 1: I need {rows[0]['supporting_facts'][0][0]}.\n" in shown
     assert "Answer a question" not in shown
     with_prompt = subprocess.run([*RAWREACT, "show", right, "--id", first, "--prompt"], capture_output=True, text=True)
     assert "\n\nAnswer a question by alternating Thought, Action and Observation steps." in with_prompt.stdout
@@ -202,7 +209,7 @@ def test_report_puts_runs_side_by_side_and_show_prints_one_transcript(hotpotqa, 
 
 def test_the_embedded_model_runs_hotpotqa_questions_from_the_cli(hotpotqa, tmp_path):
     data, out = _data(hotpotqa, tmp_path, 2), tmp_path / "run.jsonl"
-    done = _run(data, "--out", out, "-q", "--max-steps", "4", "--grammar", timeout=600)
+    done = _run(data, "--out", out, "-q", "--max-steps", "4", "--grammar", "step", timeout=600)
     assert done.returncode == 0, done.stderr
     manifest, records = read_run(out)
     assert [r["question"] for r in records] == [row["question"] for row in hotpotqa[:2]]
@@ -214,11 +221,11 @@ def test_the_embedded_model_runs_hotpotqa_questions_from_the_cli(hotpotqa, tmp_p
         assert record["em"] in (0.0, 1.0) and 0.0 <= record["f1"] <= 1.0 and record["seconds"] > 0
 
 
-def test_runs_from_python_write_the_same_lines(hotpotqa, tmp_path):
+def test_runs_from_python_write_the_same_lines(rows, tmp_path):
     from rawreact import ScriptedModel, load_collection, load_prompt, run_questions
 
-    data = load_collection(_data(hotpotqa, tmp_path, 2))
-    model = ScriptedModel([" t\nAction 1: Finish[yes]", " t\nAction 1: Finish[Chief of Protocol]"])
+    data = load_collection(_data(rows, tmp_path, 2))
+    model = ScriptedModel([f" t\nAction 1: Finish[{row['answer']}]" for row in rows[:2]])
     out = tmp_path / "py.jsonl"
     sink = RunFile(out, {"model": "scripted"})
     results = list(run_questions(data.questions, data.env, model, load_prompt(), out=sink))
@@ -229,11 +236,11 @@ def test_runs_from_python_write_the_same_lines(hotpotqa, tmp_path):
         RunFile(out)
 
 
-def _parallel_setup(hotpotqa, tmp_path, n=12, **script):
+def _parallel_setup(rows, tmp_path, n=12, **script):
     from rawreact import ScriptedModel, load_collection
 
-    data = load_collection(_data(hotpotqa, tmp_path, n))
-    model = ScriptedModel.from_file(_oracle(hotpotqa, tmp_path / "o.json", **script).removeprefix("scripted:"))
+    data = load_collection(_data(rows, tmp_path, n))
+    model = ScriptedModel.from_file(_oracle(rows, tmp_path / "o.json", **script).removeprefix("scripted:"))
     return data, model
 
 
@@ -244,10 +251,10 @@ def _same(records: list[dict]) -> dict[str, dict]:
     return {r["id"]: {**strip(r), "steps": steps(r)} for r in records}
 
 
-def test_workers_write_the_records_a_sequential_run_writes(hotpotqa, tmp_path):
+def test_workers_write_the_records_a_sequential_run_writes(rows, tmp_path):
     from rawreact import load_prompt, run_questions
 
-    data, model = _parallel_setup(hotpotqa, tmp_path, wrong_every=4, seconds_per_call=0.01)
+    data, model = _parallel_setup(rows, tmp_path, wrong_every=4, seconds_per_call=0.01)
     runs = {}
     for workers in (1, 4):
         out = tmp_path / f"w{workers}.jsonl"
@@ -261,10 +268,10 @@ def test_workers_write_the_records_a_sequential_run_writes(hotpotqa, tmp_path):
     assert _same(runs[4]) == _same(runs[1]) and {r["em"] for r in runs[1]} == {0.0, 1.0}
 
 
-def test_with_workers_a_stop_or_an_error_keeps_every_finished_question(hotpotqa, tmp_path):
+def test_with_workers_a_stop_or_an_error_keeps_every_finished_question(rows, tmp_path):
     from rawreact import ModelError, load_prompt, run_questions
 
-    data, model = _parallel_setup(hotpotqa, tmp_path, seconds_per_call=0.02)
+    data, model = _parallel_setup(rows, tmp_path, seconds_per_call=0.02)
     seen = []
     out = tmp_path / "stopped.jsonl"
     results = run_questions(
@@ -294,11 +301,11 @@ def test_the_embedded_model_refuses_workers_from_python(gemma, demo):
         run_questions(demo.questions, demo.env, gemma, load_prompt(), workers=2)
 
 
-def test_the_reproduction_script_runs_the_reference_protocol(hotpotqa, tmp_path):
+def test_the_reproduction_script_runs_the_reference_protocol(rows, tmp_path):
     import random
 
-    data, out = _data(hotpotqa, tmp_path, 100), tmp_path / "repro.jsonl"
-    model = _oracle(hotpotqa, tmp_path / "o.json")
+    data, out = _data(rows, tmp_path, 100), tmp_path / "repro.jsonl"
+    model = _oracle(rows, tmp_path / "o.json")
     script = Path(__file__).resolve().parent.parent / "scripts" / "reproduce_hotpotqa.py"
     done = subprocess.run(
         [sys.executable, script, data, "--model", model, "--out", out, "--limit", "12"], capture_output=True, text=True
@@ -306,23 +313,23 @@ def test_the_reproduction_script_runs_the_reference_protocol(hotpotqa, tmp_path)
     assert done.returncode == 0, done.stderr
     manifest, records = read_run(out)
     config = manifest["config"]
-    assert (config["shuffle"], config["seed"], config["max_steps"], config["n_first"]) == (True, 233, 7, 5)
+    assert (config["shuffle"], config["shuffle_seed"], config["max_steps"], config["n_first"]) == (True, 233, 7, 5)
     order = list(range(100))
     random.Random(233).shuffle(order)
-    assert [r["question"] for r in records] == [hotpotqa[i]["question"] for i in order[:12]]
+    assert [r["question"] for r in records] == [rows[i]["question"] for i in order[:12]]
     assert done.stdout.splitlines()[-2].split()[:2] == ["run", "model"]  # the report table closes the output
     assert done.stdout.splitlines()[-1].split()[3:6] == ["12", "1.000", "1.000"]
 
 
-def test_the_progress_bar_shows_running_scores_on_a_terminal(hotpotqa, tmp_path):
+def test_the_progress_bar_shows_running_scores_on_a_terminal(rows, tmp_path):
     import fcntl
     import os
     import pty
     import struct
     import termios
 
-    data = _data(hotpotqa, tmp_path, 3)
-    model = _oracle(hotpotqa, tmp_path / "o.json", wrong_every=2)
+    data = _data(rows, tmp_path, 3)
+    model = _oracle(rows, tmp_path / "o.json", wrong_every=2)
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # a 100-column terminal
     run = subprocess.Popen(

@@ -31,3 +31,27 @@ def test_split(text, sentences):
 @given(st.text())
 def test_splitting_loses_no_words(text):
     assert " ".join(split_sentences(text)).split() == text.split()
+
+
+class _Counting(str):
+    """A string that adds up how many characters its slices copy."""
+
+    copied = 0
+
+    def __getitem__(self, key):
+        part = super().__getitem__(key)
+        _Counting.copied += len(part)
+        return part
+
+
+def test_each_boundary_reads_only_a_few_characters_so_splitting_is_linear():
+    from rawreact import sentences
+
+    text = "Dr. x. " * 2_000 + "A. " * 2_000  # thousands of candidate boundaries, each near a long text
+    boundaries = list(sentences._BOUNDARY.finditer(text))
+    _Counting.copied = 0
+    counted = _Counting(text)
+    for boundary in boundaries:
+        sentences._ends_sentence(counted, boundary)
+    assert len(boundaries) > 3_000 and _Counting.copied <= 50 * len(boundaries)
+    assert len(split_sentences("Mr. A. " * 10_000)) == 1  # 20,000 periods, none of them a boundary

@@ -1,16 +1,37 @@
 """rawreact: raw-completion ReAct, in the style of the reference implementation, on local models."""
 
-from rawreact.actions import VERBS, Action, format_action, parse_action, parse_step
-from rawreact.collection import Collection, load_collection
-from rawreact.env import PassageEnv
-from rawreact.errors import ContextLengthExceeded, DataError, GrammarError, ModelError, PromptError, RawreactError
-from rawreact.experiments import Variant, compare
-from rawreact.grammar import Grammar, load_grammar
-from rawreact.loop import Step, Trajectory, react
-from rawreact.models import Completion, Model, ScriptedModel, load_model
-from rawreact.prompts import Prompt, load_prompt
-from rawreact.report import Comparison, compare_runs
-from rawreact.runs import Result, RunFile, read_run, run_questions
+from importlib import import_module
+
+# Public names -> the module that defines them. They are imported on first use, so that the
+# `rawreact` command starts at once (and Ctrl-C during start-up ends it quietly).
+_PUBLIC = {
+    "actions": ("VERBS", "Action", "format_action", "parse_action", "parse_step"),
+    "collection": ("Collection", "load_collection"),
+    "env": ("PassageEnv",),
+    "errors": ("ContextLengthExceeded", "DataError", "GrammarError", "ModelError", "PromptError", "RawreactError"),
+    "experiments": ("Variant", "compare"),
+    "grammar": ("Grammar", "load_grammar"),
+    "loop": ("Step", "Trajectory", "react"),
+    "models": ("Completion", "Model", "ScriptedModel", "load_model"),
+    "prompts": ("Prompt", "load_prompt"),
+    "report": ("Comparison", "compare_runs"),
+    "runfile": ("RunFile", "read_run"),
+    "runs": ("Result", "run_questions"),
+}
+_WHERE = {name: module for module, names in _PUBLIC.items() for name in names}
+
+
+def __getattr__(name: str):
+    if name not in _WHERE:
+        raise AttributeError(f"module 'rawreact' has no attribute {name!r}")
+    value = getattr(import_module(f"rawreact.{_WHERE[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_WHERE])
+
 
 __version__ = "0.1.0"
 

@@ -2,6 +2,6 @@
 
 import sys
 
-from rawreact.cli import main
+from rawreact.console import main
 
 sys.exit(main())

@@ -52,14 +52,24 @@ def _argument(rest: str, truncated: bool) -> str | None:
                 return _unquote(rest[:pos].strip())
             depth -= 1
     # Unclosed: the rest of the line is the argument, unless the token limit cut this very line,
-    # in which case the argument may be half written and must not be executed.
-    return None if truncated else _unquote(rest.strip())
+    # in which case the argument may be half written and must not be executed. An argument that
+    # leaves a bracket of its own open (`Search[[`) has no canonical form that reads back the
+    # same, so it is no action.
+    if truncated or depth:
+        return None
+    return _unquote(rest.strip())
 
 
 def _unquote(arg: str) -> str:
-    if len(arg) >= 2 and _QUOTES.get(arg[0]) == arg[-1]:
-        return arg[1:-1].strip()
+    """Remove pairs of quotes around the argument, so that its canonical form reads back the same."""
+    while len(arg) >= 2 and _QUOTES.get(arg[0]) == arg[-1]:
+        arg = arg[1:-1].strip()
     return arg
+
+
+def _bare_prefix(line: str) -> bool:
+    """Whether the line is an `Action i:` prefix with nothing after it."""
+    return _ACTION_LINE.match(line) is not None and not action_text(_MARKUP.sub("", line))
 
 
 def parse_action(text: str, *, truncated: bool = False) -> Action | None:
@@ -69,6 +79,8 @@ def parse_action(text: str, *, truncated: bool = False) -> Action | None:
     bracket there is a half-written argument rather than a finished one.
     """
     lines = _LINE_BREAK.split(text.lstrip())
+    if len(lines) > 1 and _bare_prefix(lines[0]):  # `Action 3:` alone, the action on a later line
+        lines = _LINE_BREAK.split("\n".join(lines[1:]).lstrip())
     line = lines[0]
     bracket = line.find("[")
     if bracket < 0:
@@ -94,14 +106,18 @@ def _clean_thought(lines: list[str]) -> str:
 def split_step(completion: str) -> tuple[str, str | None, bool]:
     """Split a completion that followed `Thought i:` into (thought, action line, is last line).
 
-    The action line is the first line with an `Action i:` prefix or a bare `Verb[...]`; the
-    thought is everything before it on one line. Without an action line, the thought is the
-    first line, as in the reference implementation, and the action line is None.
+    The action line is the first line with an `Action i:` prefix or a bare `Verb[...]` (or, when
+    that prefix stands alone, the next line with text); the thought is everything before it on one
+    line. Without an action line, the thought is the first line, as in the reference
+    implementation, and the action line is None.
     """
     lines = _LINE_BREAK.split(completion.strip())
     for index, line in enumerate(lines):
         if _is_action_line(line):
-            return _clean_thought(lines[:index]), line, index == len(lines) - 1
+            thought = _clean_thought(lines[:index])
+            if _bare_prefix(line):  # `Action 3:` alone: the action is on the next line that has text
+                index = next((k for k in range(index + 1, len(lines)) if lines[k].strip()), index)
+            return thought, lines[index], index == len(lines) - 1
     return _clean_thought(lines[:1]), None, False
 
 

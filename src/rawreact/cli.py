@@ -1,4 +1,4 @@
-"""The `rawreact` command: wires the library together, prints, and never shows a traceback."""
+"""The `rawreact` command: wires the library together and prints; errors are one line each."""
 
 import argparse
 import os
@@ -12,10 +12,16 @@ from rawreact.errors import DataError, GrammarError, RawreactError
 from rawreact.experiments import ABLATIONS, Variant, ablation, compare, parse_spec, parse_variant
 from rawreact.grammar import MODES
 from rawreact.loop import MAX_TOKENS, Step
-from rawreact.models import DEFAULT_MODEL, EMBEDDED_MODELS, load_model
-from rawreact.report import run_row, show, summarize, summary_line, table
-from rawreact.runs import Result, RunFile, read_run, run_questions
-from rawreact.terminal import Stopper, progress
+from rawreact.models import DEFAULT_MODEL, EMBEDDED_MODELS, is_concurrent, load_model
+from rawreact.report import compare_runs, context_warning, listing, run_row, show, summarize, summary_line, table
+from rawreact.runs import Result, RunFile, check_context, read_run, refuse_workers, run_questions
+from rawreact.terminal import Stopper, printable, progress
+
+DESCRIPTION = (
+    "Run ReAct agents on completion models (an embedded llama.cpp model, Ollama, or an OpenAI-compatible "
+    "server), score them on HotpotQA-style questions, and compare prompts, models and settings."
+)
+EPILOG = "Start with `rawreact run` (the demo on the embedded model); `rawreact COMMAND --help` tells more."
 
 
 def _positive(text: str) -> int:
@@ -29,10 +35,21 @@ def _positive(text: str) -> int:
     return value
 
 
+def _seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} must be a finite number of seconds above 0")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rawreact", description=__doc__)
+    parser = argparse.ArgumentParser(prog="rawreact", description=DESCRIPTION, epilog=EPILOG)
     parser.add_argument("--version", action="version", version=f"rawreact {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     run = commands.add_parser("run", help="run ReAct episodes, score them, and write a run file")
     run.add_argument(
         "data",
@@ -48,6 +65,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--ollama-host", help="where Ollama listens (default: OLLAMA_HOST, else 127.0.0.1:11434)")
     run.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=300.0,
+        help="seconds to wait for a server's answer to one call before retrying it (default: %(default)s)",
+    )
+    run.add_argument(
         "--workers",
         type=_positive,
         default=1,
@@ -61,17 +84,21 @@ def _parser() -> argparse.ArgumentParser:
         "--grammar",
         nargs="?",
         const="step",
-        choices=MODES,
-        help="constrain each step with a GBNF grammar: step (one call, the default), action (a free thought, "
-        "then a constrained action) or titles (step, with searches limited to passage titles)",
+        default="off",
+        metavar="MODE",
+        help="constrain each step with a GBNF grammar: step (one call; --grammar alone), action (a free thought, "
+        "then a constrained action), titles (step, with searches limited to passage titles), or off (the default)",
     )
     run.add_argument("--grammar-file", help="your own grammar template, in the layout of prompts/grammars/step.gbnf")
     run.add_argument("--question", help="ask this question instead of the data's questions")
     run.add_argument("--answer", default="", help="the gold answer of --question, for scoring")
-    run.add_argument("--passages", help="the passages for --question: a collection file (envs/ layout)")
+    run.add_argument(
+        "--passages", help="the passages for --question: a collection (envs/ layout), or a HotpotQA file (pooled)"
+    )
     run.add_argument("--limit", type=_positive, help="run only the first N questions")
-    run.add_argument("--shuffle", action="store_true", help="shuffle the questions with --seed before --limit")
-    run.add_argument("--seed", type=int, default=0, help="seed of --shuffle and of sampling (default: %(default)s)")
+    run.add_argument("--shuffle", action="store_true", help="shuffle the questions before --limit")
+    run.add_argument("--shuffle-seed", type=int, default=0, help="seed of --shuffle (default: %(default)s)")
+    run.add_argument("--seed", type=int, default=0, help="seed of sampling (default: %(default)s)")
     run.add_argument("--out", help="write one JSON line per question to this run file, and a manifest beside it")
     run.add_argument("--resume", action="store_true", help="continue the run in --out, skipping finished questions")
     run.add_argument("--max-steps", type=_positive, default=7, help="step limit per question (default: %(default)s)")
@@ -90,9 +117,18 @@ def _parser() -> argparse.ArgumentParser:
     report = commands.add_parser("report", help="the summaries of run files, side by side")
     report.add_argument("runs", nargs="+", help="run files (RUN.jsonl)")
     report.add_argument("--format", choices=("text", "markdown", "csv"), default="text", help="table format")
-    show_ = commands.add_parser("show", help="one question of a run file, as the transcript")
+    runs = commands.add_parser(
+        "compare-runs", help="compare finished run files on the questions they share, with bootstrap intervals"
+    )
+    runs.add_argument("runs", nargs="+", metavar="[NAME=]RUN.jsonl", help="run files, the first being the base")
+    runs.add_argument("--format", choices=("text", "markdown", "csv"), default="text", help="table format")
+    runs.add_argument("--resamples", type=_positive, default=10_000, help="bootstrap resamples (default: 10000)")
+    runs.add_argument("--stats-seed", type=int, default=0, help="seed of the bootstrap (default: 0)")
+    show_ = commands.add_parser("show", help="a run's questions, or one question's transcript")
     show_.add_argument("run", help="a run file (RUN.jsonl)")
-    show_.add_argument("--id", required=True, help="the question's id")
+    which = show_.add_mutually_exclusive_group()
+    which.add_argument("--id", help="the question's id (without --id or --first-wrong: list the questions)")
+    which.add_argument("--first-wrong", action="store_true", help="the first question answered wrongly")
     show_.add_argument("--prompt", action="store_true", help="include the few-shot prompt before the question")
     return parser
 
@@ -117,10 +153,12 @@ def _compare_parser(commands) -> None:
     compare.add_argument("--orders", type=_positive, default=3, help="shuffled orders of --ablation orders")
     compare.add_argument("--out", required=True, help="folder for the variants' run files and the tables")
     compare.add_argument("--limit", type=_positive, help="compare on the first N questions")
-    compare.add_argument("--shuffle", action="store_true", help="shuffle the questions with --seed before --limit")
-    compare.add_argument("--seed", type=int, default=0, help="seed of --shuffle and of sampling (default: 0)")
+    compare.add_argument("--shuffle", action="store_true", help="shuffle the questions before --limit")
+    compare.add_argument("--shuffle-seed", type=int, default=0, help="seed of --shuffle (default: 0)")
+    compare.add_argument("--seed", type=int, default=0, help="seed of sampling, unless a variant sets it (default: 0)")
     compare.add_argument("--workers", type=_positive, default=1, help="questions in flight at once (server models)")
     compare.add_argument("--ollama-host", help="where Ollama listens (default: OLLAMA_HOST)")
+    compare.add_argument("--timeout", type=_seconds, default=300.0, help="seconds a server may take per call")
     compare.add_argument("--format", choices=("text", "markdown", "csv"), default="text", help="table on stdout")
     compare.add_argument("--resamples", type=_positive, default=10_000, help="bootstrap resamples (default: 10000)")
     compare.add_argument("--stats-seed", type=int, default=0, help="seed of the bootstrap (default: 0)")
@@ -129,18 +167,43 @@ def _compare_parser(commands) -> None:
 
 def _questions(args: argparse.Namespace) -> tuple[Collection, list[Question]]:
     if args.question is not None:
-        collection = load_collection(args.passages) if args.passages else load_collection()
+        collection = (load_collection(args.passages) if args.passages else load_collection()).pooled()
         return collection, [Question("question-1", args.question, args.answer)]
     if args.passages:
         raise DataError("--passages goes with --question; a question file is given as the first argument")
     collection = load_collection(args.data)
-    return collection, choose_questions(collection, limit=args.limit, shuffle=args.shuffle, seed=args.seed)
+    return collection, choose_questions(collection, limit=args.limit, shuffle=args.shuffle, seed=args.shuffle_seed)
+
+
+def _grammar_mode(args: argparse.Namespace) -> str | None:
+    """The grammar mode of `run`: --grammar, else step when only --grammar-file is given, else none.
+
+    `--grammar` alone means step, so in `run --grammar data.json` the word after it is the data
+    file: the modes are four fixed words, and anything else that names a file is taken as the data.
+    """
+    if args.grammar not in ("off", *MODES):
+        if args.data is None and (Path(args.grammar).exists() or args.grammar.endswith((".json", ".jsonl"))):
+            args.data, args.grammar = args.grammar, "step"
+        else:
+            raise DataError(f"--grammar takes off, step, action or titles, not {args.grammar!r}")
+    if args.grammar != "off":
+        return args.grammar
+    return "step" if args.grammar_file else None
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def run(args: argparse.Namespace) -> int:
     """`rawreact run`: load everything first, so bad input fails before any model time is spent."""
     if args.resume and not args.out:
         raise DataError("--resume continues the run file given with --out; add --out RUN.jsonl")
+    if args.out and Path(args.out).is_dir():
+        raise DataError(f"{args.out} is a folder; give --out a file name, such as {Path(args.out) / 'run.jsonl'}")
+    if args.workers > 1 and not is_concurrent(args.model):
+        raise refuse_workers(args.model)
+    mode = _grammar_mode(args)
     collection, questions = _questions(args)
     variant = Variant(
         "run",
@@ -149,7 +212,7 @@ def run(args: argparse.Namespace) -> int:
         key=args.key,
         instruction=args.instruction,
         k=args.exemplars,
-        grammar=args.grammar or ("step" if args.grammar_file else None),
+        grammar=mode,
         grammar_file=args.grammar_file,
         n_first=args.n_first,
         max_steps=args.max_steps,
@@ -159,11 +222,14 @@ def run(args: argparse.Namespace) -> int:
         n_ctx=args.n_ctx,
     )
     prompt, grammar = variant.load_prompt(), variant.load_grammar()
-    config = variant.config(collection, prompt, grammar, question=args.question, shuffle=args.shuffle)
+    config = variant.config(
+        collection, prompt, grammar, question=args.question, shuffle=args.shuffle, shuffle_seed=args.shuffle_seed
+    )
     options = {"n_ctx": args.n_ctx, "seed": args.seed, "temperature": args.temperature, "host": args.ollama_host}
-    model = load_model(args.model, **options)
+    model = load_model(args.model, **options, timeout=args.timeout)
     if grammar is not None and not model.supports_grammar:
         raise GrammarError(f"model {model.name} cannot apply a grammar; drop --grammar, or use a llama.cpp model")
+    check_context(model, prompt, questions, args.max_tokens)
     details = {
         "data": collection.source,
         "layout": collection.layout,
@@ -171,20 +237,21 @@ def run(args: argparse.Namespace) -> int:
         "model_file": str(model.path) if hasattr(model, "path") else None,
         "model_name": model.name,
         "workers": args.workers,
+        "timeout": args.timeout,
     }
     sink = RunFile(args.out, config, resume=args.resume, details=details) if args.out else None
     chosen = {q.id for q in questions}
     done = [] if sink is None else [r for r in sink.done.values() if r["id"] in chosen]
     print(
-        f"rawreact {__version__}: {len(questions)} questions from {collection.name}, model {model.name}, "
-        f"prompt {prompt.source} ({prompt.exemplars} exemplars), grammar {config['grammar']}"
+        f"rawreact {__version__}: {_plural(len(questions), 'question')} from {collection.name}, model {model.name}, "
+        f"prompt {prompt.source} ({_plural(prompt.exemplars, 'exemplar')}), grammar {config['grammar'] or 'off'}"
         + (f"; {len(done)} already in {args.out}" if done else ""),
         flush=True,
     )
     with Stopper(args.workers) as stopper, progress(len(questions), len(done)) as bar:
 
         def say(text: str) -> None:
-            bar.write(text.rstrip("\n"), file=sys.stdout)
+            bar.write(printable(text.rstrip("\n")), file=sys.stdout)
 
         def print_step(question: Question, step: Step) -> None:
             say((f"\n=== {question.id}\nQuestion: {question.question}\n" if step.i == 1 else "") + step.render())
@@ -214,8 +281,12 @@ def run(args: argparse.Namespace) -> int:
             say(_result_line(len(records), len(questions), result))
             bar.set_postfix_str(f"EM {em / len(records):.3f} F1 {f1 / len(records):.3f}", refresh=False)
             bar.update()
-    print("\n" + summary_line(summarize(records)), flush=True)
-    if stopper.signal is not None:
+    summary = summarize(records)
+    print("\n" + summary_line(summary), flush=True)
+    warning = context_warning(summary, n_ctx=args.n_ctx)
+    if warning:
+        print(f"rawreact: warning: {warning}", file=sys.stderr)
+    if stopper.signal is not None and len(records) < len(questions):
         where = f"; {len(records)} of {len(questions)} questions are in {args.out}, --resume finishes" if sink else ""
         print(f"rawreact: stopped early{where}", file=sys.stderr)
         return 128 + stopper.signal
@@ -230,6 +301,10 @@ def compare_command(args: argparse.Namespace) -> int:
         variants += ablation(kind, base, orders=args.orders)
     if not variants:
         raise DataError("name the variants to compare: --variant NAME=SPEC (twice or more), or --ablation KIND")
+    if args.workers > 1:
+        for variant in variants:
+            if not is_concurrent(variant.model):
+                raise refuse_workers(variant.model)
     with Stopper(args.workers) as stopper, progress(0, 0) as bar:
 
         def started(variant: Variant, done: int, total: int) -> None:
@@ -251,9 +326,10 @@ def compare_command(args: argparse.Namespace) -> int:
             args.out,
             limit=args.limit,
             shuffle=args.shuffle,
-            seed=args.seed,
+            shuffle_seed=args.shuffle_seed,
             workers=args.workers,
             host=args.ollama_host,
+            timeout=args.timeout,
             resamples=args.resamples,
             stats_seed=args.stats_seed,
             on_variant=started,
@@ -270,12 +346,31 @@ def compare_command(args: argparse.Namespace) -> int:
     for style, name in (("markdown", "comparison.md"), ("csv", "comparison.csv")):
         (out / name).write_text(comparison.table(style), encoding="utf-8")
     print(comparison.table(args.format), end="")
-    n = len(comparison.ids)
+    _intervals_note(args, comparison, f"; tables in {out / 'comparison.md'} and {out / 'comparison.csv'}")
+    return 0
+
+
+def _intervals_note(args: argparse.Namespace, comparison, where: str = "") -> None:
     print(
-        f"\n{n} questions; 95% bootstrap intervals ({args.resamples} resamples, seed {args.stats_seed}); "
-        f"Δ is paired against {comparison.names[0]}; tables in {out / 'comparison.md'} and {out / 'comparison.csv'}",
+        f"\n{_plural(len(comparison.ids), 'question')}; 95% bootstrap intervals ({args.resamples} resamples, "
+        f"seed {args.stats_seed}); Δ is paired against {comparison.names[0]}{where}",
         file=sys.stderr,
     )
+
+
+def compare_runs_command(args: argparse.Namespace) -> int:
+    """`rawreact compare-runs`: finished run files side by side, with intervals, on their shared questions."""
+    runs: dict[str, str] = {}
+    for item in args.runs:
+        name, equals, path = item.partition("=")
+        if not equals or not name or Path(item).exists():
+            name, path = Path(item).name.removesuffix(".jsonl"), item
+        if name in runs:
+            raise DataError(f"two runs are named {name!r}; name them, as in NAME=RUN.jsonl")
+        runs[name] = path
+    comparison = compare_runs(runs, resamples=args.resamples, seed=args.stats_seed)
+    print(comparison.table(args.format), end="")
+    _intervals_note(args, comparison)
     return 0
 
 
@@ -291,26 +386,44 @@ def _result_line(n: int, total: int, result: Result) -> str:
 
 def report(args: argparse.Namespace) -> int:
     """`rawreact report`: one row per run file."""
-    print(table([run_row(path) for path in args.runs], args.format), end="")
+    print(printable(table([run_row(path) for path in args.runs], args.format)), end="")
     return 0
 
 
 def show_command(args: argparse.Namespace) -> int:
-    """`rawreact show`: one trajectory of a run file."""
+    """`rawreact show`: the questions of a run file, or one question's transcript."""
     _, records = read_run(args.run)
-    found = [r for r in records if r["id"] == args.id]
+    if args.id is None and not args.first_wrong:
+        print(printable(listing(records)), end="")
+        return 0
+    if args.first_wrong:
+        found = [r for r in records if not r["em"]]
+        if not found:
+            raise DataError(f"{args.run}: every one of its {len(records)} questions was answered correctly")
+    else:
+        found = [r for r in records if r["id"] == args.id]
     if not found:
         ids = ", ".join(r["id"] for r in records[:5]) + (", ..." if len(records) > 5 else "")
         raise DataError(f"{args.run} has no question with id {args.id!r}; its ids: {ids or 'none'}")
-    print(show(found[0], with_prompt=args.prompt), end="")
+    print(printable(show(found[0], with_prompt=args.prompt)), end="")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `rawreact` console script."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:  # a bare `rawreact`: say what it can do, as git and pip do
+        parser.print_help()
+        return 0
+    commands = {
+        "run": run,
+        "compare": compare_command,
+        "compare-runs": compare_runs_command,
+        "report": report,
+        "show": show_command,
+    }
     try:
-        commands = {"run": run, "compare": compare_command, "report": report, "show": show_command}
         return commands[args.command](args)
     except RawreactError as error:
         print(f"rawreact: error: {error}", file=sys.stderr)

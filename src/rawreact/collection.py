@@ -11,9 +11,10 @@ A HotpotQA question is answered over its own paragraphs (the distractor setting)
 import hashlib
 import json
 import random
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rawreact.env import PassageEnv
@@ -49,12 +50,36 @@ class Collection:
     layout: str = "envs"
     source: str = ""
     sha256: str = ""
+    _shared: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def env(self, question: Question | None = None, *, n_first: int = 2) -> PassageEnv:
-        """A fresh environment over the question's own passages, or the shared ones."""
+        """A fresh environment over the question's own passages, or the shared ones.
+
+        The shared passages are indexed once per `n_first` and every question gets its own
+        state over that index, so a large collection costs its indexing once per run.
+        """
         if question is not None and question.passages is not None:
             return PassageEnv(question.passages, n_first=n_first)
-        return PassageEnv(self.passages, n_first=n_first)
+        shared = self._shared.get(n_first)
+        if shared is None:
+            shared = self._shared[n_first] = PassageEnv(self.passages, n_first=n_first)
+        return shared.fresh()
+
+    def pooled(self) -> "Collection":
+        """This collection with shared passages: its own, or else every question's paragraphs together.
+
+        `--question` asks one question over a file's passages; a HotpotQA file keeps its paragraphs
+        with each question, so they are pooled (the first paragraph of a title wins).
+        """
+        if self.passages:
+            return self
+        pool: dict[str, Sequence[str]] = {}
+        for question in self.questions:
+            for title, sentences in (question.passages or {}).items():
+                pool.setdefault(title, sentences)
+        if not pool:
+            raise DataError(f"{self.source} has no passages to search; give a collection (envs/README.md)")
+        return Collection(self.name, pool, (), self.layout, self.source, self.sha256)
 
 
 def choose_questions(
@@ -76,18 +101,54 @@ def choose_questions(
 
 def load_collection(path: str | Path | None = None) -> Collection:
     """Read a question file in any known layout; the demo collection shipped in `envs/` by default."""
-    from rawreact import hotpotqa  # the HotpotQA layouts build on the types above
-
     path = Path(path) if path else resource("envs", DEMO)
     try:
         raw = path.read_bytes()
     except OSError as error:
         raise DataError(f"{path}: cannot read the question file: {error.strerror}") from None
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")  # a byte order mark, as some editors write, is not part of the data
     except UnicodeDecodeError:
         raise DataError(f"{path}: not UTF-8 text") from None
     digest = hashlib.sha256(raw).hexdigest()
+    collection = _parse(path, text, digest)
+    if _SURROGATE_ESCAPE.search(text):
+        _check_encodable(collection)
+    return collection
+
+
+# A JSON escape of a UTF-16 surrogate: the only way a lone surrogate gets into a decoded string.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _check_encodable(collection: Collection) -> None:
+    """Refuse text that no UTF-8 file, terminal or model can take (a lone surrogate such as "\\ud83d")."""
+
+    def bad(text: str) -> bool:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+
+    where = f"{collection.source}"
+    for title, passage in collection.passages.items():
+        if bad(title) or any(bad(s) for s in ([passage] if isinstance(passage, str) else passage)):
+            raise DataError(f"{where}: passage {title!r} holds a lone surrogate escape (\\ud800-\\udfff); fix the text")
+    for question in collection.questions:
+        texts = [question.id, question.question, question.answer, *question.supporting]
+        for title, sentences in (question.passages or {}).items():
+            texts += [title, *sentences]
+        if any(bad(t) for t in texts):
+            raise DataError(
+                f"{where}: question {question.id!r} holds a lone surrogate escape (\\ud800-\\udfff), which no "
+                "UTF-8 text can carry; fix or remove that question"
+            )
+
+
+def _parse(path: Path, text: str, digest: str) -> Collection:
+    from rawreact import hotpotqa  # the HotpotQA layouts build on the types above
+
     start = text.lstrip()[:1]
     if not start:
         raise DataError(f"{path} is empty; give a HotpotQA file (JSON or JSONL) or a collection (envs/README.md)")

@@ -41,6 +41,13 @@ class PassageEnv:
             self._sentences.setdefault(_key(title), [one_line(s) for s in sentences if s.strip()])
         self.reset()
 
+    def fresh(self) -> "PassageEnv":
+        """A new environment over the same passages, sharing their index (built once, read only)."""
+        env = object.__new__(PassageEnv)
+        env.n_first, env.titles, env._grams, env._sentences = self.n_first, self.titles, self._grams, self._sentences
+        env.reset()
+        return env
+
     def reset(self) -> None:
         """Close the open passage and forget the answer, ready for a new episode."""
         self.page: list[str] | None = None

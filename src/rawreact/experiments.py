@@ -8,19 +8,20 @@ then `Comparison` (in report.py) puts them side by side: EM and F1 with 95% boot
 and the paired difference to the first variant with a paired bootstrap interval.
 """
 
+import math
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from rawreact.collection import Collection, Question, choose_questions, load_collection
-from rawreact.errors import DataError, GrammarError
+from rawreact.errors import DataError, GrammarError, ModelError
 from rawreact.grammar import MODES, Grammar, load_grammar
-from rawreact.models import DEFAULT_MODEL, load_model
+from rawreact.models import DEFAULT_MODEL, load_model, model_sha256
 from rawreact.prompts import Prompt, load_prompt, read_exemplars
 from rawreact.report import Comparison
 from rawreact.resources import resource
-from rawreact.runs import Result, RunFile, run_questions
+from rawreact.runs import Result, RunFile, check_context, run_questions
 from rawreact.stats import RESAMPLES
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
@@ -52,6 +53,11 @@ class Variant:
             raise DataError(f"variant name {self.name!r}: use letters, digits and . _ + - (it names the run file)")
         if self.grammar is not None and self.grammar not in MODES:
             raise DataError(f"variant {self.name}: grammar={self.grammar}; use off, {', '.join(MODES)}")
+        problem = check_settings(
+            {f.name: getattr(self, f.name) for f in fields(self) if f.name in _LEAST or f.name == "temperature"}
+        )
+        if problem:
+            raise DataError(f"variant {self.name}: {problem}" if self.name != "run" else problem)
 
     def load_prompt(self) -> Prompt:
         """The prompt this variant sends."""
@@ -64,16 +70,24 @@ class Variant:
         return load_grammar(self.grammar or "step", self.grammar_file)
 
     def config(self, collection: Collection, prompt: Prompt, grammar: Grammar | None, **run) -> dict:
-        """The manifest config of this variant's run file: what `--resume` checks is unchanged."""
+        """The manifest config of this variant's run file: what `--resume` checks is unchanged.
+
+        Files are recorded by content (SHA-256) as well as by name, so an edited grammar, script or
+        model file is told apart, and the same content under another path is the same run.
+        """
+        shuffle = run.get("shuffle", False)
         return {
             "question": run.get("question"),
             "data_sha256": collection.sha256,
             "model": self.model,
+            "model_sha256": model_sha256(self.model),
             "prompt": prompt.source,
             "prompt_sha256": prompt.sha256,
             "exemplars": prompt.exemplars,
             "grammar": grammar.name if grammar else None,
-            "shuffle": run.get("shuffle", False),
+            "grammar_sha256": grammar.sha256 if grammar else None,
+            "shuffle": shuffle,
+            "shuffle_seed": run.get("shuffle_seed", 0) if shuffle else None,
             "seed": self.seed,
             "max_steps": self.max_steps,
             "max_tokens": self.max_tokens,
@@ -84,6 +98,21 @@ class Variant:
 
 
 _FIELDS = {f.name: f for f in fields(Variant) if f.name != "name"}
+# The least value each count may take: one validation for `rawreact run`, `compare` specs and Python.
+_LEAST = {"n_first": 1, "max_steps": 1, "max_tokens": 1, "n_ctx": 1, "k": 0}
+_OPTIONS = {"n_first": "--n-first", "max_steps": "--max-steps", "max_tokens": "--max-tokens", "n_ctx": "--n-ctx"}
+
+
+def check_settings(values: dict) -> str | None:
+    """What is wrong with a run's counts and temperature, said for both `run` and `compare`, or None."""
+    for key, least in _LEAST.items():
+        value = values.get(key)
+        if value is not None and value < least:
+            return f"{key}={value} ({_OPTIONS.get(key, key)}) must be at least {least}"
+    temperature = values.get("temperature", 0.0)
+    if not math.isfinite(temperature) or temperature < 0:
+        return f"temperature={temperature} must be a finite number of at least 0 (0 is greedy)"
+    return None
 
 
 def parse_variant(text: str, base: Variant | None = None) -> Variant:
@@ -144,9 +173,10 @@ def compare(
     *,
     limit: int | None = None,
     shuffle: bool = False,
-    seed: int = 0,
+    shuffle_seed: int = 0,
     workers: int = 1,
     host: str | None = None,
+    timeout: float | None = None,
     resamples: int = RESAMPLES,
     stats_seed: int = 0,
     on_variant: Callable[[Variant, int, int], None] | None = None,
@@ -155,7 +185,7 @@ def compare(
 ) -> Comparison:
     """Run every variant on the same questions into `out/NAME.jsonl`, then compare them.
 
-    The questions are the data's (shuffled with `seed` as `rawreact run --shuffle` does), the first
+    The questions are the data's (shuffled with `shuffle_seed` as `rawreact run --shuffle` does), the first
     `limit` of them. A variant whose run file exists is resumed: finished questions are kept, and a
     run made with other settings is refused. Everything is loaded and checked before the first model
     call; models load only for variants with questions left, once per model and sampling setting.
@@ -169,7 +199,7 @@ def compare(
     names = [v.name for v in variants]
     if len(set(names)) != len(names):
         raise DataError(f"variant names must differ, and {', '.join(n for n in names if names.count(n) > 1)} repeat")
-    questions = choose_questions(collection, limit=limit, shuffle=shuffle, seed=seed)
+    questions = choose_questions(collection, limit=limit, shuffle=shuffle, seed=shuffle_seed)
     out = Path(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -178,12 +208,12 @@ def compare(
     plans = []
     for variant in variants:
         prompt, grammar = variant.load_prompt(), variant.load_grammar()
-        config = variant.config(collection, prompt, grammar, shuffle=shuffle)
+        config = variant.config(collection, prompt, grammar, shuffle=shuffle, shuffle_seed=shuffle_seed)
         details = {"data": collection.source, "layout": collection.layout, "limit": limit, "variant": variant.name}
         sink = RunFile(out / f"{variant.name}.jsonl", config, resume=True, details=details)
         plans.append((variant, prompt, grammar, sink, sum(q.id in sink.done for q in questions)))
     try:
-        models = _models(plans, questions, host)
+        models = _models(plans, questions, host, timeout)
         for variant, prompt, grammar, sink, done in plans:
             if on_variant is not None:
                 on_variant(variant, done, len(questions))
@@ -216,18 +246,22 @@ def _model_key(variant: Variant) -> tuple:
     return variant.model, variant.n_ctx, variant.temperature, variant.seed
 
 
-def _models(plans: list, questions: list[Question], host: str | None) -> dict[tuple, object]:
+def _models(plans: list, questions: list[Question], host: str | None, timeout: float | None) -> dict[tuple, object]:
     """Load each model that a variant with questions left needs, once, and check it can do the job."""
     models: dict[tuple, object] = {}
-    for variant, _, grammar, _, done in plans:
+    for variant, prompt, grammar, _, done in plans:
         if done == len(questions):
             continue
         key = _model_key(variant)
         if key not in models:
             options = {"n_ctx": variant.n_ctx, "temperature": variant.temperature, "seed": variant.seed, "host": host}
-            models[key] = load_model(variant.model, **options)
+            models[key] = load_model(variant.model, **options, timeout=timeout)
         if grammar is not None and not models[key].supports_grammar:
             raise GrammarError(f"variant {variant.name}: model {models[key].name} cannot apply a grammar")
+        try:
+            check_context(models[key], prompt, questions, variant.max_tokens)
+        except ModelError as error:
+            raise ModelError(f"variant {variant.name}: {error}") from None
     return models
 
 

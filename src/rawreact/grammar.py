@@ -6,6 +6,7 @@ of a two-call step, and the fallback call). Both include `rules.gbnf`, whose act
 come from the parser's own action set, so grammar and parser cannot disagree.
 """
 
+import hashlib
 import re
 import string
 from collections.abc import Iterable
@@ -67,6 +68,12 @@ class Grammar:
         user = [t.source for t in (self.step, self.action) if not t.source.startswith(_SHIPPED)]
         return f"{name} ({user[0]})" if user else name
 
+    @property
+    def sha256(self) -> str:
+        """A hash of the mode and the templates' text: what decides the grammars this run applies."""
+        parts = [self.mode, str(self.titles), self.step.text, self.action.text, self.rules.text]
+        return hashlib.sha256("\0".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
+
     def for_step(self, i: int, titles: Iterable[str] = ()) -> str:
         """The GBNF for the completion after `Thought i:`."""
         return self._render(self.step, i, titles)
@@ -116,7 +123,7 @@ def _line_of(text: str, needle: str) -> int:
 
 def _read(path: Path, source: str) -> Template:
     try:
-        return Template(path.read_text(encoding="utf-8"), source)
+        return Template(path.read_text(encoding="utf-8-sig"), source)
     except OSError as error:
         raise GrammarError(f"{path}: cannot read the grammar file: {error.strerror}") from None
     except UnicodeDecodeError:

@@ -18,7 +18,8 @@ from rawreact.errors import DataError
 def jsonl_rows(path: Path, text: str) -> list[tuple[int, object]]:
     """(line number, parsed row) for every non-blank line of a JSONL file."""
     rows = []
-    for number, line in enumerate(text.splitlines(), 1):
+    # Lines end at "\n" (or "\r\n") only: str.splitlines() would also break inside a row at U+2028 and the like.
+    for number, line in enumerate(text.split("\n"), 1):
         if line.strip():
             try:
                 rows.append((number, json.loads(line)))

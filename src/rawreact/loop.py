@@ -15,11 +15,16 @@ from rawreact.prompts import Prompt, load_prompt
 MAX_TOKENS = 100  # per model call, as in the reference
 
 
-def token_totals(calls: list[Completion]) -> dict[str, int]:
-    """Prompt, evaluated-prompt and completion tokens summed over `calls`."""
+def token_totals(calls: list[Completion]) -> dict[str, int | None]:
+    """Prompt, evaluated-prompt and completion tokens summed over `calls`.
+
+    "evaluated" is None (unknown) when any call's backend did not say how much of the prompt it
+    computed: a sum over partly unknown counts would be a wrong number.
+    """
+    evaluated = [c.evaluated_tokens for c in calls]
     return {
         "prompt": sum(c.prompt_tokens for c in calls),
-        "evaluated": sum(c.evaluated_tokens for c in calls),
+        "evaluated": None if None in evaluated else sum(evaluated),
         "completion": sum(c.completion_tokens for c in calls),
     }
 

@@ -34,7 +34,7 @@ class Prompt:
 
 def _read(path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8-sig")
     except OSError as error:
         raise PromptError(f"{path}: cannot read the prompt file: {error.strerror}") from None
     except UnicodeDecodeError:

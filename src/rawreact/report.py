@@ -24,6 +24,7 @@ def summarize(records: list[dict]) -> dict:
         return sum(r[key] for r in records) / n
 
     searches = sum(r.get("searches", 0) for r in records)
+    evaluated = [r["tokens"].get("evaluated") for r in records]
     return {
         "questions": n,
         "em": mean("em"),
@@ -34,7 +35,9 @@ def summarize(records: list[dict]) -> dict:
         "steps": mean("steps"),
         "calls": mean("model_calls"),
         "prompt_tokens": sum(r["tokens"]["prompt"] for r in records) / n,
-        "evaluated_tokens": sum(r["tokens"]["evaluated"] for r in records) / n,
+        # None (unknown) where a backend did not say how much of the prompt it computed.
+        "evaluated_tokens": None if None in evaluated else sum(evaluated) / n,
+        "context_ended": sum(r["ended"] == "context" for r in records),
         "completion_tokens": sum(r["tokens"]["completion"] for r in records) / n,
         "seconds": mean("seconds"),
     }
@@ -45,13 +48,37 @@ def summary_line(summary: dict) -> str:
     if not summary["questions"]:
         return "0 questions"
     s = summary
+    evaluated = "unknown" if s["evaluated_tokens"] is None else f"{s['evaluated_tokens']:.0f}"
+    context = f", {s['context_ended']} ended by the context window" if s["context_ended"] else ""
     return (
-        f"{s['questions']} questions: EM {s['em']:.3f}, F1 {s['f1']:.3f}, "
-        f"finished {round(s['finished'] * s['questions'])}/{s['questions']}, "
+        f"{s['questions']} question{'s' if s['questions'] != 1 else ''}: EM {s['em']:.3f}, F1 {s['f1']:.3f}, "
+        f"finished {round(s['finished'] * s['questions'])}/{s['questions']}{context}, "
         f"{s['invalid_per_question']:.2f} invalid actions, {s['steps']:.1f} steps, {s['calls']:.1f} calls, "
-        f"{s['completion_tokens']:.0f} generated and {s['evaluated_tokens']:.0f} evaluated tokens, "
+        f"{s['completion_tokens']:.0f} generated and {evaluated} evaluated tokens, "
         f"{s['search_hit_rate']:.0%} of searches hit, {s['seconds']:.1f} s per question"
     )
+
+
+def context_warning(summary: dict, n_ctx: int | None = None) -> str | None:
+    """A warning when most questions ended because the prompt outgrew the context window, else None."""
+    ended, n = summary.get("context_ended", 0), summary["questions"]
+    if not n or ended * 2 <= n:
+        return None
+    window = f" of {n_ctx} tokens" if n_ctx else ""
+    return (
+        f"{ended} of {n} questions ended because the prompt outgrew the context window{window}, so their scores "
+        "say nothing about the model; raise --n-ctx (or the server's context size), lower --max-tokens or "
+        "--max-steps, or use fewer exemplars (-k)"
+    )
+
+
+def listing(records: list[dict]) -> str:
+    """The questions of a run, one row each: id, EM, F1, how it ended, steps."""
+    rows = [
+        {"id": r["id"], "EM": f"{r['em']:.0f}", "F1": f"{r['f1']:.2f}", "ended": r["ended"], "steps": str(r["steps"])}
+        for r in records
+    ]
+    return table(rows) if rows else "no questions yet\n"
 
 
 # Column header -> (summary key or manifest field, format).
@@ -78,8 +105,15 @@ def run_row(path: str | Path) -> dict[str, str]:
     grammar = (config.get("grammar") or "off") if manifest else "?"  # "?": the manifest is missing
     row = {"run": Path(path).name, "model": str(config.get("model", "?")), "grammar": grammar}
     for header, (key, form) in COLUMNS.items():
-        row[header] = form.format(summary[key]) if key in summary else "-"
+        row[header] = _cell(summary, key, form)
     return row
+
+
+def _cell(summary: dict, key: str, form: str) -> str:
+    """One formatted number of a summary; "-" when there are none, "unknown" when a backend did not say."""
+    if key not in summary:
+        return "-"
+    return "unknown" if summary[key] is None else form.format(summary[key])
 
 
 def table(rows: list[dict[str, str]], style: str = "text") -> str:
@@ -160,7 +194,7 @@ class Comparison:
                     row[f"Δ{label}"] = shown or "base"
             for header, (key, form) in COLUMNS.items():
                 if key not in ("questions", "em", "f1"):
-                    row[header] = form.format(summary[key])
+                    row[header] = _cell(summary, key, form)
             rows.append(row)
         return rows
 

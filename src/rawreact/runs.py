@@ -1,29 +1,24 @@
-"""Runs over many questions: one JSON line per question, written as it finishes, and a manifest.
+"""Runs over many questions: each question answered, scored, and written to its run file as it finishes.
 
-A run file `RUN.jsonl` holds one line per finished question; `RUN.manifest.json` beside it says
-how the run was made (model, prompt, grammar, parameters, data file and their hashes). A run that
-was interrupted, even by SIGKILL, resumes where it stopped: finished questions are kept, a
-half-written last line is dropped and its question asked again.
+The run file itself (its lines, manifest, lock and resume) is `runfile.py`'s.
 """
 
-import json
-import os
 import queue
-import sys
 import threading
-import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 
 from rawreact.collection import Question
 from rawreact.env import PassageEnv
-from rawreact.errors import DataError, ModelError
+from rawreact.errors import ModelError
 from rawreact.loop import Step, Trajectory, react
 from rawreact.metrics import exact_match, f1_score
-from rawreact.models.base import Model
+from rawreact.models.base import WORKER, Model
 from rawreact.prompts import Prompt
+from rawreact.runfile import RunFile, manifest_path, read_manifest, read_run
+
+__all__ = ["Result", "RunFile", "check_context", "manifest_path", "read_manifest", "read_run", "run_questions"]
 
 
 @dataclass(frozen=True)
@@ -65,144 +60,35 @@ class Result:
         }
 
 
-def manifest_path(out: str | Path) -> Path:
-    """Where the manifest of the run file `out` lives: RUN.jsonl -> RUN.manifest.json."""
-    out = Path(out)
-    return out.with_name(out.stem + ".manifest.json")
+def refuse_workers(name: str) -> ModelError:
+    """The error for --workers above 1 on a model that answers one question at a time."""
+    return ModelError(
+        f"model {name} answers one question at a time (an in-process llama.cpp model already uses "
+        "every core); drop --workers, or serve the model (python -m llama_cpp.server --model FILE) and run "
+        "it as openai:http://127.0.0.1:8000/v1"
+    )
 
 
-def read_run(path: str | Path) -> tuple[dict | None, list[dict]]:
-    """The manifest (None if there is none) and the complete records of a run file.
+def check_context(model: Model, prompt: Prompt, questions: Iterable[Question], max_tokens: int) -> None:
+    """Refuse a run whose first call cannot fit the model's context window, before any call is made.
 
-    A last line without its line break was cut by a crash; it is left out.
+    The first call sends the few-shot prompt and the question, and asks for up to `max_tokens`; if
+    that does not fit, every question would end by the context limit with no answer. Only a model
+    that can count its tokens and knows its window (the embedded llama.cpp model) is checked here;
+    a server's refusal ends each question as `context`, and the run's summary says so.
     """
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as error:
-        raise DataError(f"{path}: cannot read the run file: {error.strerror}") from None
-    return read_manifest(path), _records(path, data[: data.rfind(b"\n") + 1])
-
-
-def read_manifest(out: str | Path) -> dict | None:
-    """The manifest of the run file `out`, or None when it has none."""
-    path = manifest_path(out)
-    if not path.exists():
-        return None
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise DataError(f"{path}: cannot read the manifest: {error}") from None
-    if not isinstance(manifest, dict):
-        raise DataError(f"{path}: a manifest is a JSON object; was it edited?")
-    return manifest
-
-
-def _records(path: Path, data: bytes) -> list[dict]:
-    records, seen = [], set()
-    for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            record = None
-        if not isinstance(record, dict) or "id" not in record:
-            raise DataError(f"{path} line {number} is not a result line; was the file edited? remove that line")
-        if record["id"] in seen:
-            raise DataError(f"{path} line {number} repeats the question {record['id']!r}; remove one of the two")
-        seen.add(record["id"])
-        records.append(record)
-    return records
-
-
-class RunFile:
-    """An open run file that results are appended to, each flushed as soon as it is written.
-
-    `RunFile(out, config)` starts a run (refusing to touch an existing one); with `resume=True`
-    it continues the run in `out`, whose manifest must have the same `config`. `details` go into
-    the manifest without being compared (a data path, a limit). `done` holds the records already
-    there.
-    """
-
-    def __init__(
-        self, out: str | Path, config: dict | None = None, *, resume: bool = False, details: dict | None = None
-    ) -> None:
-        self.path, self.manifest_path = Path(out), manifest_path(out)
-        self.config, self.details = config or {}, details or {}
-        existing = self.path.exists() and self.path.stat().st_size > 0
-        if existing and not resume:
-            raise DataError(
-                f"{self.path} already holds results; pass --resume to finish that run, or choose another --out"
-            )
-        self.done: dict[str, dict] = {}
-        if existing:
-            self._recover()
-        try:
-            self._sink = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (closed by close())
-        except OSError as error:
-            raise DataError(f"{self.path}: cannot write results: {error.strerror}; does the folder exist?") from None
-        if not existing:
-            self._write_manifest()
-
-    def _write_manifest(self) -> None:
-        from rawreact import __version__
-
-        created = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        manifest = {"rawreact": __version__, "created": created, "versions": _versions(), "config": self.config}
-        manifest.update(self.details)
-        temporary = self.manifest_path.with_name(self.manifest_path.name + ".tmp")
-        try:
-            temporary.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-            os.replace(temporary, self.manifest_path)
-        except OSError as error:
-            raise DataError(f"{self.manifest_path}: cannot write the manifest: {error.strerror}") from None
-
-    def _recover(self) -> None:
-        """Read the finished questions, drop a half-written last line, and check the run is the same."""
-        data = self.path.read_bytes()
-        whole = data.rfind(b"\n") + 1
-        records = _records(self.path, data[:whole])
-        if whole < len(data):  # a crash cut the last line: drop it, so its question runs again
-            os.truncate(self.path, whole)
-        if not self.manifest_path.exists():
-            raise DataError(
-                f"{self.path} has no manifest {self.manifest_path.name}, so --resume cannot check it is the same "
-                "run; restore the manifest, or start a new run with another --out"
-            )
-        old = read_manifest(self.path).get("config", {})
-        changed = [f"{key} was {old.get(key)!r}, now {self.config.get(key)!r}" for key in _changed(old, self.config)]
-        if changed:
-            raise DataError(
-                f"--resume would mix two different runs in {self.path}: {'; '.join(changed)}. "
-                "Use the same settings, or choose another --out"
-            )
-        self.done = {record["id"]: record for record in records}
-
-    def append(self, record: dict) -> None:
-        """Write one result line and flush it to the operating system."""
-        self._sink.write(json.dumps(record, ensure_ascii=False) + "\n")
-        self._sink.flush()
-        self.done[record["id"]] = record
-
-    def close(self) -> None:
-        """Close the file; everything appended is already written."""
-        self._sink.close()
-
-
-def _versions() -> dict[str, str | None]:
-    """The versions of what decides a run's numbers, besides rawreact's own."""
-    found: dict[str, str | None] = {"python": sys.version.split()[0]}
-    for package in ("llama-cpp-python", "numpy"):
-        try:
-            found[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            found[package] = None
-    return found
-
-
-def _changed(old: dict, new: dict) -> list[str]:
-    return sorted(key for key in old.keys() | new.keys() if old.get(key) != new.get(key))
+    tokenize, n_ctx = getattr(model, "tokenize", None), getattr(model, "n_ctx", None)
+    questions = list(questions)
+    if tokenize is None or not isinstance(n_ctx, int) or not questions:
+        return
+    longest = max(questions, key=lambda q: len(q.question)).question
+    needed = len(tokenize(f"{prompt.text}Question: {longest}\nThought 1:")) + max_tokens
+    if needed > n_ctx:
+        raise ModelError(
+            f"the prompt ({prompt.source}) with the longest question and --max-tokens {max_tokens} needs {needed} "
+            f"tokens, but {model.name}'s context window is {n_ctx}; raise --n-ctx to at least {needed} (more "
+            "for the steps that follow), lower --max-tokens, or use fewer exemplars (-k)"
+        )
 
 
 def run_questions(
@@ -227,11 +113,7 @@ def run_questions(
     starts: once it says True no question starts, and the ones under way finish and are written.
     """
     if workers > 1 and not getattr(model, "concurrent", False):
-        raise ModelError(
-            f"model {model.name} answers one question at a time (an in-process llama.cpp model already uses "
-            "every core); drop --workers, or serve the model (python -m llama_cpp.server --model FILE) and run "
-            "it as openai:http://127.0.0.1:8000/v1"
-        )
+        raise refuse_workers(model.name)
     sink = RunFile(out) if isinstance(out, (str, Path)) else out  # opened now: a bad path fails early
     pending = (q for q in questions if sink is None or q.id not in sink.done)
 
@@ -274,7 +156,8 @@ def _parallel(questions: Iterator[Question], answer, stop, workers: int) -> Iter
     """
     take, finished, halt = threading.Lock(), queue.SimpleQueue(), threading.Event()
 
-    def work() -> None:
+    def work(index: int) -> None:
+        WORKER.set(index)
         try:
             while not halt.is_set() and not (stop is not None and stop()):
                 with take:
@@ -288,8 +171,8 @@ def _parallel(questions: Iterator[Question], answer, stop, workers: int) -> Iter
         finally:
             finished.put(None)
 
-    for _ in range(workers):
-        threading.Thread(target=work, daemon=True, name="rawreact-worker").start()
+    for index in range(workers):
+        threading.Thread(target=work, args=(index,), daemon=True, name=f"rawreact-worker-{index}").start()
     live, failure = workers, None
     try:
         while live:

@@ -17,14 +17,20 @@ _BOUNDARY = re.compile(r"[.!?]+[\"'\u201d\u2019)\]]*(\s+)(?=[\"'\u201c\u2018(\[]
 _ACRONYM = re.compile(r"(?:[A-Za-z]\.)+[A-Za-z]")
 
 
+_WORD = 40  # how far back a word that could be an abbreviation, initial or acronym is looked for
+
+
 def _ends_sentence(text: str, boundary: re.Match) -> bool:
-    """Whether the punctuation at `boundary` really ends a sentence."""
-    following = text[boundary.end() :].lstrip("\"'\u201c\u2018([")
+    """Whether the punctuation at `boundary` really ends a sentence.
+
+    Only a few characters on either side are read, so splitting stays linear in the text's length.
+    """
+    following = text[boundary.end() : boundary.end() + 3].lstrip("\"'\u201c\u2018([")
     if not following or not (following[0].isupper() or following[0].isdigit()):
         return False
     if text[boundary.start()] != ".":
         return True
-    words = text[: boundary.start()].rsplit(None, 1)
+    words = text[max(0, boundary.start() - _WORD) : boundary.start()].rsplit(None, 1)
     word = words[-1].lstrip("\"'(\u201c\u2018[") if words else ""
     if len(word) == 1 and word.isalpha():
         return False  # an initial

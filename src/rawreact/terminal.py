@@ -1,5 +1,6 @@
 """What a command does at a terminal: stop gracefully on Ctrl-C or SIGTERM, and show a progress bar."""
 
+import re
 import signal
 import sys
 
@@ -31,3 +32,13 @@ def progress(total: int, done: int):
     from tqdm import tqdm
 
     return tqdm(total=total, initial=done, unit="q", dynamic_ncols=True, disable=None, file=sys.stderr)
+
+
+# Control characters (an escape sequence could move the cursor or retitle the terminal), and the
+# bidirectional overrides that can make text read differently from what it is.
+_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """`text` safe for a terminal: line breaks and tabs kept, other control characters shown as escapes."""
+    return _UNSAFE.sub(lambda match: match.group(0).encode("unicode_escape").decode("ascii"), text)

@@ -1,5 +1,6 @@
 """Model backends behind one narrow interface, and `load_model` to pick one by name."""
 
+import hashlib
 from importlib import import_module, metadata
 from pathlib import Path
 
@@ -7,7 +8,16 @@ from rawreact.errors import ModelError
 from rawreact.models.base import Completion, Model
 from rawreact.models.scripted import ScriptedModel
 
-__all__ = ["Completion", "Model", "ScriptedModel", "load_model", "model_path", "EMBEDDED_MODELS"]
+__all__ = [
+    "Completion",
+    "Model",
+    "ScriptedModel",
+    "load_model",
+    "model_path",
+    "model_sha256",
+    "is_concurrent",
+    "EMBEDDED_MODELS",
+]
 
 # Small real models that PyPI packages carry: name -> (package, how to find the file).
 EMBEDDED_MODELS = {
@@ -47,6 +57,42 @@ def model_path(name: str) -> Path:
 
 
 SERVERS = ("openai", "vllm", "llamacpp")  # spec prefixes of OpenAI-compatible completion servers
+_HASHES: dict[tuple, str] = {}  # (path, size, mtime) -> SHA-256, so a file is read once per process
+
+
+def model_file(spec: str) -> Path | None:
+    """The file a model spec reads (a .gguf or a script), or None for a served model."""
+    if spec.startswith("scripted:"):
+        return Path(spec.removeprefix("scripted:"))
+    if spec.split(":", 1)[0] in ("ollama", *SERVERS):
+        return None
+    if spec in EMBEDDED_MODELS:
+        return model_path(spec)
+    return Path(spec).expanduser()
+
+
+def is_concurrent(spec: str) -> bool:
+    """Whether the model a spec names can take several questions at once, known before it loads."""
+    return spec.startswith("scripted:") or spec.split(":", 1)[0] in ("ollama", *SERVERS)
+
+
+def model_sha256(spec: str) -> str | None:
+    """The SHA-256 of the file behind a model spec, or None for a served model or a missing file."""
+    path = model_file(spec)
+    try:
+        stat = path.stat() if path is not None else None
+    except OSError:
+        return None
+    if stat is None or not path.is_file():
+        return None
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    if key not in _HASHES:
+        digest = hashlib.sha256()
+        with open(path, "rb") as file:
+            while block := file.read(1 << 20):
+                digest.update(block)
+        _HASHES[key] = digest.hexdigest()
+    return _HASHES[key]
 
 
 def load_model(spec: str = DEFAULT_MODEL, **options) -> Model:
@@ -59,6 +105,8 @@ def load_model(spec: str = DEFAULT_MODEL, **options) -> Model:
     """
     if spec.startswith("scripted:"):
         return ScriptedModel.from_file(spec.removeprefix("scripted:"))
+    if options.get("timeout") is None:
+        options.pop("timeout", None)
     prefix = spec.split(":", 1)[0]
     if prefix == "ollama":
         from rawreact.models.ollama import OllamaModel
@@ -73,6 +121,7 @@ def load_model(spec: str = DEFAULT_MODEL, **options) -> Model:
         family, name, url = parse_spec(spec)
         return OpenAIModel(url, name, family=family, **_only(options, "temperature", "seed", "timeout", "retries"))
     options.pop("host", None)
+    options.pop("timeout", None)  # an in-process model has no server to wait for
     from rawreact.models.llama import LlamaModel
 
     if spec in EMBEDDED_MODELS:

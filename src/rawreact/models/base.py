@@ -1,7 +1,12 @@
 """The narrow waist every model backend implements."""
 
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass
 from typing import Protocol
+
+# Which worker of a run is calling (0 to workers - 1): a server backend can keep each worker on
+# a cache slot of its own.
+WORKER: ContextVar[int] = ContextVar("rawreact_worker", default=0)
 
 
 @dataclass(frozen=True)
@@ -10,14 +15,14 @@ class Completion:
 
     `finish_reason` is "stop" (a stop sequence or the end of text) or "length" (the token limit
     cut it). `evaluated_tokens` counts the prompt tokens the backend actually computed, which is
-    fewer than `prompt_tokens` when it reused a cached prefix.
+    fewer than `prompt_tokens` when it reused a cached prefix; None when the backend does not say.
     """
 
     text: str
     finish_reason: str
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    evaluated_tokens: int = 0
+    evaluated_tokens: int | None = 0
     seconds: float = 0.0
 
     def to_dict(self) -> dict:

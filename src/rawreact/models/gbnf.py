@@ -91,13 +91,28 @@ _COMMENTS = re.compile(r"#[^\n]*")
 _LITERALS = re.compile(r'"(?:\\.|[^"\\])*"|\[(?:\\.|[^\]\\])*\]|#[^\n]*')
 _REPEAT = re.compile(r"\{\s*(\d+)\s*(?:,\s*(\d*)\s*)?\}")
 MAX_REPEAT = 10_000
+# llama.cpp parses nested groups recursively, and a deep enough nesting overflows the stack (a
+# crash, not an error); real grammars nest a few levels. Its size is bounded for the same reason.
+MAX_DEPTH = 64
+MAX_SIZE = 4_000_000
 
 
 def _precheck(grammar: str, source: str) -> None:
-    """What llama.cpp would not survive: no rules at all, or a repetition it cannot expand."""
+    """What llama.cpp would not survive: no rules, groups nested too deep, too much text, or a
+    repetition it cannot expand."""
+    if len(grammar) > MAX_SIZE:
+        raise GrammarError(f"{source} has {len(grammar):,} characters; a grammar may have at most {MAX_SIZE:,}")
     code = _LITERALS.sub(" ", grammar)
     if "::=" not in code:
         raise GrammarError(f"{source} has no rules; a grammar needs at least a rule named root")
+    depth = 0
+    for position, char in enumerate(code):
+        depth += (char == "(") - (char == ")")
+        if depth > MAX_DEPTH:
+            line = code[:position].count("\n") + 1  # literals were replaced on their own lines
+            raise GrammarError(
+                f"{source} line {line}: groups nested more than {MAX_DEPTH} deep; flatten them into rules"
+            )
     for repeat in _REPEAT.finditer(code):
         low, high = int(repeat.group(1)), repeat.group(2)
         if high and (int(high) < low or int(high) > MAX_REPEAT) or low > MAX_REPEAT:

@@ -1,9 +1,14 @@
 """Ollama, through the official `ollama` client: `generate` with `raw=True`, so no chat template."""
 
+import random
+import sys
+import threading
 import time
 
 from rawreact.errors import ContextLengthExceeded, ModelError
 from rawreact.models.base import Completion, cut_at_stop
+
+RETRIED = {408, 429, 500, 502, 503, 504}
 
 
 class OllamaModel:
@@ -11,8 +16,10 @@ class OllamaModel:
 
     Ollama has no GBNF grammars, so `supports_grammar` is False and a run with a grammar is
     refused before it starts. The host is `host`, else `OLLAMA_HOST`, else Ollama's default
-    (127.0.0.1:11434). Ollama reports only the prompt tokens it evaluated (it reuses a cached
-    prefix), so `prompt_tokens` and `evaluated_tokens` both hold that count.
+    (127.0.0.1:11434). Current Ollama servers count the whole prompt in `prompt_eval_count`,
+    whether or not they reused a cached prefix, so that count is `prompt_tokens` and the
+    evaluated tokens are unknown (None). Cut-off replies, timeouts and 5xx answers are retried
+    `retries` times with backoff; a refused connection on the first call fails at once.
     """
 
     supports_grammar = False
@@ -27,6 +34,9 @@ class OllamaModel:
         temperature: float = 0.0,
         seed: int = 0,
         timeout: float = 300.0,
+        retries: int = 4,
+        backoff: float = 0.5,
+        slow: float = 30.0,
         client=None,
     ) -> None:
         if client is None:
@@ -36,6 +46,8 @@ class OllamaModel:
         self.client, self.model, self.name = client, model, f"ollama:{model}"
         self.host = str(getattr(getattr(client, "_client", None), "base_url", host or "the Ollama host"))
         self.n_ctx, self.temperature, self.seed = n_ctx, temperature, seed
+        self.timeout, self.retries, self.backoff, self.slow = timeout, retries, backoff, slow
+        self._answered = False  # until a call has been answered, a refused connection is not retried
 
     def complete(self, prompt: str, *, stop: list[str], max_tokens: int, grammar: str | None = None) -> Completion:
         """One raw `generate` call; the text ends before the first stop sequence."""
@@ -43,8 +55,6 @@ class OllamaModel:
             raise ModelError(
                 f"{self.name}: Ollama cannot apply a GBNF grammar; drop --grammar, or use a llama.cpp model"
             )
-        import ollama
-
         start = time.perf_counter()
         options = {
             "stop": stop,
@@ -54,29 +64,79 @@ class OllamaModel:
             "num_ctx": self.n_ctx,
             "repeat_penalty": 1.0,  # Ollama's default is 1.1; rawreact decodes the same on every backend
         }
-        try:
-            reply = self.client.generate(model=self.model, prompt=prompt, raw=True, think=False, options=options)
-        except ConnectionError:
-            raise ModelError(
-                f"{self.name}: cannot reach Ollama at {self.host}; start it with `ollama serve`, or point "
-                "--ollama-host (or OLLAMA_HOST) at it"
-            ) from None
-        except ollama.ResponseError as error:
-            raise _response_error(self, error) from None
-        evaluated, generated = reply.prompt_eval_count or 0, reply.eval_count or 0
+        reply = self._generate(prompt, options)
+        evaluated, generated = reply.prompt_eval_count or 0, reply.eval_count or 0  # the client checked the types
+        if not isinstance(reply.response, str):
+            raise ModelError(f"{self.name}: Ollama at {self.host} answered without a text: {str(reply)[:200]}")
         if evaluated + generated >= self.n_ctx:  # Ollama shortens an over-long prompt silently
             raise ContextLengthExceeded(
                 f"{self.name}: the prompt and completion filled the whole context window of {self.n_ctx} tokens"
             )
-        text, _ = cut_at_stop(reply.response or "", stop)
+        text, _ = cut_at_stop(reply.response, stop)
         total = reply.total_duration
         return Completion(
             text=text,
             finish_reason="length" if reply.done_reason == "length" else "stop",
             prompt_tokens=evaluated,
             completion_tokens=generated,
-            evaluated_tokens=evaluated,
+            evaluated_tokens=None,  # prompt_eval_count counts the whole prompt, cached or not
             seconds=total / 1e9 if total else time.perf_counter() - start,
+        )
+
+    def _generate(self, prompt: str, options: dict):
+        """One raw `generate` request, retried on what a busy, restarting or flaky server answers."""
+        import httpx
+        import ollama
+
+        problem = ""
+        for attempt in range(self.retries + 1):
+            if attempt:
+                print(f"rawreact: {self.name}: {problem}; retrying ({attempt} of {self.retries})", file=sys.stderr)
+            warning = threading.Timer(self.slow, self._still_waiting)
+            warning.daemon = True
+            warning.start()
+            try:
+                reply = self.client.generate(model=self.model, prompt=prompt, raw=True, think=False, options=options)
+                self._answered = True
+                return reply
+            except ConnectionError:
+                problem = f"cannot reach Ollama at {self.host}"
+                if not self._answered or attempt == self.retries:
+                    raise ModelError(
+                        f"{self.name}: {problem}; start it with `ollama serve`, or point --ollama-host "
+                        "(or OLLAMA_HOST) at it"
+                    ) from None
+            except ollama.ResponseError as error:
+                if error.status_code not in RETRIED or attempt == self.retries:
+                    raise _response_error(self, error) from None
+                problem = f"HTTP {error.status_code}: {getattr(error, 'error', error)}"
+            except httpx.TimeoutException:
+                problem = f"no answer within {self.timeout:g} s (--timeout)"
+                if attempt == self.retries:
+                    raise ModelError(
+                        f"{self.name}: Ollama at {self.host}: {problem} after {attempt + 1} attempts"
+                    ) from None
+            except httpx.TransportError as error:  # the connection closed mid-reply, or the reply was garbled
+                problem = f"the reply was cut off ({type(error).__name__})"
+                if attempt == self.retries:
+                    raise ModelError(
+                        f"{self.name}: Ollama at {self.host}: {problem} after {attempt + 1} attempts"
+                    ) from None
+            except (ValueError, TypeError) as error:  # not JSON, or JSON of another shape (pydantic says which)
+                raise ModelError(
+                    f"{self.name}: {self.host} did not answer as Ollama does ({type(error).__name__}: "
+                    f"{str(error)[:200]}); is --ollama-host (or OLLAMA_HOST) an Ollama server?"
+                ) from None
+            finally:
+                warning.cancel()
+            time.sleep(min(self.backoff * 2**attempt * (1 + random.random() / 4), 30.0))
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _still_waiting(self) -> None:
+        print(
+            f"rawreact: still waiting for {self.name} at {self.host} after {self.slow:g} s "
+            f"(it gives up after {self.timeout:g} s)",
+            file=sys.stderr,
         )
 
 

@@ -5,15 +5,18 @@ library's HTTP client is enough for one JSON POST per call, and each call is ind
 several questions can share one `OpenAIModel` from several threads.
 """
 
+import http.client
 import json
 import os
 import random
+import sys
+import threading
 import time
 import urllib.error
 import urllib.request
 
 from rawreact.errors import ContextLengthExceeded, ModelError
-from rawreact.models.base import Completion, cut_at_stop
+from rawreact.models.base import WORKER, Completion, cut_at_stop
 
 API_KEY = "RAWREACT_API_KEY"  # sent as a bearer token when set
 RETRIED = {408, 409, 429, 500, 502, 503, 504}
@@ -44,7 +47,9 @@ class OpenAIModel:
     `family` says how the server takes a grammar: "llamacpp" (`grammar`), "vllm"
     (`guided_grammar` and `structured_outputs`), or "auto" to read it from `/v1/models`; a server
     of another family is refused a grammar rather than sent one it would ignore. Connection
-    errors, timeouts, 429 and 5xx answers are retried `retries` times with exponential backoff.
+    errors, timeouts, cut-off replies, 429 and 5xx answers are retried `retries` times with
+    exponential backoff; a server that cannot be reached at all when the model is loaded fails at
+    once. A call that takes longer than `slow` seconds says so on stderr.
     """
 
     concurrent = True  # every call is one independent request
@@ -61,12 +66,19 @@ class OpenAIModel:
         retries: int = 4,
         backoff: float = 0.5,
         api_key: str | None = None,
+        slow: float = 30.0,
     ) -> None:
         self.base_url, self.temperature, self.seed = base_url.rstrip("/"), temperature, seed
-        self.timeout, self.retries, self.backoff = timeout, retries, backoff
+        self.timeout, self.retries, self.backoff, self.slow = timeout, retries, backoff, slow
         self.api_key = api_key if api_key is not None else os.environ.get(API_KEY)
-        served = self._request("GET", "/models")
-        entries = [m for m in served.get("data", []) if isinstance(m, dict) and "id" in m]
+        served = self._request("GET", "/models", first=True)
+        entries = served.get("data") if isinstance(served, dict) else None
+        if not isinstance(entries, list):
+            raise ModelError(
+                f'{self.base_url}/models answered {str(served)[:100]!r}, not OpenAI\'s {{"data": [models]}}; '
+                "is this an OpenAI-compatible API, and does the URL end in /v1?"
+            )
+        entries = [m for m in entries if isinstance(m, dict) and isinstance(m.get("id"), str)]
         names = [m["id"] for m in entries]
         if model is None:
             if len(names) != 1:
@@ -84,34 +96,70 @@ class OpenAIModel:
         self.family = family
         self.supports_grammar = family in FAMILIES
         self.name = f"{model}@{self.base_url}"
+        self.slots = self._slots() if family == "llamacpp" else None
 
-    def _request(self, method: str, path: str, body: dict | None = None) -> dict:
-        """One JSON request, retried on what a busy or restarting server answers; the decoded reply."""
+    def _slots(self) -> int | None:
+        """How many slots a C++ llama-server has (its /props says), or None for other llama.cpp servers."""
+        root = self.base_url.removesuffix("/v1")
+        try:
+            with urllib.request.urlopen(root + "/props", timeout=min(self.timeout, 10.0)) as response:
+                props = json.loads(response.read().decode("utf-8"))
+        except (OSError, ValueError, http.client.HTTPException):
+            return None
+        slots = props.get("total_slots") if isinstance(props, dict) else None
+        return slots if isinstance(slots, int) and slots > 0 else None
+
+    def _request(self, method: str, path: str, body: dict | None = None, *, first: bool = False) -> object:
+        """One JSON request, retried on what a busy, restarting or flaky server answers; the decoded reply.
+
+        With `first`, a refused connection is not retried: nothing listens there, and saying so at
+        once beats retrying in silence.
+        """
         url = self.base_url + path
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         data = None if body is None else json.dumps(body).encode("utf-8")
+        problem = ""
         for attempt in range(self.retries + 1):
+            if attempt:
+                print(f"rawreact: {url}: {problem}; retrying ({attempt} of {self.retries})", file=sys.stderr)
             request = urllib.request.Request(url, data=data, headers=headers, method=method)
             wait = self.backoff * 2**attempt * (1 + random.random() / 4)
+            warning = threading.Timer(self.slow, _still_waiting, (url, self.slow, self.timeout))
+            warning.daemon = True
+            warning.start()
             try:
                 with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                    return json.loads(response.read().decode("utf-8"))
+                    raw = response.read()
+                return json.loads(raw.decode("utf-8"))
             except urllib.error.HTTPError as error:
                 said = _said(error.read())
                 if error.code not in RETRIED or attempt == self.retries:
                     raise _http_error(url, error.code, said) from None
+                problem = f"HTTP {error.code}: {said}"
                 wait = max(wait, _retry_after(error.headers.get("Retry-After")))
-            except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
+            except (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException) as error:
                 reason = getattr(error, "reason", error)
-                problem = "timed out" if isinstance(reason, TimeoutError) else f"cannot connect ({reason})"
+                refused = isinstance(reason, ConnectionRefusedError)
+                if isinstance(reason, TimeoutError):
+                    problem = f"no answer within {self.timeout:g} s (--timeout)"
+                elif isinstance(error, http.client.HTTPException):
+                    problem = f"the reply was cut off or garbled ({type(error).__name__})"
+                else:
+                    problem = f"cannot connect ({reason})"
+                if attempt == self.retries or (first and refused):
+                    tries = f" after {attempt + 1} attempts" if attempt else ""
+                    raise ModelError(f"{url}: {problem}{tries}; is the server running at {self.base_url}?") from None
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                problem = "the reply is not JSON"
                 if attempt == self.retries:
                     raise ModelError(
-                        f"{url}: {problem} after {attempt + 1} attempts; is the server running at {self.base_url}?"
+                        f"{url}: the server's reply is not JSON (after {attempt + 1} attempts); is this an "
+                        "OpenAI-compatible API, and does the URL end in /v1?"
                     ) from None
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                raise ModelError(f"{url}: the server's reply is not JSON; is this an OpenAI-compatible API?") from None
+            finally:
+                warning.cancel()
             time.sleep(min(wait, 30.0))
         raise AssertionError("unreachable: the last attempt returns or raises")
 
@@ -126,8 +174,13 @@ class OpenAIModel:
             "temperature": self.temperature,
             "seed": self.seed,
         }
-        if self.family == "llamacpp":  # llama-cpp-python's server penalizes repeats by default (1.1)
-            body["repeat_penalty"] = 1.0
+        if self.family == "llamacpp":
+            body["repeat_penalty"] = 1.0  # llama.cpp servers penalize repeats by default (1.1)
+            body["cache_prompt"] = True  # older llama-server builds default to recomputing the prompt
+            if self.slots:  # each worker keeps to its own slot, so each question reuses its own cache
+                body["id_slot"] = WORKER.get() % self.slots
+        elif self.family == "vllm":
+            body["repetition_penalty"] = 1.0  # vLLM applies the model's generation_config.json otherwise
         if grammar is not None:
             if not self.supports_grammar:
                 raise ModelError(
@@ -141,24 +194,51 @@ class OpenAIModel:
             for field in FAMILIES[self.family]:
                 body[field] = {"grammar": grammar} if field == "structured_outputs" else grammar
         reply = self._request("POST", "/completions", body)
-        try:
-            choice, usage = reply["choices"][0], reply.get("usage") or {}
-            text = choice["text"]
-        except (KeyError, IndexError, TypeError):
-            raise ModelError(
-                f"{self.base_url}/completions answered without choices[0].text: {str(reply)[:200]}"
-            ) from None
+        text, finish, usage = _read_reply(f"{self.base_url}/completions", reply)
         text, _ = cut_at_stop(text, stop)  # servers exclude the stop sequence; make sure of it
-        prompt_tokens = usage.get("prompt_tokens", 0)
-        timings = reply.get("timings") or {}  # the llama.cpp server says how much of the prompt it computed
         return Completion(
             text=text,
-            finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
-            prompt_tokens=prompt_tokens,
-            completion_tokens=usage.get("completion_tokens", 0),
-            evaluated_tokens=timings.get("prompt_n", prompt_tokens),
+            finish_reason="length" if finish == "length" else "stop",
+            prompt_tokens=usage["prompt_tokens"],
+            completion_tokens=usage["completion_tokens"],
+            evaluated_tokens=_evaluated(reply, usage),
             seconds=time.perf_counter() - start,
         )
+
+
+def _still_waiting(url: str, slow: float, timeout: float) -> None:
+    print(f"rawreact: still waiting for {url} after {slow:g} s (it gives up after {timeout:g} s)", file=sys.stderr)
+
+
+def _read_reply(url: str, reply: object) -> tuple[str, object, dict[str, int]]:
+    """(text, finish reason, usage) of a completion reply, or a clear error naming what is missing."""
+    try:
+        choice = reply["choices"][0]
+        text, finish = choice["text"], choice.get("finish_reason")
+    except (KeyError, IndexError, TypeError, AttributeError):
+        text = None
+    if not isinstance(text, str):
+        raise ModelError(f"{url} answered without a text in choices[0].text: {str(reply)[:200]}")
+    usage = reply.get("usage") or {}
+    counts = {key: usage.get(key, 0) if isinstance(usage, dict) else None for key in _USAGE}
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts.values()):
+        raise ModelError(f"{url} answered with a malformed usage (token counts): {str(usage)[:200]}")
+    return text, finish, counts
+
+
+_USAGE = ("prompt_tokens", "completion_tokens")
+
+
+def _evaluated(reply: dict, usage: dict[str, int]) -> int | None:
+    """Prompt tokens the server computed, where it says (llama.cpp's timings, vLLM's cached tokens); else None."""
+    timings = reply.get("timings")
+    if isinstance(timings, dict) and isinstance(timings.get("prompt_n"), int):
+        return timings["prompt_n"]
+    usage_reply = reply.get("usage")
+    details = usage_reply.get("prompt_tokens_details") if isinstance(usage_reply, dict) else None
+    if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
+        return usage["prompt_tokens"] - details["cached_tokens"]
+    return None
 
 
 def _said(raw: bytes) -> str:

@@ -71,7 +71,7 @@ class ScriptedModel:
         so a shuffled or resumed run can use them.
         """
         try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
+            data = json.loads(Path(path).read_text(encoding="utf-8-sig"))
         except OSError as error:
             raise DataError(f"{path}: cannot read the script: {error.strerror}") from None
         except json.JSONDecodeError as error:

@@ -1,0 +1,319 @@
+"""Run files: one JSON line per finished question, a manifest beside it, and what reads them back.
+
+`RUN.jsonl` holds one line per finished question; `RUN.jsonl.manifest.json` says how the run was
+made (model, prompt, grammar, parameters, data file, and their hashes), holds the few-shot prompt
+once for every line, and records each resume. A run interrupted even by SIGKILL resumes where it
+stopped: finished questions are kept, a half-written last line is dropped and its question asked
+again. While a run writes its file, the file is locked against a second writer.
+"""
+
+import hashlib
+import json
+import os
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+
+from rawreact.errors import DataError
+from rawreact.loop import Trajectory
+
+
+def manifest_path(out: str | Path) -> Path:
+    """Where the manifest of the run file `out` lives: RUN.jsonl -> RUN.jsonl.manifest.json.
+
+    The whole file name is kept, so `res.jsonl` and `res.json` never share a manifest.
+    """
+    out = Path(out)
+    return out.with_name(out.name + ".manifest.json")
+
+
+def _legacy_manifest(out: Path) -> Path | None:
+    """Where rawreact 0.1 put the manifest of a `.jsonl` run file (RUN.manifest.json), if it is there."""
+    legacy = out.with_name(out.stem + ".manifest.json")
+    return legacy if out.suffix == ".jsonl" and legacy.is_file() else None
+
+
+def _existing_manifest(out: Path) -> Path | None:
+    path = manifest_path(out)
+    return path if path.exists() else _legacy_manifest(out)
+
+
+def read_run(path: str | Path) -> tuple[dict | None, list[dict]]:
+    """The manifest (None if there is none) and the complete records of a run file.
+
+    A last line without its line break was cut by a crash; it is left out. Each record's
+    trajectory gets back the few-shot prompt that the manifest stores once for the whole run.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise DataError(f"{path} is a folder; give a run file (RUN.jsonl)")
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise DataError(f"{path}: cannot read the run file: {error.strerror}") from None
+    manifest = read_manifest(path)
+    prompts = (manifest or {}).get("prompts", {})
+    return manifest, _records(path, data[: data.rfind(b"\n") + 1], prompts)
+
+
+def read_manifest(out: str | Path) -> dict | None:
+    """The manifest of the run file `out`, or None when it has none."""
+    path = _existing_manifest(Path(out))
+    if path is None:
+        return None
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise DataError(f"{path}: cannot read the manifest: {error}") from None
+    if not isinstance(manifest, dict):
+        raise DataError(f"{path}: a manifest is a JSON object; was it edited?")
+    for key, kind in (("config", dict), ("prompts", dict)):
+        if not isinstance(manifest.get(key, {}), kind):
+            raise DataError(f"{path}: its {key!r} must be a JSON object; was it edited? restore it from a backup")
+    if not all(isinstance(text, str) for text in manifest.get("prompts", {}).values()):
+        raise DataError(f"{path}: its 'prompts' must map hashes to prompt texts; was it edited?")
+    return manifest
+
+
+# The fields of a result line that readers rely on, with the types they must have.
+_NUMBER = (int, float)
+_FIELDS = {
+    "id": str,
+    "em": _NUMBER,
+    "f1": _NUMBER,
+    "ended": str,
+    "steps": int,
+    "model_calls": int,
+    "invalid_actions": int,
+    "seconds": _NUMBER,
+    "tokens": dict,
+    "trajectory": dict,
+}
+
+
+def _problem(record: object) -> str | None:
+    """What is wrong with a parsed result line, or None."""
+    if not isinstance(record, dict):
+        return "is not a result line"
+    for key, kind in _FIELDS.items():
+        value = record.get(key)
+        if key not in record:
+            return f"has no {key!r}"
+        if not isinstance(value, kind) or isinstance(value, bool):
+            return f"has {key!r} = {json.dumps(value)[:40]}, which is not {_KIND_NAMES[kind]}"
+    if not all(v is None or isinstance(v, int) for v in record["tokens"].values()):
+        return "has 'tokens' that are not whole numbers"
+    try:
+        Trajectory.from_dict(record["trajectory"])
+    except (KeyError, TypeError, ValueError) as error:
+        return f"has a trajectory that cannot be read ({type(error).__name__}: {error})"
+    return None
+
+
+_KIND_NAMES = {_NUMBER: "a number", str: "a string", int: "a whole number", dict: "an object"}
+
+
+def _records(path: Path, data: bytes, prompts: dict[str, str]) -> list[dict]:
+    records, seen = [], set()
+    # Lines end at b"\n" only: str.splitlines() would also break at U+2028, U+0085 and the like,
+    # which JSON written with ensure_ascii=False carries raw inside strings.
+    for number, line in enumerate(data.split(b"\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise DataError(
+                f"{path} line {number} is not a result line; was the file edited? remove that line"
+            ) from None
+        trajectory = record.get("trajectory") if isinstance(record, dict) else None
+        if isinstance(trajectory, dict) and "prompt" not in trajectory and "prompt_sha256" in trajectory:
+            text = prompts.get(trajectory.pop("prompt_sha256"))
+            if text is None:
+                raise DataError(
+                    f"{path} line {number}: its prompt is not in the manifest {manifest_path(path).name}; "
+                    "restore the manifest that came with the run file"
+                )
+            trajectory["prompt"] = text
+        problem = _problem(record)
+        if problem is not None:
+            raise DataError(f"{path} line {number} {problem}; was the file edited? fix or remove that line")
+        if record["id"] in seen:
+            raise DataError(f"{path} line {number} repeats the question {record['id']!r}; remove one of the two")
+        seen.add(record["id"])
+        records.append(record)
+    return records
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _line(record: dict) -> bytes:
+    """One JSON line; a string no UTF-8 can hold (a lone surrogate) is written as a JSON escape."""
+    try:
+        return (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        return (json.dumps(record) + "\n").encode("ascii")
+
+
+class RunFile:
+    """An open run file that results are appended to, each flushed as soon as it is written.
+
+    `RunFile(out, config)` starts a run (refusing to touch an existing one); with `resume=True`
+    it continues the run in `out`, whose manifest must have the same `config`. `details` go into
+    the manifest without being compared (a data path, a limit); each resume is recorded there.
+    `done` holds the records already there. While it is open, the file is locked, so a second
+    process cannot write the same run. The few-shot prompt of each record's trajectory is stored
+    once, in the manifest, and `read_run` puts it back.
+    """
+
+    def __init__(
+        self, out: str | Path, config: dict | None = None, *, resume: bool = False, details: dict | None = None
+    ) -> None:
+        self.path = Path(out)
+        self.manifest_path = manifest_path(out)
+        self.config, self.details = config or {}, details or {}
+        if self.path.is_dir():
+            raise DataError(f"{self.path} is a folder; give --out a file name, such as {self.path / 'run.jsonl'}")
+        try:
+            self._sink = open(self.path, "ab")  # noqa: SIM115 (closed by close())
+        except OSError as error:
+            raise DataError(f"{self.path}: cannot write results: {error.strerror}; does the folder exist?") from None
+        try:
+            self._lock()
+            self._open(resume)
+        except BaseException:
+            self._sink.close()
+            raise
+
+    def _lock(self) -> None:
+        """Hold an exclusive lock on the run file for as long as it is open."""
+        try:
+            import fcntl
+        except ImportError:  # not on this platform: no lock, as before
+            return
+        try:
+            fcntl.flock(self._sink.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise DataError(
+                f"{self.path} is being written by another rawreact process; wait for it to finish, "
+                "or choose another --out"
+            ) from None
+
+    def _open(self, resume: bool) -> None:
+        existing = self.path.stat().st_size > 0
+        if existing and not resume:
+            raise DataError(
+                f"{self.path} already holds results; pass --resume to finish that run, or choose another --out"
+            )
+        self.done: dict[str, dict] = {}
+        self.manifest: dict = {}
+        if existing:
+            self._recover()
+        else:
+            from rawreact import __version__
+
+            created = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+            self.manifest = {"rawreact": __version__, "created": created, "versions": _versions()}
+            self.manifest |= {"run_file": self.path.name, "config": self.config, **self.details, "prompts": {}}
+            if resume:  # --resume of a run that was never started starts it, with an empty list of resumes
+                self.manifest["resumes"] = []
+            self._write_manifest()
+
+    def _write_manifest(self) -> None:
+        temporary = self.manifest_path.with_name(self.manifest_path.name + ".tmp")
+        try:
+            text = json.dumps(self.manifest, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+            try:
+                data = text.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate: JSON escapes it
+                data = (json.dumps(self.manifest, indent=2, allow_nan=False) + "\n").encode("ascii")
+            temporary.write_bytes(data)
+            os.replace(temporary, self.manifest_path)
+        except ValueError as error:
+            raise DataError(f"{self.manifest_path}: cannot record a setting in JSON ({error})") from None
+        except OSError as error:
+            raise DataError(f"{self.manifest_path}: cannot write the manifest: {error.strerror}") from None
+
+    def _recover(self) -> None:
+        """Read the finished questions, drop a half-written last line, and check the run is the same."""
+        found = _existing_manifest(self.path)
+        if found is None:
+            raise DataError(
+                f"{self.path} has no manifest {self.manifest_path.name}, so --resume cannot check it is the same "
+                "run; restore the manifest, or start a new run with another --out"
+            )
+        self.manifest = read_manifest(self.path)
+        data = self.path.read_bytes()
+        whole = data.rfind(b"\n") + 1
+        records = _records(self.path, data[:whole], self.manifest.get("prompts", {}))
+        old = self.manifest.get("config", {})
+        changed = [f"{key} was {old.get(key)!r}, now {self.config.get(key)!r}" for key in _changed(old, self.config)]
+        if changed:
+            raise DataError(
+                f"--resume would mix two different runs in {self.path}: {'; '.join(changed)}. "
+                "Use the same settings, or choose another --out"
+            )
+        if whole < len(data):  # a crash cut the last line: drop it, so its question runs again
+            os.truncate(self.path, whole)
+        self.done = {record["id"]: record for record in records}
+        resumed = {"at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "done": len(records), **self.details}
+        self.manifest = {**self.manifest, "config": self.config, **self.details}
+        self.manifest.setdefault("prompts", {})
+        self.manifest["resumes"] = [*self.manifest.get("resumes", []), resumed]
+        if found != self.manifest_path:  # a rawreact 0.1 manifest: carried over to the new name
+            self.manifest["run_file"] = self.path.name
+        self._write_manifest()
+
+    def append(self, record: dict) -> None:
+        """Write one result line and flush it to the operating system."""
+        line = record
+        trajectory = record.get("trajectory")
+        if isinstance(trajectory, dict) and isinstance(trajectory.get("prompt"), str):
+            digest = _sha256(trajectory["prompt"])
+            if digest not in self.manifest["prompts"]:  # the manifest holds it before any line refers to it
+                self.manifest["prompts"][digest] = trajectory["prompt"]
+                self._write_manifest()
+            shortened = {k: v for k, v in trajectory.items() if k != "prompt"} | {"prompt_sha256": digest}
+            line = {**record, "trajectory": shortened}
+        self._sink.write(_line(line))
+        self._sink.flush()
+        self.done[record["id"]] = record
+
+    def close(self) -> None:
+        """Close the file (releasing its lock); everything appended is already written."""
+        self._sink.close()
+
+
+def _versions() -> dict[str, str | None]:
+    """The versions of what decides a run's numbers, besides rawreact's own."""
+    found: dict[str, str | None] = {"python": sys.version.split()[0]}
+    for package in ("llama-cpp-python", "numpy"):
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            found[package] = None
+    return found
+
+
+# Settings that name a file, and the key of the file's content hash: a run that names the same
+# content by another path is the same run.
+_BY_CONTENT = {"model": "model_sha256", "prompt": "prompt_sha256", "grammar": "grammar_sha256"}
+_ADDED = ("model_sha256", "grammar_sha256", "shuffle_seed")  # settings that rawreact 0.1 did not record
+
+
+def _changed(old: dict, new: dict) -> list[str]:
+    changed = []
+    for key in sorted(old.keys() | new.keys()):
+        if key in _ADDED and key not in old:
+            continue
+        if key in _BY_CONTENT.values() and new.get(key) is None and new.get("model") == old.get("model"):
+            continue  # the file is gone: it cannot be checked, and nothing can run on it either
+        digest = _BY_CONTENT.get(key)
+        if digest and old.get(digest) is not None and old.get(digest) == new.get(digest):
+            continue
+        if old.get(key) != new.get(key):
+            changed.append(key)
+    return changed
