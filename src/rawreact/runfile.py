@@ -150,12 +150,13 @@ def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _line(record: dict) -> bytes:
-    """One JSON line; a string no UTF-8 can hold (a lone surrogate) is written as a JSON escape."""
+def _json_bytes(value: object, **options) -> bytes:
+    """`value` as UTF-8 JSON ending in a line break; a string no UTF-8 can hold (a lone surrogate)
+    makes the whole text ASCII, with JSON escapes, so it is written and reads back as it was."""
     try:
-        return (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+        return (json.dumps(value, ensure_ascii=False, **options) + "\n").encode("utf-8")
     except UnicodeEncodeError:
-        return (json.dumps(record) + "\n").encode("ascii")
+        return (json.dumps(value, **options) + "\n").encode("ascii")
 
 
 class RunFile:
@@ -225,12 +226,7 @@ class RunFile:
     def _write_manifest(self) -> None:
         temporary = self.manifest_path.with_name(self.manifest_path.name + ".tmp")
         try:
-            text = json.dumps(self.manifest, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-            try:
-                data = text.encode("utf-8")
-            except UnicodeEncodeError:  # a lone surrogate: JSON escapes it
-                data = (json.dumps(self.manifest, indent=2, allow_nan=False) + "\n").encode("ascii")
-            temporary.write_bytes(data)
+            temporary.write_bytes(_json_bytes(self.manifest, indent=2, allow_nan=False))
             os.replace(temporary, self.manifest_path)
         except ValueError as error:
             raise DataError(f"{self.manifest_path}: cannot record a setting in JSON ({error})") from None
@@ -278,7 +274,7 @@ class RunFile:
                 self._write_manifest()
             shortened = {k: v for k, v in trajectory.items() if k != "prompt"} | {"prompt_sha256": digest}
             line = {**record, "trajectory": shortened}
-        self._sink.write(_line(line))
+        self._sink.write(_json_bytes(line))
         self._sink.flush()
         self.done[record["id"]] = record
 
