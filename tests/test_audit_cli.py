@@ -150,7 +150,12 @@ def test_compare_runs_puts_finished_run_files_side_by_side(rows, tmp_path):
     )
     assert done.returncode == 0, done.stderr
     rows_out = [line.split(",") for line in done.stdout.splitlines()]
-    assert rows_out[1][:3] == ["right", "8", "1.000000"] and rows_out[2][:3] == ["bad", "8", "0.000000"]
+    assert rows_out[1][:4] == ["right", "react", "8", "1.000000"] and rows_out[2][:4] == [
+        "bad",
+        "react",
+        "8",
+        "0.000000",
+    ]
     assert rows_out[2][rows_out[0].index("dem_mean")] == "-1.000000"
     assert "8 questions; 95% bootstrap intervals (500 resamples, seed 0); Δ is paired against right" in done.stderr
 

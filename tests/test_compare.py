@@ -108,7 +108,9 @@ def test_variant_specs_and_ablations():
     )
     assert parse_variant("off=grammar=off", Variant("x", grammar="step")).grammar is None
     assert parse_variant("plain=").name == "plain"
-    with pytest.raises(DataError, match=r"'steps=3' is not key=value with a known key; the keys are model, prompt"):
+    with pytest.raises(
+        DataError, match=r"'steps=3' is not key=value with a known key; the keys are method, model, prompt"
+    ):
         parse_variant("a=steps=3")
     with pytest.raises(DataError, match=r"k='two' is not a whole number"):
         parse_variant("a=k=two")
@@ -147,16 +149,16 @@ def test_the_cli_writes_markdown_and_csv_tables(rows, tmp_path):
     out = tmp_path / "cmp"
     done = _compare(data, "--variant", f"right=model={right}", "--variant", f"half=model={wrong}", "--out", out, "-q")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[0].split()[:6] == ["variant", "n", "EM", "ΔEM", "F1", "ΔF1"]
+    assert done.stdout.splitlines()[0].split()[:7] == ["variant", "method", "n", "EM", "ΔEM", "F1", "ΔF1"]
     assert "Δ is paired against right" in done.stderr
     markdown = (out / "comparison.md").read_text().splitlines()
-    assert markdown[0].startswith("| variant | n | EM | ΔEM |") and markdown[2].startswith(
-        "| right | 10 | 1.000 [1.000, 1.000] | base |"
+    assert markdown[0].startswith("| variant | method | n | EM | ΔEM |") and markdown[2].startswith(
+        "| right | react | 10 | 1.000 [1.000, 1.000] | base |"
     )
-    assert markdown[3].startswith("| half | 10 | 0.500 [")
+    assert markdown[3].startswith("| half | react | 10 | 0.500 [")
     rows = (out / "comparison.csv").read_text().splitlines()
-    assert rows[0].startswith("variant,n,em,em_low,em_high,dem_mean,dem_low,dem_high,f1,")
-    assert rows[2].split(",")[:3] == ["half", "10", "0.500000"] and rows[2].split(",")[5] == "-0.500000"
+    assert rows[0].startswith("variant,method,n,em,em_low,em_high,dem_mean,dem_low,dem_high,f1,")
+    assert rows[2].split(",")[:4] == ["half", "react", "10", "0.500000"] and rows[2].split(",")[6] == "-0.500000"
 
 
 def test_the_cli_explains_bad_variants_and_resumes_after_ctrl_c(rows, tmp_path):
@@ -182,4 +184,4 @@ def test_the_cli_explains_bad_variants_and_resumes_after_ctrl_c(rows, tmp_path):
     for name in ("a", "b"):
         ids = [json.loads(line)["id"] for line in (out / f"{name}.jsonl").read_text().splitlines()]
         assert len(ids) == len(set(ids)) == 16
-    assert "| a | 16 | 0.500 [" in (out / "comparison.md").read_text()
+    assert "| a | react | 16 | 0.500 [" in (out / "comparison.md").read_text()

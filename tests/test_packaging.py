@@ -70,7 +70,14 @@ def test_the_readme_compare_example_runs(tmp_path, monkeypatch, capsys, rows):
     monkeypatch.chdir(tmp_path)
     exec(_blocks("python")[2], {})
     printed = capsys.readouterr().out.splitlines()
-    assert printed[0].startswith("| variant | n | EM | ΔEM | F1 | ΔF1 |")
-    assert printed[2].startswith("| k1 | 2 | ") and printed[3].startswith("| k3 | 2 | ")
+    assert printed[0].startswith("| variant | method | n | EM | ΔEM | F1 | ΔF1 |")
+    assert printed[2].startswith("| k1 | react | 2 | ") and printed[3].startswith("| k3 | react | 2 | ")
     for name in ("k1", "k3"):
         assert len((tmp_path / "experiments" / "k" / f"{name}.jsonl").read_text().splitlines()) == 2
+
+
+def test_the_readme_methods_example_runs(capsys):
+    exec(_blocks("python")[3], {})
+    cot_sc, backoff = capsys.readouterr().out.splitlines()
+    assert backoff.split()[0] in ("react", "cot-sc")
+    assert "[" in cot_sc and cot_sc.count(",") >= 2  # the three samples' answers

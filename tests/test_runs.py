@@ -170,6 +170,7 @@ def test_report_puts_runs_side_by_side_and_show_prints_one_transcript(rows, tmp_
     text = subprocess.run([*RAWREACT, "report", right, mixed], capture_output=True, text=True).stdout.splitlines()
     assert text[0].split() == [
         "run",
+        "method",
         "model",
         "grammar",
         "n",
@@ -187,10 +188,18 @@ def test_report_puts_runs_side_by_side_and_show_prints_one_transcript(rows, tmp_
         "tok/q",
         "s/q",
     ]
-    assert text[1].split()[:6] == ["right.jsonl", f"scripted:{tmp_path / 'a.json'}", "off", "6", "1.000", "1.000"]
-    assert text[2].split()[2:6] == ["step", "6", "0.500", "0.500"]
+    assert text[1].split()[:7] == [
+        "right.jsonl",
+        "react",
+        f"scripted:{tmp_path / 'a.json'}",
+        "off",
+        "6",
+        "1.000",
+        "1.000",
+    ]
+    assert text[2].split()[3:7] == ["step", "6", "0.500", "0.500"]
     markdown = subprocess.run([*RAWREACT, "report", right, "--format", "markdown"], capture_output=True, text=True)
-    assert markdown.stdout.splitlines()[1] == "|" + "|".join([" --- "] * 14) + "|"
+    assert markdown.stdout.splitlines()[1] == "|" + "|".join([" --- "] * 15) + "|"
     csv = subprocess.run([*RAWREACT, "report", right, mixed, "--format", "csv"], capture_output=True, text=True)
     assert csv.stdout.splitlines()[2].startswith("mixed.jsonl,")
     first = read_run(right)[1][0]["id"]
@@ -317,8 +326,8 @@ def test_the_reproduction_script_runs_the_reference_protocol(rows, tmp_path):
     order = list(range(100))
     random.Random(233).shuffle(order)
     assert [r["question"] for r in records] == [rows[i]["question"] for i in order[:12]]
-    assert done.stdout.splitlines()[-2].split()[:2] == ["run", "model"]  # the report table closes the output
-    assert done.stdout.splitlines()[-1].split()[3:6] == ["12", "1.000", "1.000"]
+    assert done.stdout.splitlines()[-2].split()[:3] == ["run", "method", "model"]  # the report table closes the output
+    assert done.stdout.splitlines()[-1].split()[4:7] == ["12", "1.000", "1.000"]
 
 
 def test_the_progress_bar_shows_running_scores_on_a_terminal(rows, tmp_path):

@@ -6,12 +6,14 @@ from importlib import import_module
 # `rawreact` command starts at once (and Ctrl-C during start-up ends it quietly).
 _PUBLIC = {
     "actions": ("VERBS", "Action", "format_action", "parse_action", "parse_step"),
+    "answers": ("parse_answer", "vote"),
     "collection": ("Collection", "load_collection"),
     "env": ("PassageEnv",),
     "errors": ("ContextLengthExceeded", "DataError", "GrammarError", "ModelError", "PromptError", "RawreactError"),
     "experiments": ("Variant", "compare"),
     "grammar": ("Grammar", "load_grammar"),
     "loop": ("Step", "Trajectory", "react"),
+    "methods": ("METHODS", "Outcome", "reason", "solve"),
     "models": ("Completion", "Model", "ScriptedModel", "load_model"),
     "prompts": ("Prompt", "load_prompt"),
     "report": ("Comparison", "compare_runs"),
@@ -36,6 +38,7 @@ def __dir__() -> list[str]:
 __version__ = "0.1.0"
 
 __all__ = [
+    "METHODS",
     "VERBS",
     "Action",
     "Collection",
@@ -47,6 +50,7 @@ __all__ = [
     "GrammarError",
     "Model",
     "ModelError",
+    "Outcome",
     "PassageEnv",
     "Prompt",
     "PromptError",
@@ -65,8 +69,12 @@ __all__ = [
     "load_model",
     "load_prompt",
     "parse_action",
+    "parse_answer",
     "parse_step",
     "react",
     "read_run",
+    "reason",
     "run_questions",
+    "solve",
+    "vote",
 ]

@@ -12,8 +12,19 @@ from rawreact.errors import DataError, GrammarError, RawreactError
 from rawreact.experiments import ABLATIONS, Variant, ablation, compare, parse_spec, parse_variant
 from rawreact.grammar import MODES
 from rawreact.loop import MAX_TOKENS, Step
+from rawreact.methods import BACKOFFS, METHODS, SAMPLING, Reasoning
 from rawreact.models import DEFAULT_MODEL, EMBEDDED_MODELS, is_concurrent, load_model
-from rawreact.report import compare_runs, context_warning, listing, run_row, show, summarize, summary_line, table
+from rawreact.report import (
+    compare_runs,
+    context_warning,
+    drop_unused,
+    listing,
+    run_row,
+    show,
+    summarize,
+    summary_line,
+    table,
+)
 from rawreact.runs import Result, RunFile, check_context, read_run, refuse_workers, run_questions
 from rawreact.terminal import Stopper, printable, progress
 
@@ -76,9 +87,23 @@ def _parser() -> argparse.ArgumentParser:
         default=1,
         help="questions in flight at once, for a server model (ollama:, openai:); default: %(default)s",
     )
+    run.add_argument(
+        "--method",
+        choices=list(METHODS),
+        default="react",
+        help="react (the default), act (no thoughts), standard, cot, cot-sc (self-consistency), react-cot-sc "
+        "(CoT-SC when ReAct gives no answer), cot-sc-react (ReAct when CoT-SC's vote is split)",
+    )
+    run.add_argument("--samples", type=_positive, default=21, help="CoT-SC samples per question (default: 21)")
+    run.add_argument(
+        "--sample-temperature", type=float, default=0.7, help="temperature of CoT-SC's samples (default: 0.7)"
+    )
     run.add_argument("--prompt", help="an exemplar file, or a reference-style JSON prompt file with --key")
     run.add_argument("--key", help="which prompt of a reference-style JSON file, such as webthink_simple6")
-    run.add_argument("--instruction", help="an instruction file to put before the exemplars")
+    run.add_argument("--instruction", help="an instruction file to put before the exemplars (empty: none)")
+    run.add_argument("--backoff-prompt", help="the prompt of a back-off's second part (default: the shipped one)")
+    run.add_argument("--backoff-key", help="which prompt of a reference-style --backoff-prompt JSON file")
+    run.add_argument("--backoff-instruction", help="the instruction of a back-off's second part")
     run.add_argument("-k", "--exemplars", type=int, help="use the first K exemplars (default: all)")
     run.add_argument(
         "--grammar",
@@ -143,8 +168,9 @@ def _compare_parser(commands) -> None:
         action="append",
         default=[],
         metavar="NAME=SPEC",
-        help="a variant: NAME=key=value,... with keys model, prompt, key, instruction, k, order, grammar, "
-        "grammar_file, n_first, max_steps, max_tokens, temperature, seed, n_ctx (the first variant is the base)",
+        help="a variant: NAME=key=value,... with keys method, model, prompt, key, instruction, k, order, grammar, "
+        "grammar_file, n_first, max_steps, max_tokens, temperature, seed, n_ctx, samples, sample_temperature, "
+        "backoff_prompt, backoff_key, backoff_instruction (the first variant is the base)",
     )
     compare.add_argument(
         "--ablation", action="append", default=[], choices=ABLATIONS, help="add a built-in set of variants"
@@ -207,6 +233,7 @@ def run(args: argparse.Namespace) -> int:
     collection, questions = _questions(args)
     variant = Variant(
         "run",
+        method=args.method,
         model=args.model,
         prompt=args.prompt,
         key=args.key,
@@ -220,16 +247,29 @@ def run(args: argparse.Namespace) -> int:
         temperature=args.temperature,
         seed=args.seed,
         n_ctx=args.n_ctx,
+        samples=args.samples,
+        sample_temperature=args.sample_temperature,
+        backoff_prompt=args.backoff_prompt,
+        backoff_key=args.backoff_key,
+        backoff_instruction=args.backoff_instruction,
     )
-    prompt, grammar = variant.load_prompt(), variant.load_grammar()
+    prompt, grammar, backoff = variant.load_prompt(), variant.load_grammar(), variant.load_backoff_prompt()
     config = variant.config(
-        collection, prompt, grammar, question=args.question, shuffle=args.shuffle, shuffle_seed=args.shuffle_seed
+        collection,
+        prompt,
+        grammar,
+        backoff,
+        question=args.question,
+        shuffle=args.shuffle,
+        shuffle_seed=args.shuffle_seed,
     )
     options = {"n_ctx": args.n_ctx, "seed": args.seed, "temperature": args.temperature, "host": args.ollama_host}
     model = load_model(args.model, **options, timeout=args.timeout)
     if grammar is not None and not model.supports_grammar:
         raise GrammarError(f"model {model.name} cannot apply a grammar; drop --grammar, or use a llama.cpp model")
-    check_context(model, prompt, questions, args.max_tokens)
+    check_context(model, prompt, questions, args.max_tokens, args.method)
+    if backoff is not None:
+        check_context(model, backoff, questions, args.max_tokens, BACKOFFS[args.method][1])
     details = {
         "data": collection.source,
         "layout": collection.layout,
@@ -244,7 +284,8 @@ def run(args: argparse.Namespace) -> int:
     done = [] if sink is None else [r for r in sink.done.values() if r["id"] in chosen]
     print(
         f"rawreact {__version__}: {_plural(len(questions), 'question')} from {collection.name}, model {model.name}, "
-        f"prompt {prompt.source} ({_plural(prompt.exemplars, 'exemplar')}), grammar {config['grammar'] or 'off'}"
+        f"method {args.method}{_sampling(variant)}, prompt {prompt.source} "
+        f"({_plural(prompt.exemplars, 'exemplar')}), grammar {config['grammar'] or 'off'}"
         + (f"; {len(done)} already in {args.out}" if done else ""),
         flush=True,
     )
@@ -266,16 +307,16 @@ def run(args: argparse.Namespace) -> int:
             on_step=print_step if live else None,
             workers=args.workers,
             stop=lambda: stopper.signal is not None,
-            max_steps=args.max_steps,
-            max_tokens=args.max_tokens,
-            grammar=grammar,
+            **variant.solve_options(grammar, backoff),
         )
         records = list(done)
         em, f1 = sum(r["em"] for r in done), sum(r["f1"] for r in done)  # running sums for the bar
         for result in results:
             if not args.quiet and not live:
-                for step in result.trajectory.steps:
+                for step in result.outcome.steps:
                     print_step(result.question, step)
+            if not args.quiet and result.outcome.reasoning is not None:
+                say(_reasoning_text(result.question, result.outcome.reasoning))
             records.append(result.to_dict())
             em, f1 = em + result.em, f1 + result.f1
             say(_result_line(len(records), len(questions), result))
@@ -374,19 +415,38 @@ def compare_runs_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sampling(variant: Variant) -> str:
+    """The CoT-SC settings of a run's header, if it samples."""
+    if variant.method not in SAMPLING:
+        return ""
+    return f" (n {variant.samples}, T {variant.sample_temperature:g}, seed {variant.seed})"
+
+
+def _reasoning_text(question: Question, reasoning: Reasoning) -> str:
+    """A Standard or CoT answer as the model wrote it; for CoT-SC, the first sample and the vote."""
+    text = f"\n=== {question.id} ({reasoning.method})\nQuestion: {question.question}\n"
+    if reasoning.samples:
+        text += f"{reasoning.cue}{reasoning.samples[0].call.text}\n"
+    if reasoning.method == "cot-sc":
+        tally = reasoning.vote
+        text += f"votes ({len(reasoning.samples)} samples): {tally.counts or 'no answers'}\n"
+    return text
+
+
 def _result_line(n: int, total: int, result: Result) -> str:
-    traj = result.trajectory
+    out = result.outcome
     verdict = "correct" if result.em else "wrong"
+    branch = f" (answered by {out.branch})" if out.branch != out.method else ""
     return (
         f"result [{n}/{total}] {result.question.id}: {verdict} (EM {result.em:.0f}, F1 {result.f1:.2f}) "
-        f"answer {traj.answer!r}, gold {result.question.answer!r}; ended by {traj.ended} after "
-        f"{len(traj.steps)} steps, {traj.model_calls} calls, {traj.invalid_actions} invalid, {traj.seconds:.1f} s"
+        f"answer {out.answer!r}{branch}, gold {result.question.answer!r}; ended by {out.ended} after "
+        f"{len(out.steps)} steps, {out.model_calls} calls, {out.invalid_actions} invalid, {out.seconds:.1f} s"
     )
 
 
 def report(args: argparse.Namespace) -> int:
     """`rawreact report`: one row per run file."""
-    print(printable(table([run_row(path) for path in args.runs], args.format)), end="")
+    print(printable(table(drop_unused([run_row(path) for path in args.runs]), args.format)), end="")
     return 0
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from rawreact.collection import Collection, Question, choose_questions, load_collection
 from rawreact.errors import DataError, GrammarError, ModelError
 from rawreact.grammar import MODES, Grammar, load_grammar
+from rawreact.methods import BACKOFFS, METHODS, SAMPLING, first_method
 from rawreact.models import DEFAULT_MODEL, load_model, model_sha256
 from rawreact.prompts import Prompt, load_prompt, read_exemplars
 from rawreact.report import Comparison
@@ -25,14 +26,21 @@ from rawreact.runs import Result, RunFile, check_context, run_questions
 from rawreact.stats import RESAMPLES
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
-ABLATIONS = ("exemplars", "orders", "instructions", "grammar")
+ABLATIONS = ("exemplars", "orders", "instructions", "grammar", "methods")
 
 
 @dataclass(frozen=True)
 class Variant:
-    """One way to run the questions. `grammar` is None (off) or a mode; `seed` seeds sampling."""
+    """One way to run the questions. `grammar` is None (off) or a mode; `seed` seeds sampling.
+
+    `method` is one of METHODS; `prompt`, `key`, `instruction`, `k` and `order` set its prompt
+    (for a back-off, its first part's), and `backoff_prompt`, `backoff_key` and
+    `backoff_instruction` the prompt of a back-off's second part. `samples` and
+    `sample_temperature` are CoT-SC's n and T.
+    """
 
     name: str
+    method: str = "react"
     model: str = DEFAULT_MODEL
     prompt: str | None = None
     key: str | None = None
@@ -47,21 +55,68 @@ class Variant:
     temperature: float = 0.0
     seed: int = 0
     n_ctx: int = 8192
+    samples: int = 21
+    sample_temperature: float = 0.7
+    backoff_prompt: str | None = None
+    backoff_key: str | None = None
+    backoff_instruction: str | None = None
 
     def __post_init__(self) -> None:
         if not _NAME.fullmatch(self.name):
             raise DataError(f"variant name {self.name!r}: use letters, digits and . _ + - (it names the run file)")
+        if self.method not in METHODS:
+            raise DataError(f"{self._where}method={self.method!r}; the methods are {', '.join(METHODS)}")
         if self.grammar is not None and self.grammar not in MODES:
             raise DataError(f"variant {self.name}: grammar={self.grammar}; use off, {', '.join(MODES)}")
+        if (self.grammar or self.grammar_file) and self.method in ("standard", "cot", "cot-sc"):
+            raise DataError(
+                f"{self._where}a grammar constrains action lines, and method {self.method} writes none; "
+                "drop the grammar"
+            )
         problem = check_settings(
-            {f.name: getattr(self, f.name) for f in fields(self) if f.name in _LEAST or f.name == "temperature"}
+            {f.name: getattr(self, f.name) for f in fields(self) if f.name in _LEAST or "temperature" in f.name}
         )
         if problem:
             raise DataError(f"variant {self.name}: {problem}" if self.name != "run" else problem)
 
+    @property
+    def _where(self) -> str:
+        return "" if self.name == "run" else f"variant {self.name}: "
+
     def load_prompt(self) -> Prompt:
-        """The prompt this variant sends."""
-        return load_prompt(self.prompt, k=self.k, instruction=self.instruction, key=self.key, order=self.order)
+        """The prompt this variant sends (a back-off's first part's)."""
+        return load_prompt(
+            self.prompt,
+            k=self.k,
+            instruction=self.instruction,
+            key=self.key,
+            order=self.order,
+            method=first_method(self.method),
+        )
+
+    def load_backoff_prompt(self) -> Prompt | None:
+        """The prompt of a back-off's second part, or None for a method that is not a back-off."""
+        if self.method not in BACKOFFS:
+            if self.backoff_prompt or self.backoff_key or self.backoff_instruction:
+                raise DataError(f"{self._where}the backoff prompt settings apply to {' and '.join(BACKOFFS)} only")
+            return None
+        second = BACKOFFS[self.method][1]
+        return load_prompt(
+            self.backoff_prompt, key=self.backoff_key, instruction=self.backoff_instruction, method=second
+        )
+
+    def solve_options(self, grammar: Grammar | None, backoff: Prompt | None) -> dict:
+        """The keyword arguments of `solve` (through `run_questions`) for this variant."""
+        return {
+            "method": self.method,
+            "backoff_prompt": backoff,
+            "samples": self.samples,
+            "sample_temperature": self.sample_temperature,
+            "seed": self.seed,
+            "max_steps": self.max_steps,
+            "max_tokens": self.max_tokens,
+            "grammar": grammar,
+        }
 
     def load_grammar(self) -> Grammar | None:
         """The grammar this variant applies, or None."""
@@ -69,15 +124,19 @@ class Variant:
             return None
         return load_grammar(self.grammar or "step", self.grammar_file)
 
-    def config(self, collection: Collection, prompt: Prompt, grammar: Grammar | None, **run) -> dict:
+    def config(
+        self, collection: Collection, prompt: Prompt, grammar: Grammar | None, backoff: Prompt | None = None, **run
+    ) -> dict:
         """The manifest config of this variant's run file: what `--resume` checks is unchanged.
 
         Files are recorded by content (SHA-256) as well as by name, so an edited grammar, script or
         model file is told apart, and the same content under another path is the same run.
         """
         shuffle = run.get("shuffle", False)
+        sampled = self.method in SAMPLING
         return {
             "question": run.get("question"),
+            "method": self.method,
             "data_sha256": collection.sha256,
             "model": self.model,
             "model_sha256": model_sha256(self.model),
@@ -94,13 +153,23 @@ class Variant:
             "n_first": self.n_first,
             "n_ctx": self.n_ctx,
             "temperature": self.temperature,
+            "samples": self.samples if sampled else None,
+            "sample_temperature": self.sample_temperature if sampled else None,
+            "backoff_prompt": backoff.source if backoff else None,
+            "backoff_prompt_sha256": backoff.sha256 if backoff else None,
         }
 
 
 _FIELDS = {f.name: f for f in fields(Variant) if f.name != "name"}
 # The least value each count may take: one validation for `rawreact run`, `compare` specs and Python.
-_LEAST = {"n_first": 1, "max_steps": 1, "max_tokens": 1, "n_ctx": 1, "k": 0}
-_OPTIONS = {"n_first": "--n-first", "max_steps": "--max-steps", "max_tokens": "--max-tokens", "n_ctx": "--n-ctx"}
+_LEAST = {"n_first": 1, "max_steps": 1, "max_tokens": 1, "n_ctx": 1, "k": 0, "samples": 1}
+_OPTIONS = {
+    "n_first": "--n-first",
+    "max_steps": "--max-steps",
+    "max_tokens": "--max-tokens",
+    "n_ctx": "--n-ctx",
+    "samples": "--samples",
+}
 
 
 def check_settings(values: dict) -> str | None:
@@ -109,9 +178,10 @@ def check_settings(values: dict) -> str | None:
         value = values.get(key)
         if value is not None and value < least:
             return f"{key}={value} ({_OPTIONS.get(key, key)}) must be at least {least}"
-    temperature = values.get("temperature", 0.0)
-    if not math.isfinite(temperature) or temperature < 0:
-        return f"temperature={temperature} must be a finite number of at least 0 (0 is greedy)"
+    for key in ("temperature", "sample_temperature"):
+        value = values.get(key, 0.0)
+        if not math.isfinite(value) or value < 0:
+            return f"{key}={value} must be a finite number of at least 0 (0 is greedy)"
     return None
 
 
@@ -146,12 +216,16 @@ def _convert(key: str, value: str, where: str):
         raise DataError(f"{where}: {key}={value!r} is not {'a whole number' if kind is int else 'a number'}") from None
 
 
+_NO_GRAMMAR = {"grammar": None, "grammar_file": None}
+
+
 def ablation(kind: str, base: Variant, *, orders: int = 3) -> list[Variant]:
     """The built-in ablations, on top of `base`: exemplars (k = 0..N), orders (the file's order and
-    `orders` shuffles), instructions (every prompts/instruction*.txt), grammar (off, step, titles).
+    `orders` shuffles), instructions (every prompts/instruction*.txt), grammar (off, step, titles),
+    methods (every method of METHODS, each with its shipped prompts).
     """
     if kind == "exemplars":
-        count = len(read_exemplars(base.prompt))
+        count = len(read_exemplars(base.prompt, first_method(base.method)))
         return [replace(base, name=f"k{k}", k=k) for k in range(count + 1)]
     if kind == "orders":
         return [replace(base, name="file-order", order=None)] + [
@@ -163,6 +237,12 @@ def ablation(kind: str, base: Variant, *, orders: int = 3) -> list[Variant]:
         return [replace(base, name=path.stem, instruction=str(path)) for path in shipped]
     if kind == "grammar":
         return [replace(base, name=f"grammar-{mode or 'off'}", grammar=mode) for mode in (None, "step", "titles")]
+    if kind == "methods":  # each method with its shipped prompts; a grammar stays on the methods that act
+        shipped = dict.fromkeys(("prompt", "key", "instruction", "k", "order"))
+        return [
+            replace(base, name=m, method=m, **shipped, **({} if m in ("react", "act", *BACKOFFS) else _NO_GRAMMAR))
+            for m in METHODS
+        ]
     raise DataError(f"unknown ablation {kind!r}; the ablations are {', '.join(ABLATIONS)}")
 
 
@@ -207,14 +287,14 @@ def compare(
         raise DataError(f"{out}: cannot make the comparison folder: {error.strerror}") from None
     plans = []
     for variant in variants:
-        prompt, grammar = variant.load_prompt(), variant.load_grammar()
-        config = variant.config(collection, prompt, grammar, shuffle=shuffle, shuffle_seed=shuffle_seed)
+        prompt, grammar, backoff = variant.load_prompt(), variant.load_grammar(), variant.load_backoff_prompt()
+        config = variant.config(collection, prompt, grammar, backoff, shuffle=shuffle, shuffle_seed=shuffle_seed)
         details = {"data": collection.source, "layout": collection.layout, "limit": limit, "variant": variant.name}
         sink = RunFile(out / f"{variant.name}.jsonl", config, resume=True, details=details)
-        plans.append((variant, prompt, grammar, sink, sum(q.id in sink.done for q in questions)))
+        plans.append((variant, (prompt, grammar, backoff), sink, sum(q.id in sink.done for q in questions)))
     try:
         models = _models(plans, questions, host, timeout)
-        for variant, prompt, grammar, sink, done in plans:
+        for variant, (prompt, grammar, backoff), sink, done in plans:
             if on_variant is not None:
                 on_variant(variant, done, len(questions))
             if done == len(questions) or (stop is not None and stop()):
@@ -227,9 +307,7 @@ def compare(
                 out=sink,
                 workers=workers,
                 stop=stop,
-                max_steps=variant.max_steps,
-                max_tokens=variant.max_tokens,
-                grammar=grammar,
+                **variant.solve_options(grammar, backoff),
             )
             for result in results:
                 if on_result is not None:
@@ -249,7 +327,7 @@ def _model_key(variant: Variant) -> tuple:
 def _models(plans: list, questions: list[Question], host: str | None, timeout: float | None) -> dict[tuple, object]:
     """Load each model that a variant with questions left needs, once, and check it can do the job."""
     models: dict[tuple, object] = {}
-    for variant, prompt, grammar, _, done in plans:
+    for variant, (prompt, grammar, backoff), _, done in plans:
         if done == len(questions):
             continue
         key = _model_key(variant)
@@ -259,7 +337,9 @@ def _models(plans: list, questions: list[Question], host: str | None, timeout: f
         if grammar is not None and not models[key].supports_grammar:
             raise GrammarError(f"variant {variant.name}: model {models[key].name} cannot apply a grammar")
         try:
-            check_context(models[key], prompt, questions, variant.max_tokens)
+            check_context(models[key], prompt, questions, variant.max_tokens, variant.method)
+            if backoff is not None:
+                check_context(models[key], backoff, questions, variant.max_tokens, BACKOFFS[variant.method][1])
         except ModelError as error:
             raise ModelError(f"variant {variant.name}: {error}") from None
     return models

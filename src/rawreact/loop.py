@@ -33,12 +33,13 @@ def token_totals(calls: list[Completion]) -> dict[str, int | None]:
 class Step:
     """One Thought / Action / Observation step, with the model calls that produced it.
 
-    `error` says why no action ran: "no action" (none could be read), "truncated" (the token
-    limit cut the action), or None when the action was carried out.
+    `thought` is None in an Act episode, whose steps have no Thought line. `error` says why no
+    action ran: "no action" (none could be read), "truncated" (the token limit cut the action), or
+    None when the action was carried out.
     """
 
     i: int
-    thought: str
+    thought: str | None
     action: Action | None
     action_text: str
     observation: str
@@ -54,10 +55,8 @@ class Step:
     def render(self) -> str:
         """The step as transcript text, exactly as the model sees it in later prompts."""
         return (
-            f"Thought {self.i}: {self.thought}\n"
-            f"Action {self.i}: {self.action_text}\n"
-            f"Observation {self.i}: {self.observation}\n"
-        )
+            "" if self.thought is None else f"Thought {self.i}: {self.thought}\n"
+        ) + f"Action {self.i}: {self.action_text}\nObservation {self.i}: {self.observation}\n"
 
     def to_dict(self) -> dict:
         """A JSON-ready dict; `from_dict` reads it back."""
@@ -181,6 +180,7 @@ def react(
     grammar: Grammar | str | None = None,
     max_tokens: int = MAX_TOKENS,
     on_step: Callable[[Step], None] | None = None,
+    thoughts: bool = True,
 ) -> Trajectory:
     """Run one ReAct episode on `question` and return its trajectory.
 
@@ -189,6 +189,9 @@ def react(
     `grammar` (a Grammar, or a mode of `load_grammar`: "step", "action" or "titles") constrains
     what the model may write; in the "action" mode every step is two calls, a free thought and a
     constrained action. `on_step` is called with each step as soon as it is done.
+
+    `thoughts=False` runs Act, the paper's baseline without thoughts: each step is one call on
+    `transcript + "Action i:"`, stopped at `\nObservation i:`, under the action grammar if any.
     """
     prompt = load_prompt() if prompt is None else prompt
     grammar = load_grammar(grammar) if isinstance(grammar, str) else grammar
@@ -201,6 +204,16 @@ def react(
     try:
         for i in range(1, max_steps + 1):
             start = time.perf_counter()
+            if not thoughts:
+                step = _act_step(i, text, env, model, grammar, max_tokens, start)
+                traj.steps.append(step)
+                text += step.render()
+                if on_step is not None:
+                    on_step(step)
+                if env.answer is not None:
+                    traj.answer, traj.ended = env.answer, "finish"
+                    return traj
+                continue
             stop = [f"\nAction {i}:", f"\nObservation {i}:"] if two_calls else [f"\nObservation {i}:"]
             step_grammar = grammar.for_step(i, env.titles) if grammar is not None and not two_calls else None
             first = model.complete(text + f"Thought {i}:", stop=stop, max_tokens=max_tokens, grammar=step_grammar)
@@ -232,3 +245,20 @@ def react(
         traj.ended = "context"
     env.step(Action("finish", ""))  # the reference closes an unfinished episode with finish[]
     return traj
+
+
+def _act_step(
+    i: int, text: str, env: PassageEnv, model: Model, grammar: Grammar | None, max_tokens: int, start: float
+) -> Step:
+    """One Act step: a call after `Action i:` whose first line with text is the action line."""
+    call = model.complete(
+        text + f"Action {i}:",
+        stop=[f"\nObservation {i}:"],
+        max_tokens=max_tokens,
+        grammar=None if grammar is None else grammar.for_action(i, env.titles),
+    )
+    lines = [line for line in call.text.strip().splitlines() if line.strip()] or [""]
+    truncated = call.finish_reason == "length" and len(lines) == 1
+    action = parse_action(call.text, truncated=truncated)
+    shown, observation, error = _act(env, lines[0], action, truncated)
+    return Step(i, None, action, shown, observation, [call], error, time.perf_counter() - start)

@@ -16,6 +16,8 @@ from rawreact.errors import PromptError
 from rawreact.resources import resource
 
 _BLOCKS = re.compile(r"\n[ \t]*\n")
+# Where each method's shipped instruction and exemplars are, under prompts/ (ReAct's at the top).
+FOLDERS = {"react": "", "act": "act/", "standard": "standard/", "cot": "cot/", "cot-sc": "cot/"}
 
 
 @dataclass(frozen=True)
@@ -41,9 +43,9 @@ def _read(path: Path) -> str:
         raise PromptError(f"{path}: not UTF-8 text; save the prompt file as UTF-8") from None
 
 
-def read_exemplars(path: str | Path | None = None) -> list[str]:
-    """The exemplars of a file: blocks separated by blank lines, each starting `Question:`."""
-    path = Path(path) if path else resource("prompts", "exemplars.txt")
+def read_exemplars(path: str | Path | None = None, method: str = "react") -> list[str]:
+    """The exemplars of a file (by default the method's): blocks separated by blank lines, each starting `Question:`."""
+    path = Path(path) if path else resource("prompts", f"{FOLDERS[method]}exemplars.txt")
     text = _read(path).replace("\r\n", "\n").strip("\n")
     exemplars, line = [], 1
     for block in _BLOCKS.split(text):
@@ -57,10 +59,11 @@ def read_exemplars(path: str | Path | None = None) -> list[str]:
     return exemplars
 
 
-def read_instruction(path: str | Path | None = None) -> str:
-    """The instruction text, ending with exactly one newline."""
-    path = Path(path) if path else resource("prompts", "instruction.txt")
-    return _read(path).rstrip("\n") + "\n"
+def read_instruction(path: str | Path | None = None, method: str = "react") -> str:
+    """The instruction text (by default the method's), ending with one newline; an empty file gives ""."""
+    path = Path(path) if path else resource("prompts", f"{FOLDERS[method]}instruction.txt")
+    text = _read(path).rstrip("\n")
+    return text + "\n" if text.strip() else ""
 
 
 def load_prompt(
@@ -70,26 +73,39 @@ def load_prompt(
     instruction: str | Path | None = None,
     key: str | None = None,
     order: int | None = None,
+    method: str = "react",
 ) -> Prompt:
     """Build a prompt: instruction, then the first `k` exemplars (all when k is None).
+
+    The files default to the `method`'s shipped ones (see FOLDERS); an empty instruction file
+    means no instruction.
 
     `order` = S shuffles the chosen exemplars with `random.Random(S)`, for order ablations.
 
     An exemplar file ending in `.json` is read as a reference-style prompt dict, and `key` names
     the prompt inside it; that prompt is used whole, after the instruction, as the reference does.
+    Only ReAct's gets the default instruction: the reference's Standard, CoT and Act prompts
+    (`webqa_simple6`, `cotqa_simple6`, `webact_simple6`) start with their first exemplar, so for
+    them an instruction is added only when one is named.
     """
-    instruction_text = read_instruction(instruction)
-    if exemplars is not None and str(exemplars).endswith(".json"):
+    if method not in FOLDERS:
+        raise PromptError(f"no prompt for method {method!r}; the methods with prompts are {', '.join(FOLDERS)}")
+    reference = exemplars is not None and str(exemplars).endswith(".json")
+    # The reference prepends its instruction to its ReAct prompt only; its other prompts stand alone.
+    instruction_text = (
+        "" if reference and instruction is None and method != "react" else read_instruction(instruction, method)
+    )
+    if reference:
         if order is not None:
             raise PromptError(f"order={order}: a reference prompt ({exemplars}) is used whole and cannot be shuffled")
         return _reference_prompt(Path(exemplars), key, k, instruction_text)
     if key is not None:
         raise PromptError(f"--key {key!r} applies to a reference JSON prompt file, not to {exemplars}")
-    blocks = read_exemplars(exemplars)
+    blocks = read_exemplars(exemplars, method)
+    source = str(exemplars or f"prompts/{FOLDERS[method]}exemplars.txt")
     if k is not None and not 0 <= k <= len(blocks):
-        raise PromptError(f"k={k} exemplars asked for, but {exemplars or 'prompts/exemplars.txt'} has {len(blocks)}")
+        raise PromptError(f"k={k} exemplars asked for, but {source} has {len(blocks)}")
     chosen = blocks if k is None else blocks[:k]
-    source = str(exemplars or "prompts/exemplars.txt")
     if order is not None:
         random.Random(order).shuffle(chosen)
         source += f" (order {order})"

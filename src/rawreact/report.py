@@ -10,6 +10,7 @@ from pathlib import Path
 
 from rawreact.errors import DataError
 from rawreact.loop import Trajectory
+from rawreact.methods import BACKOFFS, Reasoning
 from rawreact.runs import read_run
 from rawreact.stats import RESAMPLES, Interval, bootstrap, paired
 
@@ -25,6 +26,9 @@ def summarize(records: list[dict]) -> dict:
 
     searches = sum(r.get("searches", 0) for r in records)
     evaluated = [r["tokens"].get("evaluated") for r in records]
+    shares = [r["vote_share"] for r in records if r.get("vote_share") is not None]
+    backoffs = [r for r in records if r.get("method") in BACKOFFS]
+    methods = sorted({r.get("method", "react") for r in records})
     return {
         "questions": n,
         "em": mean("em"),
@@ -40,7 +44,21 @@ def summarize(records: list[dict]) -> dict:
         "context_ended": sum(r["ended"] == "context" for r in records),
         "completion_tokens": sum(r["tokens"]["completion"] for r in records) / n,
         "seconds": mean("seconds"),
+        "method": "+".join(methods),
+        # CoT-SC's mean vote share, and which part of a back-off answered: absent where they do not apply.
+        **({"vote_share": sum(shares) / len(shares)} if shares else {}),
+        **({"branches": _shares([r["branch"] for r in backoffs])} if backoffs else {}),
     }
+
+
+def _shares(branches: list[str]) -> dict[str, float]:
+    """How often each branch answered, as shares, in the order the branches first answered."""
+    return {b: branches.count(b) / len(branches) for b in dict.fromkeys(branches)}
+
+
+def _branch_cell(summary: dict) -> str:
+    branches = summary.get("branches")
+    return "-" if not branches else " ".join(f"{b} {share:.0%}" for b, share in branches.items())
 
 
 def summary_line(summary: dict) -> str:
@@ -94,7 +112,17 @@ COLUMNS = {
     "gen tok/q": ("completion_tokens", "{:.0f}"),
     "eval tok/q": ("evaluated_tokens", "{:.0f}"),
     "s/q": ("seconds", "{:.1f}"),
+    "vote share": ("vote_share", "{:.0%}"),
 }
+
+
+OPTIONAL = ("vote share", "answered by")  # columns shown only when some run has them
+
+
+def drop_unused(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The rows without the optional columns that no row fills (CoT-SC's and the back-offs')."""
+    unused = [h for h in OPTIONAL if all(row.get(h, "-") == "-" for row in rows)]
+    return [{k: v for k, v in row.items() if k not in unused} for row in rows]
 
 
 def run_row(path: str | Path) -> dict[str, str]:
@@ -103,9 +131,11 @@ def run_row(path: str | Path) -> dict[str, str]:
     config = manifest.get("config", {}) if manifest else {}
     summary = summarize(records)
     grammar = (config.get("grammar") or "off") if manifest else "?"  # "?": the manifest is missing
-    row = {"run": Path(path).name, "model": str(config.get("model", "?")), "grammar": grammar}
+    method = str(config.get("method", "react")) if manifest else summary.get("method", "?")
+    row = {"run": Path(path).name, "method": method, "model": str(config.get("model", "?")), "grammar": grammar}
     for header, (key, form) in COLUMNS.items():
         row[header] = _cell(summary, key, form)
+    row["answered by"] = _branch_cell(summary)
     return row
 
 
@@ -179,7 +209,7 @@ class Comparison:
             raise DataError("the variants have no question in common, so there is nothing to compare")
         for name in self.names:
             summary = summarize([r for r in self.records[name] if r["id"] in ids])
-            row = {"variant": name, "n": str(summary["questions"])}
+            row = {"variant": name, "method": summary["method"], "n": str(summary["questions"])}
             for metric in ("em", "f1"):
                 label, mean = metric.upper(), self.interval(name, metric)
                 diff = self.difference(name, metric) if name != self.names[0] else None
@@ -195,8 +225,9 @@ class Comparison:
             for header, (key, form) in COLUMNS.items():
                 if key not in ("questions", "em", "f1"):
                     row[header] = _cell(summary, key, form)
+            row["answered by"] = _branch_cell(summary)
             rows.append(row)
-        return rows
+        return drop_unused(rows)
 
     def table(self, style: str = "text") -> str:
         """The comparison as an aligned text table, a Markdown table or CSV."""
@@ -209,13 +240,45 @@ def compare_runs(runs: dict[str, str | Path], *, resamples: int = RESAMPLES, see
 
 
 def show(record: dict, with_prompt: bool = False) -> str:
-    """One question of a run: its scores, then the transcript the model saw (the prompt on request)."""
-    traj = Trajectory.from_dict(record["trajectory"])
-    transcript = traj.transcript()
-    if not with_prompt:
-        transcript = transcript[len(traj.prompt) :]
-    return (
+    """One question of a run: its scores, then what the model saw and wrote (the prompt on request).
+
+    A ReAct or Act question shows its transcript; a Standard or CoT question its completion; a
+    CoT-SC question the vote and every sample; a back-off both parts, in the order they ran.
+    """
+    method, branch = record.get("method", "react"), record.get("branch", "react")
+    answered = f"; answered by {branch}" if method in BACKOFFS else ""
+    head = (
         f"id {record['id']}: EM {record['em']:.0f}, F1 {record['f1']:.2f}; prediction {record['prediction']!r}, "
         f"gold {record['answer']!r}; ended by {record['ended']} after {record['steps']} steps, "
-        f"{record['model_calls']} calls, {record['seconds']:.1f} s\n\n{transcript}"
+        f"{record['model_calls']} calls, {record['seconds']:.1f} s; method {method}{answered}\n"
     )
+    parts = []
+    if record.get("trajectory") is not None:
+        traj = Trajectory.from_dict(record["trajectory"])
+        transcript = traj.transcript()
+        parts.append(transcript if with_prompt else transcript[len(traj.prompt) :])
+    if record.get("reasoning") is not None:
+        parts.append(_show_reasoning(Reasoning.from_dict(record["reasoning"]), with_prompt))
+    if method == "cot-sc-react":
+        parts.reverse()
+    if len(parts) == 1:
+        return head + "\n" + parts[0]
+    return head + "".join(f"\n--- {name}\n{part}" for name, part in zip(BACKOFFS[method], parts, strict=True))
+
+
+def _show_reasoning(reasoning: Reasoning, with_prompt: bool) -> str:
+    """A Standard or CoT completion; for CoT-SC, the vote, then each sample and its answer."""
+    if reasoning.method != "cot-sc":
+        text = reasoning.transcript()
+        return (text if with_prompt else text[len(reasoning.prompt) :]) + "\n"
+    tally = reasoning.vote
+    lines = [
+        f"CoT-SC: {len(reasoning.samples)} samples at temperature {reasoning.temperature:g}, seed {reasoning.seed}; "
+        f"the answer {tally.answer!r} has {tally.votes} votes ({tally.share:.0%})",
+        "votes: " + (", ".join(f"{answer!r} {count}" for answer, count in tally.counts.items()) or "no answers"),
+    ]
+    if with_prompt:
+        lines.append(reasoning.prompt + f"Question: {reasoning.question}\n{reasoning.cue}")
+    for k, sample in enumerate(reasoning.samples, 1):
+        lines.append(f"\n[sample {k}] answer {sample.answer!r}\n{reasoning.cue}{sample.call.text}")
+    return "\n".join(lines) + "\n"

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from rawreact.errors import DataError
 from rawreact.loop import Trajectory
+from rawreact.methods import Reasoning
 
 
 def manifest_path(out: str | Path) -> Path:
@@ -88,8 +89,9 @@ _FIELDS = {
     "invalid_actions": int,
     "seconds": _NUMBER,
     "tokens": dict,
-    "trajectory": dict,
 }
+# The parts of a record that carry a prompt, which the manifest stores once, and their readers.
+_PARTS = {"trajectory": Trajectory.from_dict, "reasoning": Reasoning.from_dict}
 
 
 def _problem(record: object) -> str | None:
@@ -104,10 +106,17 @@ def _problem(record: object) -> str | None:
             return f"has {key!r} = {json.dumps(value)[:40]}, which is not {_KIND_NAMES[kind]}"
     if not all(v is None or isinstance(v, int) for v in record["tokens"].values()):
         return "has 'tokens' that are not whole numbers"
-    try:
-        Trajectory.from_dict(record["trajectory"])
-    except (KeyError, TypeError, ValueError) as error:
-        return f"has a trajectory that cannot be read ({type(error).__name__}: {error})"
+    if "trajectory" not in record:
+        return "has no 'trajectory'"
+    if record.get("trajectory") is None and record.get("reasoning") is None:
+        return "has neither a trajectory nor a reasoning part"
+    for part, read in _PARTS.items():
+        if record.get(part) is None:
+            continue
+        try:
+            read(record[part])
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            return f"has a {part} that cannot be read ({type(error).__name__}: {error})"
     return None
 
 
@@ -127,15 +136,16 @@ def _records(path: Path, data: bytes, prompts: dict[str, str]) -> list[dict]:
             raise DataError(
                 f"{path} line {number} is not a result line; was the file edited? remove that line"
             ) from None
-        trajectory = record.get("trajectory") if isinstance(record, dict) else None
-        if isinstance(trajectory, dict) and "prompt" not in trajectory and "prompt_sha256" in trajectory:
-            text = prompts.get(trajectory.pop("prompt_sha256"))
-            if text is None:
-                raise DataError(
-                    f"{path} line {number}: its prompt is not in the manifest {manifest_path(path).name}; "
-                    "restore the manifest that came with the run file"
-                )
-            trajectory["prompt"] = text
+        for part in _PARTS:
+            found = record.get(part) if isinstance(record, dict) else None
+            if isinstance(found, dict) and "prompt" not in found and "prompt_sha256" in found:
+                text = prompts.get(found.pop("prompt_sha256"))
+                if text is None:
+                    raise DataError(
+                        f"{path} line {number}: its prompt is not in the manifest {manifest_path(path).name}; "
+                        "restore the manifest that came with the run file"
+                    )
+                found["prompt"] = text
         problem = _problem(record)
         if problem is not None:
             raise DataError(f"{path} line {number} {problem}; was the file edited? fix or remove that line")
@@ -265,15 +275,15 @@ class RunFile:
 
     def append(self, record: dict) -> None:
         """Write one result line and flush it to the operating system."""
-        line = record
-        trajectory = record.get("trajectory")
-        if isinstance(trajectory, dict) and isinstance(trajectory.get("prompt"), str):
-            digest = _sha256(trajectory["prompt"])
-            if digest not in self.manifest["prompts"]:  # the manifest holds it before any line refers to it
-                self.manifest["prompts"][digest] = trajectory["prompt"]
-                self._write_manifest()
-            shortened = {k: v for k, v in trajectory.items() if k != "prompt"} | {"prompt_sha256": digest}
-            line = {**record, "trajectory": shortened}
+        line = dict(record)
+        for part in _PARTS:
+            found = record.get(part)
+            if isinstance(found, dict) and isinstance(found.get("prompt"), str):
+                digest = _sha256(found["prompt"])
+                if digest not in self.manifest["prompts"]:  # the manifest holds it before any line refers to it
+                    self.manifest["prompts"][digest] = found["prompt"]
+                    self._write_manifest()
+                line[part] = {k: v for k, v in found.items() if k != "prompt"} | {"prompt_sha256": digest}
         self._sink.write(_json_bytes(line))
         self._sink.flush()
         self.done[record["id"]] = record
@@ -298,12 +308,18 @@ def _versions() -> dict[str, str | None]:
 # content by another path is the same run.
 _BY_CONTENT = {"model": "model_sha256", "prompt": "prompt_sha256", "grammar": "grammar_sha256"}
 _ADDED = ("model_sha256", "grammar_sha256", "shuffle_seed")  # settings that rawreact 0.1 did not record
+# Settings added with the methods, and the value a run made before them had: ReAct, no samples.
+_BEFORE_METHODS = dict.fromkeys(("samples", "sample_temperature", "backoff_prompt", "backoff_prompt_sha256")) | {
+    "method": "react"
+}
 
 
 def _changed(old: dict, new: dict) -> list[str]:
     changed = []
     for key in sorted(old.keys() | new.keys()):
         if key in _ADDED and key not in old:
+            continue
+        if key in _BEFORE_METHODS and "method" not in old and new.get(key) == _BEFORE_METHODS[key]:
             continue
         if key in _BY_CONTENT.values() and new.get(key) is None and new.get("model") == old.get("model"):
             continue  # the file is gone: it cannot be checked, and nothing can run on it either

@@ -12,7 +12,8 @@ from pathlib import Path
 from rawreact.collection import Question
 from rawreact.env import PassageEnv
 from rawreact.errors import ModelError
-from rawreact.loop import Step, Trajectory, react
+from rawreact.loop import Step
+from rawreact.methods import CUES, Outcome, first_method, solve
 from rawreact.metrics import exact_match, f1_score
 from rawreact.models.base import WORKER, Model
 from rawreact.prompts import Prompt
@@ -23,40 +24,50 @@ __all__ = ["Result", "RunFile", "check_context", "manifest_path", "read_manifest
 
 @dataclass(frozen=True)
 class Result:
-    """One question's outcome: the gold answer, the trajectory and its scores."""
+    """One question's outcome: the gold answer, what the method did, and the scores."""
 
     question: Question
-    trajectory: Trajectory
+    outcome: Outcome
 
     @property
     def em(self) -> float:
         """Exact match of the prediction against the gold answer."""
-        return exact_match(self.trajectory.answer, self.question.answer)
+        return exact_match(self.outcome.answer, self.question.answer)
 
     @property
     def f1(self) -> float:
         """Token F1 of the prediction against the gold answer."""
-        return f1_score(self.trajectory.answer, self.question.answer)
+        return f1_score(self.outcome.answer, self.question.answer)
 
     def to_dict(self) -> dict:
-        """One JSON line of a run file."""
-        traj = self.trajectory
+        """One JSON line of a run file.
+
+        `trajectory` holds the loop's part (ReAct or Act; null for the methods that only reason),
+        `reasoning` the Standard, CoT or CoT-SC part (null when there is none), and `branch` says
+        which part gave the answer. `vote_share` is the winner's share of the CoT-SC votes.
+        """
+        out = self.outcome
+        reasoning = out.reasoning
         return {
             "id": self.question.id,
             "question": self.question.question,
             "answer": self.question.answer,
-            "prediction": traj.answer,
+            "prediction": out.answer,
             "em": self.em,
             "f1": self.f1,
-            "ended": traj.ended,
-            "steps": len(traj.steps),
-            "model_calls": traj.model_calls,
-            "invalid_actions": traj.invalid_actions,
-            "searches": traj.searches,
-            "search_hits": traj.search_hits,
-            "tokens": traj.tokens(),
-            "seconds": traj.seconds,
-            "trajectory": traj.to_dict(),
+            "method": out.method,
+            "branch": out.branch,
+            "ended": out.ended,
+            "steps": len(out.steps),
+            "model_calls": out.model_calls,
+            "invalid_actions": out.invalid_actions,
+            "searches": out.searches,
+            "search_hits": out.search_hits,
+            "vote_share": reasoning.vote.share if reasoning is not None and reasoning.method == "cot-sc" else None,
+            "tokens": out.tokens(),
+            "seconds": out.seconds,
+            "trajectory": None if out.trajectory is None else out.trajectory.to_dict(),
+            "reasoning": None if reasoning is None else reasoning.to_dict(),
         }
 
 
@@ -69,7 +80,9 @@ def refuse_workers(name: str) -> ModelError:
     )
 
 
-def check_context(model: Model, prompt: Prompt, questions: Iterable[Question], max_tokens: int) -> None:
+def check_context(
+    model: Model, prompt: Prompt, questions: Iterable[Question], max_tokens: int, method: str = "react"
+) -> None:
     """Refuse a run whose first call cannot fit the model's context window, before any call is made.
 
     The first call sends the few-shot prompt and the question, and asks for up to `max_tokens`; if
@@ -82,7 +95,7 @@ def check_context(model: Model, prompt: Prompt, questions: Iterable[Question], m
     if tokenize is None or not isinstance(n_ctx, int) or not questions:
         return
     longest = max(questions, key=lambda q: len(q.question)).question
-    needed = len(tokenize(f"{prompt.text}Question: {longest}\nThought 1:")) + max_tokens
+    needed = len(tokenize(f"{prompt.text}Question: {longest}\n{CUES[first_method(method)]}")) + max_tokens
     if needed > n_ctx:
         raise ModelError(
             f"the prompt ({prompt.source}) with the longest question and --max-tokens {max_tokens} needs {needed} "
@@ -101,9 +114,9 @@ def run_questions(
     on_step: Callable[[Question, Step], None] | None = None,
     workers: int = 1,
     stop: Callable[[], bool] | None = None,
-    **react_options,
+    **solve_options,
 ) -> Iterator[Result]:
-    """Run `react` on each question, yielding each result as soon as it is done.
+    """Run `solve` (by default ReAct) on each question, yielding each result as soon as it is done.
 
     `env` gives the environment of a question. With `out` (a path, or an open RunFile), each
     result is appended to the run file and flushed before it is yielded, so an interrupted run
@@ -120,7 +133,7 @@ def run_questions(
     def answer(question: Question) -> Result:
         step_hook = None if on_step is None else (lambda step: on_step(question, step))
         return Result(
-            question, react(question.question, env(question), model, prompt, on_step=step_hook, **react_options)
+            question, solve(question.question, env(question), model, prompt, on_step=step_hook, **solve_options)
         )
 
     results = _sequential(pending, answer, stop) if workers <= 1 else _parallel(pending, answer, stop, workers)

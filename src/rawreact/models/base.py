@@ -1,5 +1,6 @@
 """The narrow waist every model backend implements."""
 
+from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass
 from typing import Protocol
@@ -47,8 +48,31 @@ class Model(Protocol):
         """Continue `prompt`; the text ends before the first stop sequence, which is not included."""
         ...
 
+    def sample(
+        self, prompt: str, *, n: int, temperature: float, seed: int, stop: list[str], max_tokens: int
+    ) -> list[Completion]:
+        """`n` samples of `prompt` at `temperature`, reproducible from `seed` where the backend allows."""
+        ...
+
 
 def cut_at_stop(text: str, stop: list[str]) -> tuple[str, bool]:
     """`text` up to the earliest stop sequence, and whether one was found."""
     cut = min((found for s in stop if s and (found := text.find(s)) >= 0), default=-1)
     return (text, False) if cut < 0 else (text[:cut], True)
+
+
+def sample_in_flight(
+    model, prompt: str, *, n: int, temperature: float, seed: int, stop: list[str], max_tokens: int
+) -> list[Completion]:
+    """`n` samples as `n` requests in flight at once, sample k seeded with `seed + k` (server backends).
+
+    `model.complete` must take `temperature` and `seed` keywords that override its own settings.
+    """
+    with ThreadPoolExecutor(max_workers=n, thread_name_prefix="rawreact-sample") as pool:
+        futures = [
+            pool.submit(
+                model.complete, prompt, stop=stop, max_tokens=max_tokens, temperature=temperature, seed=seed + k
+            )
+            for k in range(n)
+        ]
+        return [future.result() for future in futures]

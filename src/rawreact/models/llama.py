@@ -158,28 +158,71 @@ class LlamaModel:
             seconds=time.perf_counter() - start,
         )
 
-    def _greedy(
-        self, tokens: list[int], reused: int, sampler: GrammarSampler, stop: list[str], max_tokens: int
-    ) -> tuple[str, str, int]:
-        """Greedy decoding under a grammar: (text, finish reason, tokens generated).
+    def sample(
+        self, prompt: str, *, n: int, temperature: float, seed: int, stop: list[str], max_tokens: int
+    ) -> list[Completion]:
+        """`n` samples of `prompt`, which is evaluated once: each sample only generates.
 
-        It evaluates exactly what llama-cpp-python's `create_completion` evaluates (the prompt
-        after the reused prefix, then one token at a time) and ends as it does: at an end-of-text
-        token, at a stop sequence outside an unfinished UTF-8 character, or at `max_tokens`.
+        The prompt is evaluated as `complete` would evaluate it (so a later greedy call on another
+        prompt is unaffected), the logits of its last token are kept, and each sample starts from
+        them with the cache cut back to the prompt. Sample k draws with numpy's generator seeded
+        `[seed, k]` (see `pick`), so the same seed gives the same samples.
+        """
+        start, llm = time.perf_counter(), self.llm
+        tokens = self.tokenize(prompt)
+        if len(tokens) + max_tokens > self.n_ctx:
+            raise ContextLengthExceeded(
+                f"{self.name}: the prompt has {len(tokens)} tokens and {max_tokens} more were asked for, "
+                f"but the context window is {self.n_ctx}; load the model with a larger n_ctx"
+            )
+        reused = self._reuse(prompt, tokens)
+        samples = []
+        try:
+            llm.n_tokens = reused
+            llm.eval(tokens[reused:])
+            first = self._logits().copy()
+            for k in range(n):
+                rng = np.random.default_rng([seed, k])
+                text, finish, generated = self._decode(
+                    len(tokens), first, lambda logits, rng=rng: pick(logits, temperature, rng), stop, max_tokens
+                )
+                samples.append(
+                    Completion(
+                        text=text,
+                        finish_reason=finish,
+                        prompt_tokens=len(tokens),
+                        completion_tokens=generated,
+                        evaluated_tokens=len(tokens) - reused if k == 0 else 0,
+                        seconds=time.perf_counter() - start,
+                    )
+                )
+                start = time.perf_counter()
+        except BaseException:
+            self._last_prompt, self._aligned = None, 0  # the cache is in an unknown state: start cold
+            raise
+        return samples
+
+    def _logits(self) -> np.ndarray:
+        """The logits of the last evaluated token (a view into llama.cpp's buffer)."""
+        pointer = _llama_cpp().llama_get_logits_ith(self.llm._ctx.ctx, -1)
+        return np.ctypeslib.as_array(pointer, shape=(self.llm.n_vocab(),))
+
+    def _decode(self, at: int, logits: np.ndarray, choose, stop: list[str], max_tokens: int) -> tuple[str, str, int]:
+        """Generate from position `at`, given the logits there: (text, finish reason, tokens generated).
+
+        `choose` picks each token from the logits (a negative token ends the text). It ends as
+        `create_completion` does: at an end-of-text token, at a stop sequence outside an unfinished
+        UTF-8 character, or at `max_tokens`.
         """
         llm, llama_cpp = self.llm, _llama_cpp()
-        vocab, n_vocab = llm._model.vocab, llm.n_vocab()
-        stops = [s.encode("utf-8") for s in stop if s]
-        llm.n_tokens = reused
-        llm.eval(tokens[reused:])
+        vocab, stops = llm._model.vocab, [s.encode("utf-8") for s in stop if s]
+        llm.n_tokens = at
         completion: list[int] = []
         unfinished = 0  # tokens still to pass before a stop check, as create_completion counts them
         while True:
-            logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1), shape=(n_vocab,))
-            token = sampler.best(logits)
+            token = choose(logits)
             if token < 0 or llama_cpp.llama_vocab_is_eog(vocab, token):
                 return llm.detokenize(completion).decode("utf-8", "ignore"), "stop", len(completion)
-            sampler.accept(token)
             completion.append(token)
             text = llm.detokenize(completion)
             unfinished = _multibyte_wait(text, unfinished)
@@ -192,6 +235,27 @@ class LlamaModel:
                 if len(completion) >= max_tokens:
                     return text.decode("utf-8", "ignore"), "length", len(completion)
             llm.eval([token])
+            logits = self._logits()
+
+    def _greedy(
+        self, tokens: list[int], reused: int, sampler: GrammarSampler, stop: list[str], max_tokens: int
+    ) -> tuple[str, str, int]:
+        """Greedy decoding under a grammar: (text, finish reason, tokens generated).
+
+        It evaluates exactly what llama-cpp-python's `create_completion` evaluates (the prompt
+        after the reused prefix, then one token at a time) and ends as it does (see `_decode`).
+        """
+        vocab, is_eog = self.llm._model.vocab, _llama_cpp().llama_vocab_is_eog
+
+        def choose(logits: np.ndarray) -> int:
+            token = sampler.best(logits)  # -1 when the grammar allows nothing more: the end
+            if token >= 0 and not is_eog(vocab, token):
+                sampler.accept(token)
+            return token
+
+        self.llm.n_tokens = reused
+        self.llm.eval(tokens[reused:])
+        return self._decode(len(tokens), self._logits(), choose, stop, max_tokens)
 
 
 def _multibyte_wait(text: bytes, wait: int) -> int:
@@ -206,3 +270,24 @@ def _multibyte_wait(text: bytes, wait: int) -> int:
             if num > k and pattern & char == pattern:
                 wait = num - k
     return wait
+
+
+# llama-cpp-python's default sampling chain for `create_completion`, in its order.
+TOP_K, TOP_P, MIN_P = 40, 0.95, 0.05
+
+
+def pick(logits: np.ndarray, temperature: float, rng: np.random.Generator) -> int:
+    """One token drawn as llama-cpp-python's default chain draws it: top-k 40, top-p 0.95, min-p 0.05,
+    then temperature, then a draw from `rng` (greedy at temperature 0).
+    """
+    top = np.argpartition(logits, -TOP_K)[-TOP_K:]
+    top = top[np.argsort(-logits[top], kind="stable")]
+    if temperature <= 0:
+        return int(top[0])
+    values = logits[top].astype(np.float64)
+    probs = np.exp(values - values[0])
+    probs /= probs.sum()
+    keep = int(np.searchsorted(np.cumsum(probs), TOP_P)) + 1  # the fewest tokens holding TOP_P of the mass
+    keep = min(keep, int((probs >= MIN_P * probs[0]).sum()))
+    scaled = np.exp((values[:keep] - values[0]) / temperature)
+    return int(top[rng.choice(keep, p=scaled / scaled.sum())])

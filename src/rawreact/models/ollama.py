@@ -6,7 +6,7 @@ import threading
 import time
 
 from rawreact.errors import ContextLengthExceeded, ModelError
-from rawreact.models.base import Completion, cut_at_stop
+from rawreact.models.base import Completion, cut_at_stop, sample_in_flight
 
 RETRIED = {408, 429, 500, 502, 503, 504}
 
@@ -49,8 +49,20 @@ class OllamaModel:
         self.timeout, self.retries, self.backoff, self.slow = timeout, retries, backoff, slow
         self._answered = False  # until a call has been answered, a refused connection is not retried
 
-    def complete(self, prompt: str, *, stop: list[str], max_tokens: int, grammar: str | None = None) -> Completion:
-        """One raw `generate` call; the text ends before the first stop sequence."""
+    def complete(
+        self,
+        prompt: str,
+        *,
+        stop: list[str],
+        max_tokens: int,
+        grammar: str | None = None,
+        temperature: float | None = None,
+        seed: int | None = None,
+    ) -> Completion:
+        """One raw `generate` call; the text ends before the first stop sequence.
+
+        `temperature` and `seed` override the model's own for this call (self-consistency samples).
+        """
         if grammar is not None:
             raise ModelError(
                 f"{self.name}: Ollama cannot apply a GBNF grammar; drop --grammar, or use a llama.cpp model"
@@ -59,8 +71,8 @@ class OllamaModel:
         options = {
             "stop": stop,
             "num_predict": max_tokens,
-            "temperature": self.temperature,
-            "seed": self.seed,
+            "temperature": self.temperature if temperature is None else temperature,
+            "seed": self.seed if seed is None else seed,
             "num_ctx": self.n_ctx,
             "repeat_penalty": 1.0,  # Ollama's default is 1.1; rawreact decodes the same on every backend
         }
@@ -82,6 +94,12 @@ class OllamaModel:
             evaluated_tokens=None,  # prompt_eval_count counts the whole prompt, cached or not
             seconds=total / 1e9 if total else time.perf_counter() - start,
         )
+
+    def sample(
+        self, prompt: str, *, n: int, temperature: float, seed: int, stop: list[str], max_tokens: int
+    ) -> list[Completion]:
+        """`n` samples as `n` requests at once (Ollama has no `n`); sample k has seed `seed + k`."""
+        return sample_in_flight(self, prompt, n=n, temperature=temperature, seed=seed, stop=stop, max_tokens=max_tokens)
 
     def _generate(self, prompt: str, options: dict):
         """One raw `generate` request, retried on what a busy, restarting or flaky server answers."""

@@ -16,7 +16,7 @@ import urllib.error
 import urllib.request
 
 from rawreact.errors import ContextLengthExceeded, ModelError
-from rawreact.models.base import WORKER, Completion, cut_at_stop
+from rawreact.models.base import WORKER, Completion, cut_at_stop, sample_in_flight
 
 API_KEY = "RAWREACT_API_KEY"  # sent as a bearer token when set
 RETRIED = {408, 409, 429, 500, 502, 503, 504}
@@ -163,24 +163,22 @@ class OpenAIModel:
             time.sleep(min(wait, 30.0))
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    def complete(self, prompt: str, *, stop: list[str], max_tokens: int, grammar: str | None = None) -> Completion:
-        """One `/v1/completions` request; the text ends before the first stop sequence."""
+    def complete(
+        self,
+        prompt: str,
+        *,
+        stop: list[str],
+        max_tokens: int,
+        grammar: str | None = None,
+        temperature: float | None = None,
+        seed: int | None = None,
+    ) -> Completion:
+        """One `/v1/completions` request; the text ends before the first stop sequence.
+
+        `temperature` and `seed` override the model's own for this call (self-consistency samples).
+        """
         start = time.perf_counter()
-        body = {
-            "model": self.model,
-            "prompt": prompt,
-            "stop": stop,
-            "max_tokens": max_tokens,
-            "temperature": self.temperature,
-            "seed": self.seed,
-        }
-        if self.family == "llamacpp":
-            body["repeat_penalty"] = 1.0  # llama.cpp servers penalize repeats by default (1.1)
-            body["cache_prompt"] = True  # older llama-server builds default to recomputing the prompt
-            if self.slots:  # each worker keeps to its own slot, so each question reuses its own cache
-                body["id_slot"] = WORKER.get() % self.slots
-        elif self.family == "vllm":
-            body["repetition_penalty"] = 1.0  # vLLM applies the model's generation_config.json otherwise
+        body = self._body(prompt, stop, max_tokens, temperature, seed)
         if grammar is not None:
             if not self.supports_grammar:
                 raise ModelError(
@@ -204,6 +202,61 @@ class OpenAIModel:
             evaluated_tokens=_evaluated(reply, usage),
             seconds=time.perf_counter() - start,
         )
+
+    def _body(self, prompt: str, stop: list[str], max_tokens: int, temperature: float | None, seed: int | None) -> dict:
+        """The request body every completion request shares, with the family's own settings."""
+        body = {
+            "model": self.model,
+            "prompt": prompt,
+            "stop": stop,
+            "max_tokens": max_tokens,
+            "temperature": self.temperature if temperature is None else temperature,
+            "seed": self.seed if seed is None else seed,
+        }
+        if self.family == "llamacpp":
+            body["repeat_penalty"] = 1.0  # llama.cpp servers penalize repeats by default (1.1)
+            body["cache_prompt"] = True  # older llama-server builds default to recomputing the prompt
+            if self.slots:  # each worker keeps to its own slot, so each question reuses its own cache
+                body["id_slot"] = WORKER.get() % self.slots
+        elif self.family == "vllm":
+            body["repetition_penalty"] = 1.0  # vLLM applies the model's generation_config.json otherwise
+        return body
+
+    def sample(
+        self, prompt: str, *, n: int, temperature: float, seed: int, stop: list[str], max_tokens: int
+    ) -> list[Completion]:
+        """`n` samples: one request with `n` on vLLM, else `n` requests at once (sample k seeded `seed + k`).
+
+        llama.cpp's servers answer one choice per request, and a server of unknown family may
+        ignore `n`. vLLM reports usage for the whole request: it is counted on the first sample.
+        """
+        if self.family != "vllm" or n == 1:
+            return sample_in_flight(
+                self, prompt, n=n, temperature=temperature, seed=seed, stop=stop, max_tokens=max_tokens
+            )
+        start = time.perf_counter()
+        url = f"{self.base_url}/completions"
+        reply = self._request(
+            "POST", "/completions", self._body(prompt, stop, max_tokens, temperature, seed) | {"n": n}
+        )
+        _, _, usage = _read_reply(url, reply)
+        choices = reply.get("choices") if isinstance(reply, dict) else None
+        if not isinstance(choices, list) or len(choices) != n:
+            raise ModelError(f"{url} was asked for {n} choices and answered {str(choices)[:200]}")
+        seconds, samples = time.perf_counter() - start, []
+        for k, choice in enumerate(sorted(choices, key=lambda c: c.get("index", 0) if isinstance(c, dict) else 0)):
+            text, finish, _ = _read_reply(url, {"choices": [choice]})
+            samples.append(
+                Completion(
+                    text=cut_at_stop(text, stop)[0],
+                    finish_reason="length" if finish == "length" else "stop",
+                    prompt_tokens=usage["prompt_tokens"],
+                    completion_tokens=usage["completion_tokens"] if k == 0 else 0,
+                    evaluated_tokens=_evaluated(reply, usage) if k == 0 else 0,
+                    seconds=seconds if k == 0 else 0.0,
+                )
+            )
+        return samples
 
 
 def _still_waiting(url: str, slow: float, timeout: float) -> None:

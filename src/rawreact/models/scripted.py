@@ -12,7 +12,7 @@ from rawreact.errors import DataError, ModelError
 from rawreact.models.base import Completion, cut_at_stop
 
 _TOKEN = re.compile(r"\s*\S+")
-_STEP = re.compile(r"(?:Thought|Action) (\d+):$")
+_STEP = re.compile(r"(?:Thought|Action) (\d+):$|(?:Thought|Answer):$")  # Standard and CoT prompts: step 1
 
 
 def _texts(data: object) -> bool:
@@ -31,7 +31,7 @@ class _ByQuestion:
         step = _STEP.search(prompt)
         if question not in self.scripts or step is None:
             raise ModelError(f"{self.name} has no script for the question {question!r}; add it to the script")
-        texts, i = self.scripts[question], int(step.group(1))
+        texts, i = self.scripts[question], int(step.group(1) or 1)
         if i > len(texts):
             raise ModelError(f"{self.name} has {len(texts)} steps for {question!r} and was asked for step {i}")
         return texts[i - 1]
@@ -114,14 +114,29 @@ class ScriptedModel:
         self._counted = (prompt, count)
         return count
 
-    def complete(self, prompt: str, *, stop: list[str], max_tokens: int, grammar: str | None = None) -> Completion:
-        """Return the next completion, cut at the first stop sequence or after `max_tokens` words."""
+    def complete(
+        self,
+        prompt: str,
+        *,
+        stop: list[str],
+        max_tokens: int,
+        grammar: str | None = None,
+        temperature: float | None = None,
+        seed: int | None = None,
+    ) -> Completion:
+        """Return the next completion, cut at the first stop sequence or after `max_tokens` words.
+
+        `temperature` and `seed` (set by `sample`) are recorded in `history`, as a grammar is.
+        """
         start = time.perf_counter()
         if self.seconds_per_call:
             time.sleep(self.seconds_per_call)
         with self._lock:
             text = self._next(prompt)
-            self.history.append({"prompt": prompt, "stop": list(stop), "max_tokens": max_tokens, "grammar": grammar})
+            self.history.append(
+                {"prompt": prompt, "stop": list(stop), "max_tokens": max_tokens, "grammar": grammar}
+                | ({} if temperature is None else {"temperature": temperature, "seed": seed})
+            )
             prompt_tokens = self._words(prompt)
         text, _ = cut_at_stop(text, stop)
         tokens = _TOKEN.findall(text)
@@ -136,3 +151,12 @@ class ScriptedModel:
             evaluated_tokens=prompt_tokens,
             seconds=time.perf_counter() - start,
         )
+
+    def sample(
+        self, prompt: str, *, n: int, temperature: float, seed: int, stop: list[str], max_tokens: int
+    ) -> list[Completion]:
+        """The next `n` completions, one call each, sample k recorded with seed `seed + k`."""
+        return [
+            self.complete(prompt, stop=stop, max_tokens=max_tokens, temperature=temperature, seed=seed + k)
+            for k in range(n)
+        ]

@@ -1,0 +1,65 @@
+"""Every method end to end on the real embedded model, through `rawreact compare --ablation methods`,
+and CoT-SC's samples: one prompt evaluation, reproducible from the seed."""
+
+import subprocess
+import sys
+
+from rawreact import load_prompt
+from rawreact.methods import METHODS
+from rawreact.runs import read_manifest, read_run
+
+Q = "Which river flows through the town where the author of The Salt Lanterns was born?"
+
+
+def test_every_method_runs_on_the_embedded_model_from_the_command_line(tmp_path):
+    out = tmp_path / "methods"
+    done = subprocess.run(
+        [sys.executable, "-m", "rawreact", "compare", "--ablation", "methods", "--limit", "1", "--out", out, "-q",
+         "--base", "samples=3,max_steps=2,max_tokens=60", "--seed", "5"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    header = done.stdout.splitlines()[0].split()
+    assert header[:3] == ["variant", "method", "n"] and "answered" in header
+    records = {}
+    for method in METHODS:
+        manifest, [record] = read_run(out / f"{method}.jsonl")
+        records[method] = record
+        assert record["method"] == manifest["config"]["method"] == method
+        sampled = method in ("cot-sc", "react-cot-sc", "cot-sc-react")
+        assert manifest["config"]["samples"] == (3 if sampled else None)
+        assert manifest["config"]["sample_temperature"] == (0.7 if sampled else None)
+        assert manifest["config"]["seed"] == 5
+    assert all(step["thought"] is None for step in records["act"]["trajectory"]["steps"])
+    assert records["act"]["model_calls"] == records["act"]["steps"] >= 1
+    for method in ("standard", "cot"):
+        assert records[method]["model_calls"] == 1 and records[method]["trajectory"] is None
+    samples = records["cot-sc"]["reasoning"]["samples"]
+    assert len(samples) == 3 and [s["call"]["evaluated_tokens"] for s in samples][1:] == [0, 0]
+    assert samples[0]["call"]["evaluated_tokens"] > 0
+    assert records["cot-sc"]["vote_share"] == records["cot-sc"]["reasoning"]["share"]
+    back = records["react-cot-sc"]
+    react_answered = back["trajectory"]["ended"] == "finish" and back["trajectory"]["answer"].strip() != ""
+    assert back["branch"] == ("react" if react_answered else "cot-sc")
+    assert (back["reasoning"] is None) == react_answered
+    other = records["cot-sc-react"]
+    split = 2 * other["reasoning"]["votes"] < 3
+    assert other["branch"] == ("react" if split else "cot-sc") and (other["trajectory"] is not None) == split
+    # The same seed draws the same samples, whichever variant draws them.
+    if other["reasoning"] is not None:
+        assert [s["call"]["text"] for s in other["reasoning"]["samples"]] == [s["call"]["text"] for s in samples]
+    assert read_manifest(out / "cot-sc.jsonl")["config"]["prompt"] == "prompts/cot/exemplars.txt"
+    assert (out / "comparison.csv").read_text().startswith("variant,method,n,")
+
+
+def test_samples_are_reproducible_from_the_seed_and_evaluate_the_prompt_once(gemma):
+    prompt = load_prompt(method="cot").text + f"Question: {Q}\nThought:"
+    options = {"n": 2, "temperature": 0.7, "stop": ["\nQuestion:", "\n\n"], "max_tokens": 24}
+    first = gemma.sample(prompt, seed=0, **options)
+    gemma.complete("Question: Is snow white?\nAnswer:", stop=["\n"], max_tokens=3)  # other work between
+    again = gemma.sample(prompt, seed=0, **options)
+    other = gemma.sample(prompt, seed=1, **options)
+    assert [c.text for c in again] == [c.text for c in first]
+    assert [c.text for c in other] != [c.text for c in first]
+    assert [c.evaluated_tokens for c in first][1:] == [0] and first[0].evaluated_tokens > 0
+    assert all(c.prompt_tokens == first[0].prompt_tokens for c in first + again)
