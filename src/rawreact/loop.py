@@ -191,7 +191,7 @@ def react(
     constrained action. `on_step` is called with each step as soon as it is done.
 
     `thoughts=False` runs Act, the paper's baseline without thoughts: each step is one call on
-    `transcript + "Action i:"`, stopped at `\nObservation i:`, under the action grammar if any.
+    `transcript + "Action i:"`, stopped at `\\nObservation i:`, under the action grammar if any.
     """
     prompt = load_prompt() if prompt is None else prompt
     grammar = load_grammar(grammar) if isinstance(grammar, str) else grammar
@@ -200,39 +200,12 @@ def react(
     traj = Trajectory(question=one_line(question), prompt=prompt if isinstance(prompt, str) else prompt.text)
     env.reset()
     text = traj.transcript()
-    two_calls = grammar is not None and grammar.mode == "action"
     try:
         for i in range(1, max_steps + 1):
-            start = time.perf_counter()
-            if not thoughts:
-                step = _act_step(i, text, env, model, grammar, max_tokens, start)
-                traj.steps.append(step)
-                text += step.render()
-                if on_step is not None:
-                    on_step(step)
-                if env.answer is not None:
-                    traj.answer, traj.ended = env.answer, "finish"
-                    return traj
-                continue
-            stop = [f"\nAction {i}:", f"\nObservation {i}:"] if two_calls else [f"\nObservation {i}:"]
-            step_grammar = grammar.for_step(i, env.titles) if grammar is not None and not two_calls else None
-            first = model.complete(text + f"Thought {i}:", stop=stop, max_tokens=max_tokens, grammar=step_grammar)
-            calls = [first]
-            thought, line, last = split_step(first.text)
-            truncated = first.finish_reason == "length" and last
-            if line is None or two_calls:
-                # The reference's fallback: keep the first line as the thought, ask for the action.
-                retry = model.complete(
-                    text + f"Thought {i}: {thought}\nAction {i}:",
-                    stop=["\n"],
-                    max_tokens=max_tokens,
-                    grammar=None if grammar is None else grammar.for_action(i, env.titles),
-                )
-                calls.append(retry)
-                line, truncated = retry.text, retry.finish_reason == "length"
-            action = parse_action(line, truncated=truncated)
-            shown, observation, error = _act(env, line, action, truncated)
-            step = Step(i, thought, action, shown, observation, calls, error, time.perf_counter() - start)
+            if thoughts:
+                step = _react_step(i, text, env, model, grammar, max_tokens)
+            else:
+                step = _act_step(i, text, env, model, grammar, max_tokens)
             traj.steps.append(step)
             text += step.render()
             if on_step is not None:
@@ -247,10 +220,37 @@ def react(
     return traj
 
 
-def _act_step(
-    i: int, text: str, env: PassageEnv, model: Model, grammar: Grammar | None, max_tokens: int, start: float
-) -> Step:
+def _react_step(i: int, text: str, env: PassageEnv, model: Model, grammar: Grammar | None, max_tokens: int) -> Step:
+    """One ReAct step: a call after `Thought i:`, and the reference's fallback call when it wrote no action.
+
+    In the grammar's "action" mode every step is two calls, a free thought and a constrained action.
+    """
+    start = time.perf_counter()
+    two_calls = grammar is not None and grammar.mode == "action"
+    stop = [f"\nAction {i}:", f"\nObservation {i}:"] if two_calls else [f"\nObservation {i}:"]
+    step_grammar = grammar.for_step(i, env.titles) if grammar is not None and not two_calls else None
+    first = model.complete(text + f"Thought {i}:", stop=stop, max_tokens=max_tokens, grammar=step_grammar)
+    calls = [first]
+    thought, line, last = split_step(first.text)
+    truncated = first.finish_reason == "length" and last
+    if line is None or two_calls:
+        # The reference's fallback: keep the first line as the thought, ask for the action.
+        retry = model.complete(
+            text + f"Thought {i}: {thought}\nAction {i}:",
+            stop=["\n"],
+            max_tokens=max_tokens,
+            grammar=None if grammar is None else grammar.for_action(i, env.titles),
+        )
+        calls.append(retry)
+        line, truncated = retry.text, retry.finish_reason == "length"
+    action = parse_action(line, truncated=truncated)
+    shown, observation, error = _act(env, line, action, truncated)
+    return Step(i, thought, action, shown, observation, calls, error, time.perf_counter() - start)
+
+
+def _act_step(i: int, text: str, env: PassageEnv, model: Model, grammar: Grammar | None, max_tokens: int) -> Step:
     """One Act step: a call after `Action i:` whose first line with text is the action line."""
+    start = time.perf_counter()
     call = model.complete(
         text + f"Action {i}:",
         stop=[f"\nObservation {i}:"],
