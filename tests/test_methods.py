@@ -284,3 +284,21 @@ def test_the_readme_table_of_methods_is_the_code_s():
     for row, method in zip(rows, METHODS.values(), strict=True):
         assert row[1] == method.paper
         assert row[2].replace("`", "") == method.reference_key.replace(" + ", ", then ")
+
+
+def test_the_context_check_covers_a_back_off_s_second_prompt():
+    from rawreact.errors import ModelError
+    from rawreact.prompts import Prompt
+    from rawreact.runs import check_context
+
+    class Counted:  # counts words as tokens, with a small window
+        name, n_ctx = "counted", 60
+
+        def tokenize(self, text):
+            return text.split()
+
+    short, long = Prompt("Answer briefly.\n", "short.txt", 0), Prompt("word " * 80, "long.txt", 0)
+    questions = [Question("q1", "Is it?", "yes")]
+    check_context(Counted(), short, questions, 10, "react-cot-sc", short)
+    with pytest.raises(ModelError, match=r"the prompt \(long.txt\) with the longest question"):
+        check_context(Counted(), short, questions, 10, "react-cot-sc", long)

@@ -12,7 +12,7 @@ from rawreact.errors import DataError, GrammarError, RawreactError
 from rawreact.experiments import ABLATIONS, Variant, ablation, compare, parse_spec, parse_variant
 from rawreact.grammar import MODES
 from rawreact.loop import MAX_TOKENS, Step
-from rawreact.methods import BACKOFFS, METHODS, SAMPLING, Reasoning
+from rawreact.methods import METHODS, SAMPLING, Reasoning
 from rawreact.models import DEFAULT_MODEL, EMBEDDED_MODELS, is_concurrent, load_model
 from rawreact.report import (
     compare_runs,
@@ -267,9 +267,7 @@ def run(args: argparse.Namespace) -> int:
     model = load_model(args.model, **options, timeout=args.timeout)
     if grammar is not None and not model.supports_grammar:
         raise GrammarError(f"model {model.name} cannot apply a grammar; drop --grammar, or use a llama.cpp model")
-    check_context(model, prompt, questions, args.max_tokens, args.method)
-    if backoff is not None:
-        check_context(model, backoff, questions, args.max_tokens, BACKOFFS[args.method][1])
+    check_context(model, prompt, questions, args.max_tokens, args.method, backoff)
     details = {
         "data": collection.source,
         "layout": collection.layout,

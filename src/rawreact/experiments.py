@@ -17,7 +17,7 @@ from pathlib import Path
 from rawreact.collection import Collection, Question, choose_questions, load_collection
 from rawreact.errors import DataError, GrammarError, ModelError
 from rawreact.grammar import MODES, Grammar, load_grammar
-from rawreact.methods import BACKOFFS, METHODS, SAMPLING, first_method
+from rawreact.methods import BACKOFFS, METHODS, REASONING, SAMPLING, first_method
 from rawreact.models import DEFAULT_MODEL, load_model, model_sha256
 from rawreact.prompts import Prompt, load_prompt, read_exemplars
 from rawreact.report import Comparison
@@ -68,7 +68,7 @@ class Variant:
             raise DataError(f"{self._where}method={self.method!r}; the methods are {', '.join(METHODS)}")
         if self.grammar is not None and self.grammar not in MODES:
             raise DataError(f"variant {self.name}: grammar={self.grammar}; use off, {', '.join(MODES)}")
-        if (self.grammar or self.grammar_file) and self.method in ("standard", "cot", "cot-sc"):
+        if (self.grammar or self.grammar_file) and self.method in REASONING:
             raise DataError(
                 f"{self._where}a grammar constrains action lines, and method {self.method} writes none; "
                 "drop the grammar"
@@ -239,10 +239,7 @@ def ablation(kind: str, base: Variant, *, orders: int = 3) -> list[Variant]:
         return [replace(base, name=f"grammar-{mode or 'off'}", grammar=mode) for mode in (None, "step", "titles")]
     if kind == "methods":  # each method with its shipped prompts; a grammar stays on the methods that act
         shipped = dict.fromkeys(("prompt", "key", "instruction", "k", "order"))
-        return [
-            replace(base, name=m, method=m, **shipped, **({} if m in ("react", "act", *BACKOFFS) else _NO_GRAMMAR))
-            for m in METHODS
-        ]
+        return [replace(base, name=m, method=m, **shipped, **(_NO_GRAMMAR if m in REASONING else {})) for m in METHODS]
     raise DataError(f"unknown ablation {kind!r}; the ablations are {', '.join(ABLATIONS)}")
 
 
@@ -337,9 +334,7 @@ def _models(plans: list, questions: list[Question], host: str | None, timeout: f
         if grammar is not None and not models[key].supports_grammar:
             raise GrammarError(f"variant {variant.name}: model {models[key].name} cannot apply a grammar")
         try:
-            check_context(models[key], prompt, questions, variant.max_tokens, variant.method)
-            if backoff is not None:
-                check_context(models[key], backoff, questions, variant.max_tokens, BACKOFFS[variant.method][1])
+            check_context(models[key], prompt, questions, variant.max_tokens, variant.method, backoff)
         except ModelError as error:
             raise ModelError(f"variant {variant.name}: {error}") from None
     return models

@@ -48,6 +48,7 @@ STOPS = {"standard": ["\n"], "cot": ["\nQuestion:", "\n\n"]}
 # A back-off's two parts, in the order they run.
 BACKOFFS = {"react-cot-sc": ("react", "cot-sc"), "cot-sc-react": ("cot-sc", "react")}
 SAMPLING = ("cot-sc", *BACKOFFS)  # the methods that draw CoT-SC samples
+REASONING = ("standard", "cot", "cot-sc")  # the methods that answer from the prompt alone, with no action
 
 
 def first_method(method: str) -> str:
@@ -138,12 +139,13 @@ def reason(
     A Standard completion follows `Answer:` and ends at the line break; a CoT completion follows
     `Thought:` and ends before the next `Question:` or a blank line. `parse_answer` reads each.
     """
-    if method not in ("standard", "cot", "cot-sc"):
+    if method not in REASONING:
         raise ValueError(f"reason() answers standard, cot and cot-sc, not {method!r}")
     sampled = method == "cot-sc"
     text = prompt if isinstance(prompt, str) else prompt.text
-    result = Reasoning(method, one_line(question), text, temperature=temperature if sampled else None)
-    result.seed = seed if sampled else None
+    result = Reasoning(
+        method, one_line(question), text, temperature=temperature if sampled else None, seed=seed if sampled else None
+    )
     stop = STOPS["standard" if method == "standard" else "cot"]
     start = time.perf_counter()
     try:
@@ -177,7 +179,7 @@ class Outcome:
 
     @property
     def _answering(self) -> Trajectory | Reasoning:
-        return self.reasoning if self.branch in ("standard", "cot", "cot-sc") else self.trajectory
+        return self.reasoning if self.branch in REASONING else self.trajectory
 
     @property
     def answer(self) -> str:
@@ -263,7 +265,7 @@ def solve(
     if method in ("react", "act"):
         trajectory = react(question, env, model, prompt, thoughts=method == "react", **loop)
         return Outcome(method, method, trajectory=trajectory)
-    if method in ("standard", "cot", "cot-sc"):
+    if method in REASONING:
         return Outcome(method, method, reasoning=reason(question, model, prompt, method=method, **sampling))
     if method == "react-cot-sc":
         trajectory = react(question, env, model, prompt, **loop)

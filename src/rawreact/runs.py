@@ -13,7 +13,7 @@ from rawreact.collection import Question
 from rawreact.env import PassageEnv
 from rawreact.errors import ModelError
 from rawreact.loop import Step
-from rawreact.methods import CUES, Outcome, first_method, solve
+from rawreact.methods import BACKOFFS, CUES, Outcome, first_method, solve
 from rawreact.metrics import exact_match, f1_score
 from rawreact.models.base import WORKER, Model
 from rawreact.prompts import Prompt
@@ -81,27 +81,35 @@ def refuse_workers(name: str) -> ModelError:
 
 
 def check_context(
-    model: Model, prompt: Prompt, questions: Iterable[Question], max_tokens: int, method: str = "react"
+    model: Model,
+    prompt: Prompt,
+    questions: Iterable[Question],
+    max_tokens: int,
+    method: str = "react",
+    backoff: Prompt | None = None,
 ) -> None:
     """Refuse a run whose first call cannot fit the model's context window, before any call is made.
 
     The first call sends the few-shot prompt and the question, and asks for up to `max_tokens`; if
-    that does not fit, every question would end by the context limit with no answer. Only a model
-    that can count its tokens and knows its window (the embedded llama.cpp model) is checked here;
-    a server's refusal ends each question as `context`, and the run's summary says so.
+    that does not fit, every question would end by the context limit with no answer. A back-off's
+    second part (`backoff`, its prompt) is checked the same way. Only a model that can count its
+    tokens and knows its window (the embedded llama.cpp model) is checked here; a server's refusal
+    ends each question as `context`, and the run's summary says so.
     """
     tokenize, n_ctx = getattr(model, "tokenize", None), getattr(model, "n_ctx", None)
     questions = list(questions)
     if tokenize is None or not isinstance(n_ctx, int) or not questions:
         return
     longest = max(questions, key=lambda q: len(q.question)).question
-    needed = len(tokenize(f"{prompt.text}Question: {longest}\n{CUES[first_method(method)]}")) + max_tokens
-    if needed > n_ctx:
-        raise ModelError(
-            f"the prompt ({prompt.source}) with the longest question and --max-tokens {max_tokens} needs {needed} "
-            f"tokens, but {model.name}'s context window is {n_ctx}; raise --n-ctx to at least {needed} (more "
-            "for the steps that follow), lower --max-tokens, or use fewer exemplars (-k)"
-        )
+    parts = [(prompt, first_method(method))] + ([(backoff, BACKOFFS[method][1])] if backoff is not None else [])
+    for part_prompt, part in parts:
+        needed = len(tokenize(f"{part_prompt.text}Question: {longest}\n{CUES[part]}")) + max_tokens
+        if needed > n_ctx:
+            raise ModelError(
+                f"the prompt ({part_prompt.source}) with the longest question and --max-tokens {max_tokens} needs "
+                f"{needed} tokens, but {model.name}'s context window is {n_ctx}; raise --n-ctx to at least "
+                f"{needed} (more for the steps that follow), lower --max-tokens, or use fewer exemplars (-k)"
+            )
 
 
 def run_questions(
