@@ -109,7 +109,7 @@ def test_variant_specs_and_ablations():
     assert parse_variant("off=grammar=off", Variant("x", grammar="step")).grammar is None
     assert parse_variant("plain=").name == "plain"
     with pytest.raises(
-        DataError, match=r"'steps=3' is not key=value with a known key; the keys are method, model, prompt"
+        DataError, match=r"'steps=3' is not key=value with a known key; the keys are method, loop, model, prompt"
     ):
         parse_variant("a=steps=3")
     with pytest.raises(DataError, match=r"k='two' is not a whole number"):

@@ -1,4 +1,6 @@
-"""Whole episodes of the real embedded model through `react`, on the demo and on real HotpotQA."""
+"""Whole episodes of the real embedded model in both loops, on the demo and on real HotpotQA."""
+
+from pathlib import Path
 
 from rawreact import PassageEnv, load_prompt, react
 
@@ -53,3 +55,35 @@ def test_an_episode_does_not_depend_on_the_episodes_before_it(gemma, demo):
     cold = react(question.question, demo.env(), LlamaModel(gemma.path), prompt, max_steps=3)
     assert warm.transcript() == cold.transcript()
     assert warm.steps[0].calls[0].evaluated_tokens < cold.steps[0].calls[0].evaluated_tokens
+
+
+def test_the_reference_loop_runs_a_hotpotqa_episode_on_the_embedded_model(gemma, hotpotqa, recorder):
+    """The reference loop on real completions: each call's prompt is the notebook's, and replaying the
+    same completions through the loop makes exactly the same calls and the same trajectory."""
+    from rawreact import ScriptedModel
+    from rawreact.collection import Question
+    from rawreact.hotpotqa import from_rows
+    from rawreact.reference import reference_react
+
+    row = hotpotqa[1]
+    collection = from_rows(Path("hotpotqa.json"), "", [(1, row)])
+    question: Question = collection.questions[0]
+    model, prompt = recorder(gemma), load_prompt(k=2)
+    traj = reference_react(question.question, collection.env(question, loop="reference"), model, prompt, max_steps=3)
+    assert traj.loop == "reference" and model.calls[0][0] == prompt.text + f"Question: {row['question']}\nThought 1:"
+    n = 0
+    for step in [s for s in traj.steps if s.calls]:
+        before = traj.transcript(step.i - 1)
+        assert model.calls[n][0] == before + f"Thought {step.i}:"
+        first = model.calls[n][1].text.strip()
+        if step.fallback:
+            assert model.calls[n + 1][0] == before + f"Thought {step.i}: {first.split(chr(10))[0]}\nAction {step.i}:"
+        else:
+            assert f"{step.thought}\nAction {step.i}: {step.action_text}" == first
+        n += len(step.calls)
+    assert n == len(model.calls) == traj.model_calls
+    replay = ScriptedModel([c.text for _, c in model.calls])
+    again = reference_react(question.question, collection.env(question, loop="reference"), replay, prompt, max_steps=3)
+    assert [h["prompt"] for h in replay.history] == [p for p, _ in model.calls]
+    assert [s.render() for s in again.steps] == [s.render() for s in traj.steps]
+    assert (again.answer, again.ended) == (traj.answer, traj.ended)

@@ -310,24 +310,33 @@ def test_the_embedded_model_refuses_workers_from_python(gemma, demo):
         run_questions(demo.questions, demo.env, gemma, load_prompt(), workers=2)
 
 
-def test_the_reproduction_script_runs_the_reference_protocol(rows, tmp_path):
+@pytest.mark.parametrize("loop", ["tolerant", "reference"])
+def test_the_reproduction_script_runs_the_reference_protocol(rows, tmp_path, loop):
     import random
 
     data, out = _data(rows, tmp_path, 100), tmp_path / "repro.jsonl"
     model = _oracle(rows, tmp_path / "o.json")
     script = Path(__file__).resolve().parent.parent / "scripts" / "reproduce_hotpotqa.py"
+    chosen = [] if loop == "tolerant" else ["--loop", loop]  # tolerant is the default
     done = subprocess.run(
-        [sys.executable, script, data, "--model", model, "--out", out, "--limit", "12"], capture_output=True, text=True
+        [sys.executable, script, data, "--model", model, "--out", out, "--limit", "12", *chosen],
+        capture_output=True,
+        text=True,
     )
     assert done.returncode == 0, done.stderr
     manifest, records = read_run(out)
     config = manifest["config"]
     assert (config["shuffle"], config["shuffle_seed"], config["max_steps"], config["n_first"]) == (True, 233, 7, 5)
+    assert config["loop"] == loop and {r["loop"] for r in records} == {loop}
     order = list(range(100))
     random.Random(233).shuffle(order)
     assert [r["question"] for r in records] == [rows[i]["question"] for i in order[:12]]
-    assert done.stdout.splitlines()[-2].split()[:3] == ["run", "method", "model"]  # the report table closes the output
-    assert done.stdout.splitlines()[-1].split()[4:7] == ["12", "1.000", "1.000"]
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith(f"reproduce_hotpotqa: the reference protocol in the {loop} loop")
+    assert lines[-1] == f"reproduce_hotpotqa: ran the {loop} loop"
+    header, row = lines[-3].split(), lines[-2].split()  # the report table closes the output
+    assert header[:3] == ["run", "method", "loop" if loop == "reference" else "model"]
+    assert row[header.index("n") : header.index("n") + 3] == ["12", "1.000", "1.000"]
 
 
 def test_the_progress_bar_shows_running_scores_on_a_terminal(rows, tmp_path):

@@ -11,8 +11,8 @@ from rawreact.collection import Collection, Question, choose_questions, load_col
 from rawreact.errors import DataError, GrammarError, RawreactError
 from rawreact.experiments import ABLATIONS, Variant, ablation, compare, parse_spec, parse_variant
 from rawreact.grammar import MODES
-from rawreact.loop import MAX_TOKENS, Step
-from rawreact.methods import METHODS, SAMPLING, Reasoning
+from rawreact.loop import LOOPS, MAX_TOKENS, Step
+from rawreact.methods import METHODS, REASONING, SAMPLING, Reasoning
 from rawreact.models import DEFAULT_MODEL, EMBEDDED_MODELS, is_concurrent, load_model
 from rawreact.report import (
     compare_runs,
@@ -94,6 +94,13 @@ def _parser() -> argparse.ArgumentParser:
         help="react (the default), act (no thoughts), standard, cot, cot-sc (self-consistency), react-cot-sc "
         "(CoT-SC when ReAct gives no answer), cot-sc-react (ReAct when CoT-SC's vote is split)",
     )
+    run.add_argument(
+        "--loop",
+        choices=list(LOOPS),
+        default="tolerant",
+        help="tolerant (rawreact's loop, the default) or reference (the reference notebook's loop and environment, "
+        "byte for byte; 5 sentences per search unless --n-first; see docs/reference.md)",
+    )
     run.add_argument("--samples", type=_positive, default=21, help="CoT-SC samples per question (default: 21)")
     run.add_argument(
         "--sample-temperature", type=float, default=0.7, help="temperature of CoT-SC's samples (default: 0.7)"
@@ -130,7 +137,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--max-tokens", type=_positive, default=MAX_TOKENS, help="token limit per model call (default: %(default)s)"
     )
-    run.add_argument("--n-first", type=_positive, default=2, help="sentences a search shows (default: %(default)s)")
+    run.add_argument(
+        "--n-first", type=_positive, help="sentences a search shows (default: 2, or 5 with --loop reference)"
+    )
     run.add_argument(
         "--n-ctx", type=_positive, default=8192, help="context window of a llama.cpp model (default: %(default)s)"
     )
@@ -168,8 +177,8 @@ def _compare_parser(commands) -> None:
         action="append",
         default=[],
         metavar="NAME=SPEC",
-        help="a variant: NAME=key=value,... with keys method, model, prompt, key, instruction, k, order, grammar, "
-        "grammar_file, n_first, max_steps, max_tokens, temperature, seed, n_ctx, samples, sample_temperature, "
+        help="a variant: NAME=key=value,... with keys method, loop, model, prompt, key, instruction, k, order, "
+        "grammar, grammar_file, n_first, max_steps, max_tokens, temperature, seed, n_ctx, samples, sample_temperature, "
         "backoff_prompt, backoff_key, backoff_instruction (the first variant is the base)",
     )
     compare.add_argument(
@@ -234,6 +243,7 @@ def run(args: argparse.Namespace) -> int:
     variant = Variant(
         "run",
         method=args.method,
+        loop=args.loop,
         model=args.model,
         prompt=args.prompt,
         key=args.key,
@@ -282,7 +292,7 @@ def run(args: argparse.Namespace) -> int:
     done = [] if sink is None else [r for r in sink.done.values() if r["id"] in chosen]
     print(
         f"rawreact {__version__}: {_plural(len(questions), 'question')} from {collection.name}, model {model.name}, "
-        f"method {args.method}{_sampling(variant)}, prompt {prompt.source} "
+        f"method {args.method}{_sampling(variant)}{_loop(variant)}, prompt {prompt.source} "
         f"({_plural(prompt.exemplars, 'exemplar')}), grammar {config['grammar'] or 'off'}"
         + (f"; {len(done)} already in {args.out}" if done else ""),
         flush=True,
@@ -298,7 +308,7 @@ def run(args: argparse.Namespace) -> int:
         live = not args.quiet and args.workers == 1  # with workers, a transcript is printed when it is done
         results = run_questions(
             questions,
-            lambda q: collection.env(q, n_first=args.n_first),
+            variant.env(collection),
             model,
             prompt,
             out=sink,
@@ -413,6 +423,13 @@ def compare_runs_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _loop(variant: Variant) -> str:
+    """The loop of a run's header, for a method that acts."""
+    if variant.method in REASONING:
+        return ""
+    return f", {variant.loop} loop ({_plural(variant.sentences, 'sentence')} per search)"
+
+
 def _sampling(variant: Variant) -> str:
     """The CoT-SC settings of a run's header, if it samples."""
     if variant.method not in SAMPLING:
@@ -438,7 +455,8 @@ def _result_line(n: int, total: int, result: Result) -> str:
     return (
         f"result [{n}/{total}] {result.question.id}: {verdict} (EM {result.em:.0f}, F1 {result.f1:.2f}) "
         f"answer {out.answer!r}{branch}, gold {result.question.answer!r}; ended by {out.ended} after "
-        f"{len(out.steps)} steps, {out.model_calls} calls, {out.invalid_actions} invalid, {out.seconds:.1f} s"
+        f"{len(out.steps)} steps, {out.model_calls} calls, {out.invalid_actions} invalid, "
+        f"{out.fallback_calls} fallback, {out.seconds:.1f} s"
     )
 
 

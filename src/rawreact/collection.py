@@ -19,6 +19,8 @@ from pathlib import Path
 
 from rawreact.env import PassageEnv
 from rawreact.errors import DataError
+from rawreact.loop import LOOPS
+from rawreact.reference import ReferenceEnv, page_text
 from rawreact.resources import resource
 
 DEMO = "demo.json"
@@ -52,18 +54,34 @@ class Collection:
     sha256: str = ""
     _shared: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
-    def env(self, question: Question | None = None, *, n_first: int = 2) -> PassageEnv:
+    def env(
+        self, question: Question | None = None, *, n_first: int | None = None, loop: str = "tolerant"
+    ) -> PassageEnv | ReferenceEnv:
         """A fresh environment over the question's own passages, or the shared ones.
 
-        The shared passages are indexed once per `n_first` and every question gets its own
-        state over that index, so a large collection costs its indexing once per run.
+        `loop` "reference" gives the reference's environment (`ReferenceEnv`, which knows the
+        question's gold answer for its reward) over the same passages; `n_first` defaults to the
+        loop's (`LOOPS`). The shared passages are indexed once per loop and `n_first`, and every
+        question gets its own state over that index, so a large collection costs its indexing once.
         """
+        if loop not in LOOPS:
+            raise ValueError(f"unknown loop {loop!r}; the loops are {', '.join(LOOPS)}")
+        n_first = LOOPS[loop] if n_first is None else n_first
+        gold = None if question is None else question.answer
         if question is not None and question.passages is not None:
-            return PassageEnv(question.passages, n_first=n_first)
-        shared = self._shared.get(n_first)
+            return self._new_env(question.passages, n_first, loop, gold)
+        shared = self._shared.get((loop, n_first))
         if shared is None:
-            shared = self._shared[n_first] = PassageEnv(self.passages, n_first=n_first)
-        return shared.fresh()
+            shared = self._shared[loop, n_first] = self._new_env(self.passages, n_first, loop, gold)
+        return shared.fresh(gold) if loop == "reference" else shared.fresh()
+
+    def _new_env(self, passages: Mapping, n_first: int, loop: str, gold: str | None) -> PassageEnv | ReferenceEnv:
+        if loop == "tolerant":
+            return PassageEnv(passages, n_first=n_first)
+        # HotpotQA sentences carry their own leading spaces; a collection's sentence lists do not.
+        joiner = "" if self.layout.startswith("hotpotqa") else " "
+        pages = {title: page_text(passage, joiner) for title, passage in passages.items()}
+        return ReferenceEnv(pages, n_first=n_first, gold=gold)
 
     def pooled(self) -> "Collection":
         """This collection with shared passages: its own, or else every question's paragraphs together.

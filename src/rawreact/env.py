@@ -13,13 +13,40 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def _key(title: str) -> str:
+def title_key(title: str) -> str:
+    """How titles are matched: case and white space do not count."""
     return one_line(title).lower()
 
 
 def _trigrams(text: str) -> frozenset[str]:
     padded = f"  {text} "
     return frozenset(padded[i : i + 3] for i in range(len(padded) - 2))
+
+
+class Titles:
+    """The titles of a collection, found ignoring case and white space, and ranked by similarity."""
+
+    def __init__(self, titles: Sequence[str]) -> None:
+        self.titles = list(titles)
+        self._grams = [
+            (title, _trigrams(title_key(title)), frozenset(title_key(title).split())) for title in self.titles
+        ]
+
+    def similar(self, entity: str, n: int = 5) -> list[str]:
+        """At most `n` titles ranked by similarity to `entity`, best first (ties keep page order).
+
+        Similarity is the share of the entity's words found in the title plus the Dice overlap of
+        their character trigrams: cheap, and robust to misspellings and partial names.
+        """
+        query = title_key(entity)
+        grams, words = _trigrams(query), frozenset(query.split())
+
+        def score(item: tuple[str, frozenset[str], frozenset[str]]) -> float:
+            _, title_grams, title_words = item
+            dice = 2 * len(grams & title_grams) / (len(grams) + len(title_grams))
+            return len(words & title_words) / max(len(words), 1) + dice
+
+        return [title for title, _, _ in sorted(self._grams, key=score, reverse=True)[:n]]
 
 
 class PassageEnv:
@@ -33,18 +60,22 @@ class PassageEnv:
         if n_first < 1:
             raise ValueError(f"n_first must be at least 1, not {n_first}")
         self.n_first = n_first
-        self.titles = list(pages)
-        self._grams = [(title, _trigrams(_key(title)), frozenset(_key(title).split())) for title in self.titles]
+        self.index = Titles(pages)
         self._sentences: dict[str, list[str]] = {}
         for title, passage in pages.items():
             sentences = split_sentences(passage) if isinstance(passage, str) else passage
-            self._sentences.setdefault(_key(title), [one_line(s) for s in sentences if s.strip()])
+            self._sentences.setdefault(title_key(title), [one_line(s) for s in sentences if s.strip()])
         self.reset()
+
+    @property
+    def titles(self) -> list[str]:
+        """Every passage title, in the collection's order."""
+        return self.index.titles
 
     def fresh(self) -> "PassageEnv":
         """A new environment over the same passages, sharing their index (built once, read only)."""
         env = object.__new__(PassageEnv)
-        env.n_first, env.titles, env._grams, env._sentences = self.n_first, self.titles, self._grams, self._sentences
+        env.n_first, env.index, env._sentences = self.n_first, self.index, self._sentences
         env.reset()
         return env
 
@@ -77,7 +108,7 @@ class PassageEnv:
         return self.obs, False
 
     def _search(self, entity: str) -> str:
-        sentences = self._sentences.get(_key(entity))
+        sentences = self._sentences.get(title_key(entity))
         if sentences is None:
             return one_line(f"{NOT_FOUND}{entity}. Similar: {self.similar(entity)}.")
         self.page = sentences
@@ -85,20 +116,8 @@ class PassageEnv:
         return " ".join(sentences[: self.n_first])
 
     def similar(self, entity: str, n: int = 5) -> list[str]:
-        """At most `n` titles ranked by similarity to `entity`, best first (ties keep page order).
-
-        Similarity is the share of the entity's words found in the title plus the Dice overlap of
-        their character trigrams: cheap, and robust to misspellings and partial names.
-        """
-        query = _key(entity)
-        grams, words = _trigrams(query), frozenset(query.split())
-
-        def score(item: tuple[str, frozenset[str], frozenset[str]]) -> float:
-            _, title_grams, title_words = item
-            dice = 2 * len(grams & title_grams) / (len(grams) + len(title_grams))
-            return len(words & title_words) / max(len(words), 1) + dice
-
-        return [title for title, _, _ in sorted(self._grams, key=score, reverse=True)[:n]]
+        """At most `n` titles ranked by similarity to `entity` (see `Titles.similar`)."""
+        return self.index.similar(entity, n)
 
     def _lookup_next(self, keyword: str) -> str:
         if self.page is None:

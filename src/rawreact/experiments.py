@@ -17,7 +17,8 @@ from pathlib import Path
 from rawreact.collection import Collection, Question, choose_questions, load_collection
 from rawreact.errors import DataError, GrammarError, ModelError
 from rawreact.grammar import MODES, Grammar, load_grammar
-from rawreact.methods import BACKOFFS, METHODS, REASONING, SAMPLING, first_method
+from rawreact.loop import LOOPS
+from rawreact.methods import BACKOFFS, METHODS, REASONING, SAMPLING, first_method, loop_problem
 from rawreact.models import DEFAULT_MODEL, load_model, model_sha256
 from rawreact.prompts import Prompt, load_prompt, read_exemplars
 from rawreact.report import Comparison
@@ -26,7 +27,7 @@ from rawreact.runs import Result, RunFile, check_context, run_questions
 from rawreact.stats import RESAMPLES
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
-ABLATIONS = ("exemplars", "orders", "instructions", "grammar", "methods")
+ABLATIONS = ("exemplars", "orders", "instructions", "grammar", "methods", "loops")
 
 
 @dataclass(frozen=True)
@@ -36,11 +37,13 @@ class Variant:
     `method` is one of METHODS; `prompt`, `key`, `instruction`, `k` and `order` set its prompt
     (for a back-off, its first part's), and `backoff_prompt`, `backoff_key` and
     `backoff_instruction` the prompt of a back-off's second part. `samples` and
-    `sample_temperature` are CoT-SC's n and T.
+    `sample_temperature` are CoT-SC's n and T. `loop` is "tolerant" (rawreact's) or "reference"
+    (the notebook's, byte for byte); `n_first`, unless set, is the loop's default (2 and 5).
     """
 
     name: str
     method: str = "react"
+    loop: str = "tolerant"
     model: str = DEFAULT_MODEL
     prompt: str | None = None
     key: str | None = None
@@ -49,7 +52,7 @@ class Variant:
     order: int | None = None
     grammar: str | None = None
     grammar_file: str | None = None
-    n_first: int = 2
+    n_first: int | None = None
     max_steps: int = 7
     max_tokens: int = 100
     temperature: float = 0.0
@@ -73,11 +76,23 @@ class Variant:
                 f"{self._where}a grammar constrains action lines, and method {self.method} writes none; "
                 "drop the grammar"
             )
+        problem = loop_problem(self.loop, self.method, bool(self.grammar or self.grammar_file))
+        if problem:
+            raise DataError(f"{self._where}{problem}")
         problem = check_settings(
             {f.name: getattr(self, f.name) for f in fields(self) if f.name in _LEAST or "temperature" in f.name}
         )
         if problem:
             raise DataError(f"variant {self.name}: {problem}" if self.name != "run" else problem)
+
+    @property
+    def sentences(self) -> int:
+        """How many sentences a search shows: `n_first`, or the loop's default."""
+        return LOOPS[self.loop] if self.n_first is None else self.n_first
+
+    def env(self, collection: Collection) -> Callable[[Question], object]:
+        """The environment of each question under this variant's loop and passage length."""
+        return lambda question: collection.env(question, n_first=self.sentences, loop=self.loop)
 
     @property
     def _where(self) -> str:
@@ -109,6 +124,7 @@ class Variant:
         """The keyword arguments of `solve` (through `run_questions`) for this variant."""
         return {
             "method": self.method,
+            "loop": self.loop,
             "backoff_prompt": backoff,
             "samples": self.samples,
             "sample_temperature": self.sample_temperature,
@@ -137,6 +153,7 @@ class Variant:
         return {
             "question": run.get("question"),
             "method": self.method,
+            "loop": self.loop,
             "data_sha256": collection.sha256,
             "model": self.model,
             "model_sha256": model_sha256(self.model),
@@ -150,7 +167,7 @@ class Variant:
             "seed": self.seed,
             "max_steps": self.max_steps,
             "max_tokens": self.max_tokens,
-            "n_first": self.n_first,
+            "n_first": self.sentences,
             "n_ctx": self.n_ctx,
             "temperature": self.temperature,
             "samples": self.samples if sampled else None,
@@ -222,7 +239,8 @@ _NO_GRAMMAR = {"grammar": None, "grammar_file": None}
 def ablation(kind: str, base: Variant, *, orders: int = 3) -> list[Variant]:
     """The built-in ablations, on top of `base`: exemplars (k = 0..N), orders (the file's order and
     `orders` shuffles), instructions (every prompts/instruction*.txt), grammar (off, step, titles),
-    methods (every method of METHODS, each with its shipped prompts).
+    methods (every method of METHODS, each with its shipped prompts), loops (the tolerant loop and
+    the reference's; each shows its own default number of sentences unless `base` sets n_first).
     """
     if kind == "exemplars":
         count = len(read_exemplars(base.prompt, first_method(base.method)))
@@ -239,7 +257,15 @@ def ablation(kind: str, base: Variant, *, orders: int = 3) -> list[Variant]:
         return [replace(base, name=f"grammar-{mode or 'off'}", grammar=mode) for mode in (None, "step", "titles")]
     if kind == "methods":  # each method with its shipped prompts; a grammar stays on the methods that act
         shipped = dict.fromkeys(("prompt", "key", "instruction", "k", "order"))
-        return [replace(base, name=m, method=m, **shipped, **(_NO_GRAMMAR if m in REASONING else {})) for m in METHODS]
+        variants = []
+        for m in METHODS:
+            # The reference loop stays on the methods it can run, and a grammar on those that act.
+            loop = base.loop if loop_problem(base.loop, m, False) is None else "tolerant"
+            unset = _NO_GRAMMAR if m in REASONING else {}
+            variants.append(replace(base, name=m, method=m, loop=loop, **shipped, **unset))
+        return variants
+    if kind == "loops":
+        return [replace(base, name=loop, loop=loop) for loop in LOOPS]
     raise DataError(f"unknown ablation {kind!r}; the ablations are {', '.join(ABLATIONS)}")
 
 
@@ -298,7 +324,7 @@ def compare(
                 continue
             results = run_questions(
                 questions,
-                lambda q, n=variant.n_first: collection.env(q, n_first=n),
+                variant.env(collection),
                 models[_model_key(variant)],
                 prompt,
                 out=sink,

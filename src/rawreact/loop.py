@@ -13,6 +13,9 @@ from rawreact.models.base import Completion, Model
 from rawreact.prompts import Prompt, load_prompt
 
 MAX_TOKENS = 100  # per model call, as in the reference
+# The loops, and how many sentences a search shows in each by default: this tolerant one (`react`)
+# and the reference notebook's (`reference.reference_react`), whose environment shows five.
+LOOPS = {"tolerant": 2, "reference": 5}
 
 
 def token_totals(calls: list[Completion]) -> dict[str, int | None]:
@@ -34,8 +37,12 @@ class Step:
     """One Thought / Action / Observation step, with the model calls that produced it.
 
     `thought` is None in an Act episode, whose steps have no Thought line. `error` says why no
-    action ran: "no action" (none could be read), "truncated" (the token limit cut the action), or
-    None when the action was carried out.
+    action ran: "no action" (none could be read), "truncated" (the token limit cut the action),
+    "invalid" (the reference loop's environment refused it), or None when the action was carried
+    out. `fallback` says the step made the fallback call, a second call for the action alone
+    because the first gave none the loop could use (the reference's `n_badcalls` counts these).
+    A step with no calls is the reference loop's closing `finish[]`, logged but never shown to
+    the model.
     """
 
     i: int
@@ -46,11 +53,12 @@ class Step:
     calls: list[Completion]
     error: str | None = None
     seconds: float = 0.0
+    fallback: bool = False
 
     @property
     def finish_reason(self) -> str:
-        """The finish reason of the call that produced the action line."""
-        return self.calls[-1].finish_reason
+        """The finish reason of the call that produced the action line ("" for a step without calls)."""
+        return self.calls[-1].finish_reason if self.calls else ""
 
     def render(self) -> str:
         """The step as transcript text, exactly as the model sees it in later prompts."""
@@ -67,6 +75,7 @@ class Step:
             "action_text": self.action_text,
             "observation": self.observation,
             "error": self.error,
+            "fallback": self.fallback,
             "finish_reason": self.finish_reason,
             "tokens": token_totals(self.calls),
             "seconds": self.seconds,
@@ -75,11 +84,15 @@ class Step:
 
     @classmethod
     def from_dict(cls, data: dict) -> "Step":
-        """The inverse of `to_dict` (the derived `finish_reason` and `tokens` are recomputed)."""
+        """The inverse of `to_dict` (the derived `finish_reason` and `tokens` are recomputed).
+
+        A step written before `fallback` was recorded made the fallback call if it made two calls
+        (which over-counts the grammar's "action" mode, whose steps are always two calls).
+        """
         action = None if data["action"] is None else Action(*data["action"])
         calls = [Completion(**c) for c in data["calls"]]
         fields = {k: data[k] for k in ("i", "thought", "action_text", "observation", "error", "seconds")}
-        return cls(action=action, calls=calls, **fields)
+        return cls(action=action, calls=calls, fallback=data.get("fallback", len(calls) > 1), **fields)
 
 
 @dataclass
@@ -88,7 +101,8 @@ class Trajectory:
 
     `ended` is "finish" (the model called Finish), "max_steps" (the step limit was reached; the
     answer is then empty, as the reference's closing `finish[]`) or "context" (the prompt outgrew
-    the model's context window).
+    the model's context window). `loop` is the loop that ran: "tolerant" (`react`) or
+    "reference" (`reference.reference_react`).
     """
 
     question: str
@@ -96,6 +110,7 @@ class Trajectory:
     steps: list[Step] = field(default_factory=list)
     answer: str = ""
     ended: str = ""
+    loop: str = "tolerant"
 
     @property
     def model_calls(self) -> int:
@@ -106,6 +121,11 @@ class Trajectory:
     def invalid_actions(self) -> int:
         """Steps whose action could not be carried out."""
         return sum(step.error is not None for step in self.steps)
+
+    @property
+    def fallback_calls(self) -> int:
+        """Steps that made the fallback call (the reference's `n_badcalls`)."""
+        return sum(step.fallback for step in self.steps)
 
     @property
     def searches(self) -> int:
@@ -131,7 +151,8 @@ class Trajectory:
 
     def transcript(self, steps: int | None = None) -> str:
         """The prompt text after the first `steps` steps (all by default), as the model saw it."""
-        return self.prompt + f"Question: {self.question}\n" + "".join(s.render() for s in self.steps[:steps])
+        shown = "".join(s.render() for s in self.steps[:steps] if s.calls)  # not the closing finish[]
+        return self.prompt + f"Question: {self.question}\n" + shown
 
     def to_dict(self) -> dict:
         """A JSON-ready dict; `from_dict` reads it back."""
@@ -140,6 +161,7 @@ class Trajectory:
             "prompt": self.prompt,
             "answer": self.answer,
             "ended": self.ended,
+            "loop": self.loop,
             "model_calls": self.model_calls,
             "steps": [s.to_dict() for s in self.steps],
         }
@@ -157,7 +179,7 @@ class Trajectory:
     def from_dict(cls, data: dict) -> "Trajectory":
         """The inverse of `to_dict`."""
         steps = [Step.from_dict(s) for s in data["steps"]]
-        return cls(data["question"], data["prompt"], steps, data["answer"], data["ended"])
+        return cls(data["question"], data["prompt"], steps, data["answer"], data["ended"], data.get("loop", "tolerant"))
 
 
 def _act(env: PassageEnv, line: str, action: Action | None, truncated: bool) -> tuple[str, str, str | None]:
@@ -233,6 +255,7 @@ def _react_step(i: int, text: str, env: PassageEnv, model: Model, grammar: Gramm
     calls = [first]
     thought, line, last = split_step(first.text)
     truncated = first.finish_reason == "length" and last
+    fallback = line is None and not two_calls
     if line is None or two_calls:
         # The reference's fallback: keep the first line as the thought, ask for the action.
         retry = model.complete(
@@ -245,7 +268,7 @@ def _react_step(i: int, text: str, env: PassageEnv, model: Model, grammar: Gramm
         line, truncated = retry.text, retry.finish_reason == "length"
     action = parse_action(line, truncated=truncated)
     shown, observation, error = _act(env, line, action, truncated)
-    return Step(i, thought, action, shown, observation, calls, error, time.perf_counter() - start)
+    return Step(i, thought, action, shown, observation, calls, error, time.perf_counter() - start, fallback)
 
 
 def _act_step(i: int, text: str, env: PassageEnv, model: Model, grammar: Grammar | None, max_tokens: int) -> Step:

@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from rawreact import answers
 from rawreact.env import PassageEnv, one_line
 from rawreact.errors import ContextLengthExceeded, ModelError
-from rawreact.loop import Step, Trajectory, react, token_totals
+from rawreact.loop import LOOPS, Step, Trajectory, react, token_totals
 from rawreact.metrics import normalize_answer
 from rawreact.models.base import Completion, Model
 from rawreact.prompts import Prompt
+from rawreact.reference import reference_react
 
 
 @dataclass(frozen=True)
@@ -224,6 +225,16 @@ class Outcome:
         return 0 if self.trajectory is None else self.trajectory.invalid_actions
 
     @property
+    def fallback_calls(self) -> int:
+        """Steps that made the fallback call for the action alone (the reference's `n_badcalls`)."""
+        return 0 if self.trajectory is None else self.trajectory.fallback_calls
+
+    @property
+    def loop(self) -> str | None:
+        """The loop that ran the actions ("tolerant" or "reference"), or None for a method without one."""
+        return None if self.trajectory is None else self.trajectory.loop
+
+    @property
     def searches(self) -> int:
         """Search actions carried out."""
         return 0 if self.trajectory is None else self.trajectory.searches
@@ -247,6 +258,7 @@ def solve(
     seed: int = 0,
     max_tokens: int = 100,
     on_step: Callable[[Step], None] | None = None,
+    loop: str = "tolerant",
     **loop_options,
 ) -> Outcome:
     """Answer `question` by `method` (see METHODS) and return the outcome.
@@ -254,21 +266,32 @@ def solve(
     `prompt` is the method's prompt (for a back-off, the prompt of its first part); a back-off's
     second part uses `backoff_prompt` (a CoT prompt after ReAct, a ReAct prompt after CoT-SC).
     `samples`, `sample_temperature` and `seed` are CoT-SC's; `loop_options` (max_steps, grammar)
-    go to the loop.
+    go to the loop. `loop` "reference" runs the ReAct part in the reference notebook's loop
+    (`reference.reference_react`, over a `ReferenceEnv`), which has no grammar and no Act.
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; the methods are {', '.join(METHODS)}")
     if method in BACKOFFS and backoff_prompt is None:
         raise ValueError(f"method {method} needs the prompt of its second part: backoff_prompt")
+    problem = loop_problem(loop, method, loop_options.get("grammar") is not None)
+    if problem:
+        raise ValueError(problem)
     sampling = {"samples": samples, "temperature": sample_temperature, "seed": seed, "max_tokens": max_tokens}
-    loop = {"max_tokens": max_tokens, "on_step": on_step, **loop_options}
+    options = {"max_tokens": max_tokens, "on_step": on_step, **loop_options}
+    if loop == "reference":
+        options.pop("grammar", None)
+
+    def act(part_prompt: Prompt | str) -> Trajectory:
+        if loop == "reference":
+            return reference_react(question, env, model, part_prompt, **options)
+        return react(question, env, model, part_prompt, thoughts=method != "act", **options)
+
     if method in ("react", "act"):
-        trajectory = react(question, env, model, prompt, thoughts=method == "react", **loop)
-        return Outcome(method, method, trajectory=trajectory)
+        return Outcome(method, method, trajectory=act(prompt))
     if method in REASONING:
         return Outcome(method, method, reasoning=reason(question, model, prompt, method=method, **sampling))
     if method == "react-cot-sc":
-        trajectory = react(question, env, model, prompt, **loop)
+        trajectory = act(prompt)
         if trajectory.ended == "finish" and normalize_answer(trajectory.answer):
             return Outcome(method, "react", trajectory=trajectory)
         reasoning = reason(question, model, backoff_prompt, method="cot-sc", **sampling)
@@ -276,4 +299,21 @@ def solve(
     reasoning = reason(question, model, prompt, method="cot-sc", **sampling)
     if 2 * reasoning.vote.votes >= samples:
         return Outcome(method, "cot-sc", reasoning=reasoning)
-    return Outcome(method, "react", trajectory=react(question, env, model, backoff_prompt, **loop), reasoning=reasoning)
+    return Outcome(method, "react", trajectory=act(backoff_prompt), reasoning=reasoning)
+
+
+def loop_problem(loop: str, method: str, grammar: bool) -> str | None:
+    """What is wrong with running `method` in `loop` (with a grammar or not), or None."""
+    if loop not in LOOPS:
+        return f"loop={loop!r}; the loops are {', '.join(LOOPS)}"
+    if loop == "tolerant":
+        return None
+    if method == "act" or method in REASONING:
+        return (
+            f"the reference loop runs ReAct (the notebook's webthink), and method {method} "
+            + ("has no ReAct part" if method in REASONING else "is Act")
+            + "; drop the reference loop, or run react, react-cot-sc or cot-sc-react"
+        )
+    if grammar:
+        return "the reference loop sends no grammar, as the notebook did; drop the grammar, or use the tolerant loop"
+    return None

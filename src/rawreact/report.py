@@ -35,6 +35,10 @@ def summarize(records: list[dict]) -> dict:
         "f1": mean("f1"),
         "finished": sum(r["ended"] == "finish" for r in records) / n,
         "invalid_per_question": mean("invalid_actions"),
+        # Records written before fallback calls were counted have none to offer: then unknown.
+        "fallback_per_question": (
+            sum(r["fallback_calls"] for r in records) / n if all("fallback_calls" in r for r in records) else None
+        ),
         "search_hit_rate": sum(r.get("search_hits", 0) for r in records) / searches if searches else 0.0,
         "steps": mean("steps"),
         "calls": mean("model_calls"),
@@ -45,10 +49,16 @@ def summarize(records: list[dict]) -> dict:
         "completion_tokens": sum(r["tokens"]["completion"] for r in records) / n,
         "seconds": mean("seconds"),
         "method": "+".join(methods),
+        "loop": "+".join(sorted({_loop(r) for r in records})),
         # CoT-SC's mean vote share, and which part of a back-off answered: absent where they do not apply.
         **({"vote_share": sum(shares) / len(shares)} if shares else {}),
         **({"branches": _shares([r["branch"] for r in backoffs])} if backoffs else {}),
     }
+
+
+def _loop(record: dict) -> str:
+    """The loop that acted ("-" for none); a record written before there were two loops ran the tolerant one."""
+    return record.get("loop") or ("tolerant" if record.get("trajectory") is not None else "-")
 
 
 def _shares(branches: list[str]) -> dict[str, float]:
@@ -68,10 +78,12 @@ def summary_line(summary: dict) -> str:
     s = summary
     evaluated = "unknown" if s["evaluated_tokens"] is None else f"{s['evaluated_tokens']:.0f}"
     context = f", {s['context_ended']} ended by the context window" if s["context_ended"] else ""
+    fallback = "unknown" if s["fallback_per_question"] is None else f"{s['fallback_per_question']:.2f}"
     return (
         f"{s['questions']} question{'s' if s['questions'] != 1 else ''}: EM {s['em']:.3f}, F1 {s['f1']:.3f}, "
         f"finished {round(s['finished'] * s['questions'])}/{s['questions']}{context}, "
-        f"{s['invalid_per_question']:.2f} invalid actions, {s['steps']:.1f} steps, {s['calls']:.1f} calls, "
+        f"{s['invalid_per_question']:.2f} invalid actions, {fallback} fallback calls, {s['steps']:.1f} steps, "
+        f"{s['calls']:.1f} calls, "
         f"{s['completion_tokens']:.0f} generated and {evaluated} evaluated tokens, "
         f"{s['search_hit_rate']:.0%} of searches hit, {s['seconds']:.1f} s per question"
     )
@@ -106,6 +118,7 @@ COLUMNS = {
     "F1": ("f1", "{:.3f}"),
     "finished": ("finished", "{:.0%}"),
     "invalid/q": ("invalid_per_question", "{:.2f}"),
+    "fallback/q": ("fallback_per_question", "{:.2f}"),
     "search hits": ("search_hit_rate", "{:.0%}"),
     "steps/q": ("steps", "{:.1f}"),
     "calls/q": ("calls", "{:.1f}"),
@@ -116,12 +129,14 @@ COLUMNS = {
 }
 
 
-OPTIONAL = ("vote share", "answered by")  # columns shown only when some run has them
+# Columns shown only when some run has them, and the values that do not count as having them:
+# CoT-SC's, the back-offs', and the loop once a run used the reference loop.
+OPTIONAL = {"vote share": ("-",), "answered by": ("-",), "loop": ("-", "tolerant")}
 
 
 def drop_unused(rows: list[dict[str, str]]) -> list[dict[str, str]]:
-    """The rows without the optional columns that no row fills (CoT-SC's and the back-offs')."""
-    unused = [h for h in OPTIONAL if all(row.get(h, "-") == "-" for row in rows)]
+    """The rows without the optional columns that no row fills (see OPTIONAL)."""
+    unused = [h for h, empty in OPTIONAL.items() if all(row.get(h, "-") in empty for row in rows)]
     return [{k: v for k, v in row.items() if k not in unused} for row in rows]
 
 
@@ -132,7 +147,8 @@ def run_row(path: str | Path) -> dict[str, str]:
     summary = summarize(records)
     grammar = (config.get("grammar") or "off") if manifest else "?"  # "?": the manifest is missing
     method = str(config.get("method", "react")) if manifest else summary.get("method", "?")
-    row = {"run": Path(path).name, "method": method, "model": str(config.get("model", "?")), "grammar": grammar}
+    row = {"run": Path(path).name, "method": method, "loop": summary.get("loop", "-")}
+    row |= {"model": str(config.get("model", "?")), "grammar": grammar}
     for header, (key, form) in COLUMNS.items():
         row[header] = _cell(summary, key, form)
     row["answered by"] = _branch_cell(summary)
@@ -209,7 +225,12 @@ class Comparison:
             raise DataError("the variants have no question in common, so there is nothing to compare")
         for name in self.names:
             summary = summarize([r for r in self.records[name] if r["id"] in ids])
-            row = {"variant": name, "method": summary["method"], "n": str(summary["questions"])}
+            row = {
+                "variant": name,
+                "method": summary["method"],
+                "loop": summary["loop"],
+                "n": str(summary["questions"]),
+            }
             for metric in ("em", "f1"):
                 label, mean = metric.upper(), self.interval(name, metric)
                 diff = self.difference(name, metric) if name != self.names[0] else None
@@ -247,10 +268,12 @@ def show(record: dict, with_prompt: bool = False) -> str:
     """
     method, branch = record.get("method", "react"), record.get("branch", "react")
     answered = f"; answered by {branch}" if method in BACKOFFS else ""
+    loop = f", {record['loop']} loop" if record.get("loop") else ""
     head = (
         f"id {record['id']}: EM {record['em']:.0f}, F1 {record['f1']:.2f}; prediction {record['prediction']!r}, "
         f"gold {record['answer']!r}; ended by {record['ended']} after {record['steps']} steps, "
-        f"{record['model_calls']} calls, {record['seconds']:.1f} s; method {method}{answered}\n"
+        f"{record['model_calls']} calls ({record.get('fallback_calls', '?')} fallback), {record['invalid_actions']} "
+        f"invalid actions, {record['seconds']:.1f} s; method {method}{answered}{loop}\n"
     )
     parts = []
     if record.get("trajectory") is not None:

@@ -312,6 +312,8 @@ _ADDED = ("model_sha256", "grammar_sha256", "shuffle_seed")  # settings that raw
 _BEFORE_METHODS = dict.fromkeys(("samples", "sample_temperature", "backoff_prompt", "backoff_prompt_sha256")) | {
     "method": "react"
 }
+# Settings added later, and the value every run made before them had.
+_BEFORE = {"loop": "tolerant"}
 
 
 def _changed(old: dict, new: dict) -> list[str]:
@@ -320,6 +322,8 @@ def _changed(old: dict, new: dict) -> list[str]:
         if key in _ADDED and key not in old:
             continue
         if key in _BEFORE_METHODS and "method" not in old and new.get(key) == _BEFORE_METHODS[key]:
+            continue
+        if key in _BEFORE and key not in old and new.get(key) == _BEFORE[key]:
             continue
         if key in _BY_CONTENT.values() and new.get(key) is None and new.get("model") == old.get("model"):
             continue  # the file is gone: it cannot be checked, and nothing can run on it either

@@ -44,7 +44,10 @@ class Result:
 
         `trajectory` holds the loop's part (ReAct or Act; null for the methods that only reason),
         `reasoning` the Standard, CoT or CoT-SC part (null when there is none), and `branch` says
-        which part gave the answer. `vote_share` is the winner's share of the CoT-SC votes.
+        which part gave the answer. `vote_share` is the winner's share of the CoT-SC votes. `loop`
+        is the loop that acted ("tolerant" or "reference"; null without one); `fallback_calls`
+        counts the steps that asked for the action alone (the reference's `n_badcalls`), and
+        `invalid_actions` the steps whose action could not be carried out.
         """
         out = self.outcome
         reasoning = out.reasoning
@@ -57,10 +60,12 @@ class Result:
             "f1": self.f1,
             "method": out.method,
             "branch": out.branch,
+            "loop": out.loop,
             "ended": out.ended,
             "steps": len(out.steps),
             "model_calls": out.model_calls,
             "invalid_actions": out.invalid_actions,
+            "fallback_calls": out.fallback_calls,
             "searches": out.searches,
             "search_hits": out.search_hits,
             "vote_share": reasoning.vote.share if reasoning is not None and reasoning.method == "cot-sc" else None,

@@ -27,7 +27,7 @@ class _ByQuestion:
 
     def __call__(self, prompt: str) -> str:
         line = ("\n" + prompt).rfind("\nQuestion: ")  # the start of the last Question line of the prompt
-        question = prompt[line + len("Question: ") :].split("\n", 1)[0] if line >= 0 else ""
+        question = one_line(prompt[line + len("Question: ") :].split("\n", 1)[0]) if line >= 0 else ""
         step = _STEP.search(prompt)
         if question not in self.scripts or step is None:
             raise ModelError(f"{self.name} has no script for the question {question!r}; add it to the script")

@@ -1,0 +1,217 @@
+"""Reference mode: the reference notebook's `webthink` loop and its Wikipedia environment, byte for byte.
+
+Given the same completions, every model call's prompt and stop sequences are the notebook's, every
+observation is what its `WikiEnv` (inside `HotPotQAWrapper`) shows for the same page text, and the
+answer is the text inside `finish[...]` exactly as written, scored by the same normalised EM and F1.
+It keeps the tolerant loop's record (`Trajectory`, `Step`), so runs of both loops read, report and
+compare alike. docs/reference.md lists every behaviour in which the two loops differ; each row is
+replayed in both by tests/test_reference.py.
+"""
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+from rawreact.actions import Action
+from rawreact.env import Titles, title_key
+from rawreact.errors import ContextLengthExceeded
+from rawreact.loop import LOOPS, MAX_TOKENS, Step, Trajectory
+from rawreact.metrics import normalize_answer
+from rawreact.models.base import Model
+from rawreact.prompts import Prompt, load_prompt
+
+N_FIRST = LOOPS["reference"]  # sentences a search shows: the reference environment's first five
+# The reference's verbs, in the order its environment tries them; each is exactly `verb[...]`.
+VERBS = ("search", "lookup", "finish", "think")
+
+
+def page_text(passage: str | Sequence[str], joiner: str = "") -> str:
+    """The page text of a passage: its text, or its sentences joined by `joiner`.
+
+    HotpotQA's sentences carry their own leading spaces, so they are joined as given (""); a
+    collection's list of sentences carries none and is joined by a space.
+    """
+    return passage if isinstance(passage, str) else joiner.join(passage)
+
+
+def page_sentences(page: str) -> list[str]:
+    """The reference environment's sentences of a page: each line split on ". ", and a period put back.
+
+    So `No. 2` splits in two, and a piece that already ended with a period gets a second one.
+    """
+    pieces = []
+    for paragraph in page.split("\n"):
+        if paragraph.strip():
+            pieces += paragraph.strip().split(". ")
+    return [piece.strip() + "." for piece in pieces if piece.strip()]
+
+
+def _as_page(text: str) -> str:
+    """One paragraph as the reference environment keeps it: a line of its own, unless it has two words or fewer."""
+    text = text.strip()
+    return text + "\n" if len(text.split(" ")) > 2 else ""
+
+
+class ReferenceEnv:
+    """The reference's Wikipedia environment over `pages` (title -> page text), with its HotpotQA wrapper.
+
+    Which page a search opens is decided as in `PassageEnv` (the title, ignoring case and white
+    space; the reference asked Wikipedia's search); what it shows, and every other observation,
+    is the reference's string. With a `gold` answer, the finishing observation carries the
+    wrapper's reward (exact match, 0 or 1); without one it is the bare environment's, 0.
+    """
+
+    def __init__(self, pages: Mapping[str, str], n_first: int = N_FIRST, gold: str | None = None) -> None:
+        if n_first < 1:
+            raise ValueError(f"n_first must be at least 1, not {n_first}")
+        self.n_first, self.gold = n_first, gold
+        self.index = Titles(pages)
+        self._pages: dict[str, str] = {}
+        for title, text in pages.items():
+            self._pages.setdefault(title_key(title), _as_page(text))
+        self.reset()
+
+    @property
+    def titles(self) -> list[str]:
+        """Every page title, in the collection's order."""
+        return self.index.titles
+
+    def fresh(self, gold: str | None = None) -> "ReferenceEnv":
+        """A new environment over the same pages, sharing their index, for a question with `gold`."""
+        env = object.__new__(ReferenceEnv)
+        env.n_first, env.gold, env.index, env._pages = self.n_first, gold, self.index, self._pages
+        env.reset()
+        return env
+
+    def reset(self) -> None:
+        """Close the page and forget the answer, ready for a new episode."""
+        self.page: str | None = None
+        self.answer: str | None = None
+        self.obs = ""
+        self.steps = 0
+        self._keyword: str | None = None
+        self._found: list[str] = []
+        self._count = 0
+
+    @staticmethod
+    def read(action: str) -> Action | None:
+        """The action as the reference reads it: `verb[...]` exactly, after stripping, or None."""
+        text = action.strip()
+        for verb in VERBS:
+            if text.startswith(f"{verb}[") and text.endswith("]"):
+                return Action(verb, text[len(verb) + 1 : -1])
+        return None
+
+    def step(self, action: str) -> tuple[str, bool]:
+        """Carry out one action text, as the model's first letter lower-cased; (observation, done)."""
+        if self.answer is not None:  # finished: nothing changes, and the step is not counted
+            return self.obs, True
+        parsed = self.read(action)
+        done = False
+        if parsed is None:
+            self.obs = f"Invalid action: {action.strip()}"
+        elif parsed.name == "search":
+            self._search(parsed.arg)
+        elif parsed.name == "lookup":
+            self._lookup(parsed.arg)
+        elif parsed.name == "finish":
+            self.answer, done = parsed.arg, True
+            self.obs = f"Episode finished, reward = {self.reward}\n"
+        else:
+            self.obs = "Nice thought."
+        self.steps += 1
+        return self.obs, done
+
+    @property
+    def reward(self) -> int:
+        """The wrapper's reward: 1 when the answer matches the gold answer after normalisation, else 0."""
+        if self.answer is None or self.gold is None:
+            return 0
+        return int(normalize_answer(self.gold) == normalize_answer(self.answer))
+
+    def _search(self, entity: str) -> None:
+        page = self._pages.get(title_key(entity))
+        if page is None:  # the open page and the lookup stay as they were
+            self.obs = f"Could not find {entity}. Similar: {self.index.similar(entity)}."
+            return
+        self.page = page
+        self.obs = " ".join(page_sentences(page)[: self.n_first])
+        self._keyword, self._found, self._count = None, [], 0
+
+    def _lookup(self, keyword: str) -> None:
+        if self._keyword != keyword:  # a new keyword starts over
+            self._keyword, self._count = keyword, 0
+            sentences = [] if self.page is None else page_sentences(self.page)
+            self._found = [s for s in sentences if keyword.lower() in s.lower()]
+        if self._count >= len(self._found):
+            self.obs = "No more results.\n"
+            return
+        self.obs = f"(Result {self._count + 1} / {len(self._found)}) {self._found[self._count]}"
+        self._count += 1
+
+
+def reference_react(
+    question: str,
+    env: ReferenceEnv,
+    model: Model,
+    prompt: Prompt | str | None = None,
+    *,
+    max_steps: int = 7,
+    max_tokens: int = MAX_TOKENS,
+    on_step: Callable[[Step], None] | None = None,
+) -> Trajectory:
+    """Run one episode as the reference notebook's `webthink` does, and return its trajectory.
+
+    The question is sent as given. Each step is one call on `transcript + "Thought i:"`, stopped
+    at `\\nObservation i:`; its stripped text must split into exactly two parts on
+    `\\nAction i: `, or the fallback call asks for the action alone after the first line. The
+    action goes to the environment with its first letter lower-cased, and thought, action and
+    observation go back into the transcript as written. An episode that does not finish is closed
+    by `finish[]`, a step with no call that the record keeps and the model never sees.
+    """
+    prompt = load_prompt() if prompt is None else prompt
+    traj = Trajectory(question, prompt if isinstance(prompt, str) else prompt.text, loop="reference")
+    env.reset()
+    text = traj.transcript()
+    try:
+        for i in range(1, max_steps + 1):
+            step = _step(i, text, env, model, max_tokens)
+            traj.steps.append(step)
+            text += step.render()
+            if on_step is not None:
+                on_step(step)
+            if env.answer is not None:
+                traj.answer, traj.ended = env.answer, "finish"
+                return traj
+        traj.ended = "max_steps"
+    except ContextLengthExceeded:
+        traj.ended = "context"
+    observation, _ = env.step("finish[]")
+    closing = Step(len(traj.steps) + 1, None, Action("finish", ""), "finish[]", observation, [])
+    traj.steps.append(closing)
+    traj.answer = env.answer or ""
+    if on_step is not None:
+        on_step(closing)
+    return traj
+
+
+def _step(i: int, text: str, env: ReferenceEnv, model: Model, max_tokens: int) -> Step:
+    """One step of `webthink`: the call after `Thought i:`, and the fallback call when it does not split."""
+    start = time.perf_counter()
+    first = model.complete(text + f"Thought {i}:", stop=[f"\nObservation {i}:"], max_tokens=max_tokens)
+    calls = [first]
+    parts = first.text.strip().split(f"\nAction {i}: ")
+    fallback = len(parts) != 2
+    if fallback:
+        thought = first.text.strip().split("\n")[0]
+        retry = model.complete(text + f"Thought {i}: {thought}\nAction {i}:", stop=["\n"], max_tokens=max_tokens)
+        calls.append(retry)
+        action = retry.text.strip()
+    else:
+        thought, action = parts
+    # The notebook lower-cases the first letter (and stops with an IndexError on an empty action,
+    # which here goes on as an invalid action).
+    sent = action[:1].lower() + action[1:]
+    observation = env.step(sent)[0].replace("\\n", "")  # the notebook drops escaped line breaks
+    parsed = env.read(sent)
+    error = None if parsed is not None else "invalid"
+    return Step(i, thought, parsed, action, observation, calls, error, time.perf_counter() - start, fallback)
