@@ -3,6 +3,8 @@
 from pathlib import Path
 
 from rawreact import PassageEnv, load_prompt, react
+from rawreact.guardrails import supported
+from rawreact.hotpotqa import from_rows
 
 
 def _check_episode(traj, calls):
@@ -62,7 +64,6 @@ def test_the_reference_loop_runs_a_hotpotqa_episode_on_the_embedded_model(gemma,
     same completions through the loop makes exactly the same calls and the same trajectory."""
     from rawreact import ScriptedModel
     from rawreact.collection import Question
-    from rawreact.hotpotqa import from_rows
     from rawreact.reference import reference_react
 
     row = hotpotqa[1]
@@ -87,3 +88,29 @@ def test_the_reference_loop_runs_a_hotpotqa_episode_on_the_embedded_model(gemma,
     assert [h["prompt"] for h in replay.history] == [p for p, _ in model.calls]
     assert [s.render() for s in again.steps] == [s.render() for s in traj.steps]
     assert (again.answer, again.ended) == (traj.answer, traj.ended)
+
+
+def test_the_repeat_policies_on_the_embedded_model(gemma, hotpotqa, recorder):
+    """Gemma 270M searches the same title again; "note" tells it so in the next prompt, "stop" ends
+    the episode at that very step, and both make the same calls up to it."""
+    from rawreact.methods import solve
+    from rawreact.runs import Result
+
+    row = hotpotqa[0]
+    collection = from_rows(Path("hotpotqa.json"), "", [(1, row)])
+    question = collection.questions[0]
+    runs = {}
+    for policy in ("note", "stop"):
+        model = recorder(gemma)
+        out = solve(question.question, collection.env(question), model, load_prompt(k=2), max_steps=4, repeats=policy)
+        runs[policy] = (out, model.calls, Result(question, out).to_dict())
+    note, note_calls, note_record = runs["note"]
+    stop, stop_calls, stop_record = runs["stop"]
+    first = next(s for s in note.steps if s.repeat_of is not None)  # it does repeat itself
+    assert first.note.startswith(f" (Note: step {first.repeat_of} already did ")
+    if first.i < len(note.steps):
+        assert first.note in note_calls[sum(len(s.calls) for s in note.steps[: first.i])][0]
+    assert (stop_record["ended"], len(stop.steps), stop_record["repeats"]) == ("repeat", first.i, 1)
+    assert [p for p, _ in stop_calls] == [p for p, _ in note_calls[: len(stop_calls)]]
+    evidence = note.trajectory.evidence
+    assert note_record["supported"] == supported(note.answer, evidence, note.trajectory.search_hits > 0)

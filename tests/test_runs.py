@@ -178,6 +178,13 @@ def test_report_puts_runs_side_by_side_and_show_prints_one_transcript(rows, tmp_
         "F1",
         "finished",
         "invalid/q",
+        "fallback/q",
+        "repeats/q",
+        "supported",
+        "EM",
+        "supp",
+        "EM",
+        "unsupp",
         "search",
         "hits",
         "steps/q",
@@ -187,6 +194,7 @@ def test_report_puts_runs_side_by_side_and_show_prints_one_transcript(rows, tmp_
         "eval",
         "tok/q",
         "s/q",
+        "ended",
     ]
     assert text[1].split()[:7] == [
         "right.jsonl",
@@ -198,8 +206,11 @@ def test_report_puts_runs_side_by_side_and_show_prints_one_transcript(rows, tmp_
         "1.000",
     ]
     assert text[2].split()[3:7] == ["step", "6", "0.500", "0.500"]
+    assert text[1].split()[-2:] == ["finish", "6"]
+    assert text[2].split()[9:11] == ["0.00", "0.00"]  # no fallback calls, no repeats
     markdown = subprocess.run([*RAWREACT, "report", right, "--format", "markdown"], capture_output=True, text=True)
-    assert markdown.stdout.splitlines()[1] == "|" + "|".join([" --- "] * 15) + "|"
+    assert markdown.stdout.splitlines()[1] == "|" + "|".join([" --- "] * 21) + "|"
+    assert markdown.stdout.splitlines()[2].endswith("| finish 6 |")
     csv = subprocess.run([*RAWREACT, "report", right, mixed, "--format", "csv"], capture_output=True, text=True)
     assert csv.stdout.splitlines()[2].startswith("mixed.jsonl,")
     first = read_run(right)[1][0]["id"]

@@ -11,6 +11,7 @@ from rawreact.collection import Collection, Question, choose_questions, load_col
 from rawreact.errors import DataError, GrammarError, RawreactError
 from rawreact.experiments import ABLATIONS, Variant, ablation, compare, parse_spec, parse_variant
 from rawreact.grammar import MODES
+from rawreact.guardrails import REPEATS
 from rawreact.loop import LOOPS, MAX_TOKENS, Step
 from rawreact.methods import METHODS, REASONING, SAMPLING, Reasoning
 from rawreact.models import DEFAULT_MODEL, EMBEDDED_MODELS, is_concurrent, load_model
@@ -101,6 +102,20 @@ def _parser() -> argparse.ArgumentParser:
         help="tolerant (rawreact's loop, the default) or reference (the reference notebook's loop and environment, "
         "byte for byte; 5 sentences per search unless --n-first; see docs/reference.md)",
     )
+    run.add_argument(
+        "--repeats",
+        choices=list(REPEATS),
+        default="off",
+        help="a step that repeats an earlier action and sees the same: off (only counted, the default), note (a note "
+        "after its observation tells the model), stop (the episode ends as 'repeat')",
+    )
+    run.add_argument(
+        "--budget",
+        type=_positive,
+        metavar="TOKENS",
+        help="tokens per episode (evaluated prompt tokens plus generated ones): a step starts only if the tokens "
+        "spent plus --max-tokens fit, or the episode ends as 'budget' (default: no budget)",
+    )
     run.add_argument("--samples", type=_positive, default=21, help="CoT-SC samples per question (default: 21)")
     run.add_argument(
         "--sample-temperature", type=float, default=0.7, help="temperature of CoT-SC's samples (default: 0.7)"
@@ -178,8 +193,8 @@ def _compare_parser(commands) -> None:
         default=[],
         metavar="NAME=SPEC",
         help="a variant: NAME=key=value,... with keys method, loop, model, prompt, key, instruction, k, order, "
-        "grammar, grammar_file, n_first, max_steps, max_tokens, temperature, seed, n_ctx, samples, sample_temperature, "
-        "backoff_prompt, backoff_key, backoff_instruction (the first variant is the base)",
+        "grammar, grammar_file, n_first, repeats, budget, max_steps, max_tokens, temperature, seed, n_ctx, samples, "
+        "sample_temperature, backoff_prompt, backoff_key, backoff_instruction (the first variant is the base)",
     )
     compare.add_argument(
         "--ablation", action="append", default=[], choices=ABLATIONS, help="add a built-in set of variants"
@@ -244,6 +259,8 @@ def run(args: argparse.Namespace) -> int:
         "run",
         method=args.method,
         loop=args.loop,
+        repeats=args.repeats,
+        budget=args.budget,
         model=args.model,
         prompt=args.prompt,
         key=args.key,
@@ -427,7 +444,14 @@ def _loop(variant: Variant) -> str:
     """The loop of a run's header, for a method that acts."""
     if variant.method in REASONING:
         return ""
-    return f", {variant.loop} loop ({_plural(variant.sentences, 'sentence')} per search)"
+    parts = [f"{_plural(variant.sentences, 'sentence')} per search"]
+    parts += [f"repeats {variant.repeats}"] if variant.repeats != "off" else []
+    parts += [f"budget {variant.budget} tokens"] if variant.budget is not None else []
+    return f", {variant.loop} loop ({', '.join(parts)})"
+
+
+def _support(value: bool | None) -> str:
+    return "" if value is None else ", answer seen" if value else ", answer not seen"
 
 
 def _sampling(variant: Variant) -> str:
@@ -456,7 +480,7 @@ def _result_line(n: int, total: int, result: Result) -> str:
         f"result [{n}/{total}] {result.question.id}: {verdict} (EM {result.em:.0f}, F1 {result.f1:.2f}) "
         f"answer {out.answer!r}{branch}, gold {result.question.answer!r}; ended by {out.ended} after "
         f"{len(out.steps)} steps, {out.model_calls} calls, {out.invalid_actions} invalid, "
-        f"{out.fallback_calls} fallback, {out.seconds:.1f} s"
+        f"{out.fallback_calls} fallback, {out.repeats} repeats{_support(out.supported)}, {out.seconds:.1f} s"
     )
 
 

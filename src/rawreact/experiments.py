@@ -17,8 +17,9 @@ from pathlib import Path
 from rawreact.collection import Collection, Question, choose_questions, load_collection
 from rawreact.errors import DataError, GrammarError, ModelError
 from rawreact.grammar import MODES, Grammar, load_grammar
+from rawreact.guardrails import REPEATS
 from rawreact.loop import LOOPS
-from rawreact.methods import BACKOFFS, METHODS, REASONING, SAMPLING, first_method, loop_problem
+from rawreact.methods import BACKOFFS, METHODS, REASONING, SAMPLING, first_method, guard_problem, loop_problem
 from rawreact.models import DEFAULT_MODEL, load_model, model_sha256
 from rawreact.prompts import Prompt, load_prompt, read_exemplars
 from rawreact.report import Comparison
@@ -27,7 +28,7 @@ from rawreact.runs import Result, RunFile, check_context, run_questions
 from rawreact.stats import RESAMPLES
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
-ABLATIONS = ("exemplars", "orders", "instructions", "grammar", "methods", "loops")
+ABLATIONS = ("exemplars", "orders", "instructions", "grammar", "methods", "loops", "repeats")
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,8 @@ class Variant:
     `backoff_instruction` the prompt of a back-off's second part. `samples` and
     `sample_temperature` are CoT-SC's n and T. `loop` is "tolerant" (rawreact's) or "reference"
     (the notebook's, byte for byte); `n_first`, unless set, is the loop's default (2 and 5).
+    `repeats` ("off", "note", "stop") and `budget` (tokens per episode, or None) are the
+    guardrails of `guardrails.Guard`.
     """
 
     name: str
@@ -53,6 +56,8 @@ class Variant:
     grammar: str | None = None
     grammar_file: str | None = None
     n_first: int | None = None
+    repeats: str = "off"
+    budget: int | None = None
     max_steps: int = 7
     max_tokens: int = 100
     temperature: float = 0.0
@@ -76,7 +81,8 @@ class Variant:
                 f"{self._where}a grammar constrains action lines, and method {self.method} writes none; "
                 "drop the grammar"
             )
-        problem = loop_problem(self.loop, self.method, bool(self.grammar or self.grammar_file))
+        problem = loop_problem(self.loop, self.method, bool(self.grammar or self.grammar_file), self.repeats)
+        problem = problem or guard_problem(self.method, self.repeats, self.budget)
         if problem:
             raise DataError(f"{self._where}{problem}")
         problem = check_settings(
@@ -125,6 +131,8 @@ class Variant:
         return {
             "method": self.method,
             "loop": self.loop,
+            "repeats": self.repeats,
+            "budget": self.budget,
             "backoff_prompt": backoff,
             "samples": self.samples,
             "sample_temperature": self.sample_temperature,
@@ -168,6 +176,8 @@ class Variant:
             "max_steps": self.max_steps,
             "max_tokens": self.max_tokens,
             "n_first": self.sentences,
+            "repeats": self.repeats,
+            "budget": self.budget,
             "n_ctx": self.n_ctx,
             "temperature": self.temperature,
             "samples": self.samples if sampled else None,
@@ -179,13 +189,14 @@ class Variant:
 
 _FIELDS = {f.name: f for f in fields(Variant) if f.name != "name"}
 # The least value each count may take: one validation for `rawreact run`, `compare` specs and Python.
-_LEAST = {"n_first": 1, "max_steps": 1, "max_tokens": 1, "n_ctx": 1, "k": 0, "samples": 1}
+_LEAST = {"n_first": 1, "max_steps": 1, "max_tokens": 1, "n_ctx": 1, "k": 0, "samples": 1, "budget": 1}
 _OPTIONS = {
     "n_first": "--n-first",
     "max_steps": "--max-steps",
     "max_tokens": "--max-tokens",
     "n_ctx": "--n-ctx",
     "samples": "--samples",
+    "budget": "--budget",
 }
 
 
@@ -233,14 +244,16 @@ def _convert(key: str, value: str, where: str):
         raise DataError(f"{where}: {key}={value!r} is not {'a whole number' if kind is int else 'a number'}") from None
 
 
-_NO_GRAMMAR = {"grammar": None, "grammar_file": None}
+# What the methods that only reason cannot take: a grammar and the guardrails watch actions.
+_ONLY_ACTING = {"grammar": None, "grammar_file": None, "repeats": "off", "budget": None}
 
 
 def ablation(kind: str, base: Variant, *, orders: int = 3) -> list[Variant]:
     """The built-in ablations, on top of `base`: exemplars (k = 0..N), orders (the file's order and
     `orders` shuffles), instructions (every prompts/instruction*.txt), grammar (off, step, titles),
     methods (every method of METHODS, each with its shipped prompts), loops (the tolerant loop and
-    the reference's; each shows its own default number of sentences unless `base` sets n_first).
+    the reference's; each shows its own default number of sentences unless `base` sets n_first),
+    repeats (the repeat policies off, note and stop).
     """
     if kind == "exemplars":
         count = len(read_exemplars(base.prompt, first_method(base.method)))
@@ -261,11 +274,14 @@ def ablation(kind: str, base: Variant, *, orders: int = 3) -> list[Variant]:
         for m in METHODS:
             # The reference loop stays on the methods it can run, and a grammar on those that act.
             loop = base.loop if loop_problem(base.loop, m, False) is None else "tolerant"
-            unset = _NO_GRAMMAR if m in REASONING else {}
+            unset = _ONLY_ACTING if m in REASONING else {}
             variants.append(replace(base, name=m, method=m, loop=loop, **shipped, **unset))
         return variants
     if kind == "loops":
         return [replace(base, name=loop, loop=loop) for loop in LOOPS]
+    if kind == "repeats":  # the reference loop cannot add a note, so it compares off and stop
+        policies = [p for p in REPEATS if base.loop == "tolerant" or p != "note"]
+        return [replace(base, name=f"repeats-{policy}", repeats=policy) for policy in policies]
     raise DataError(f"unknown ablation {kind!r}; the ablations are {', '.join(ABLATIONS)}")
 
 

@@ -9,6 +9,7 @@ from rawreact.actions import Action, action_text, format_action, parse_action, s
 from rawreact.env import NOT_FOUND, PassageEnv, one_line
 from rawreact.errors import ContextLengthExceeded, GrammarError
 from rawreact.grammar import Grammar, load_grammar
+from rawreact.guardrails import Guard
 from rawreact.models.base import Completion, Model
 from rawreact.prompts import Prompt, load_prompt
 
@@ -42,7 +43,8 @@ class Step:
     out. `fallback` says the step made the fallback call, a second call for the action alone
     because the first gave none the loop could use (the reference's `n_badcalls` counts these).
     A step with no calls is the reference loop's closing `finish[]`, logged but never shown to
-    the model.
+    the model. `repeat_of` names the earlier step this one repeats (see `guardrails.Guard`), and
+    `note` is what a guardrail added after the observation for the model to read.
     """
 
     i: int
@@ -54,6 +56,8 @@ class Step:
     error: str | None = None
     seconds: float = 0.0
     fallback: bool = False
+    repeat_of: int | None = None
+    note: str = ""
 
     @property
     def finish_reason(self) -> str:
@@ -64,7 +68,7 @@ class Step:
         """The step as transcript text, exactly as the model sees it in later prompts."""
         return (
             "" if self.thought is None else f"Thought {self.i}: {self.thought}\n"
-        ) + f"Action {self.i}: {self.action_text}\nObservation {self.i}: {self.observation}\n"
+        ) + f"Action {self.i}: {self.action_text}\nObservation {self.i}: {self.observation}{self.note}\n"
 
     def to_dict(self) -> dict:
         """A JSON-ready dict; `from_dict` reads it back."""
@@ -76,6 +80,8 @@ class Step:
             "observation": self.observation,
             "error": self.error,
             "fallback": self.fallback,
+            "repeat_of": self.repeat_of,
+            "note": self.note,
             "finish_reason": self.finish_reason,
             "tokens": token_totals(self.calls),
             "seconds": self.seconds,
@@ -92,6 +98,7 @@ class Step:
         action = None if data["action"] is None else Action(*data["action"])
         calls = [Completion(**c) for c in data["calls"]]
         fields = {k: data[k] for k in ("i", "thought", "action_text", "observation", "error", "seconds")}
+        fields |= {"repeat_of": data.get("repeat_of"), "note": data.get("note", "")}
         return cls(action=action, calls=calls, fallback=data.get("fallback", len(calls) > 1), **fields)
 
 
@@ -100,9 +107,9 @@ class Trajectory:
     """A whole episode: the prompt, the question, every step, and how it ended.
 
     `ended` is "finish" (the model called Finish), "max_steps" (the step limit was reached; the
-    answer is then empty, as the reference's closing `finish[]`) or "context" (the prompt outgrew
-    the model's context window). `loop` is the loop that ran: "tolerant" (`react`) or
-    "reference" (`reference.reference_react`).
+    answer is then empty, as the reference's closing `finish[]`), "context" (the prompt outgrew
+    the model's context window), "repeat" or "budget" (a guardrail ended it). `loop` is the loop
+    that ran: "tolerant" (`react`) or "reference" (`reference.reference_react`).
     """
 
     question: str
@@ -121,6 +128,16 @@ class Trajectory:
     def invalid_actions(self) -> int:
         """Steps whose action could not be carried out."""
         return sum(step.error is not None for step in self.steps)
+
+    @property
+    def repeats(self) -> int:
+        """Steps that repeated an earlier action and saw the same."""
+        return sum(step.repeat_of is not None for step in self.steps)
+
+    @property
+    def evidence(self) -> list[str]:
+        """What the episode's searches and lookups showed: the text an answer can be found in."""
+        return [s.observation for s in self.steps if s.action is not None and s.action.name in ("search", "lookup")]
 
     @property
     def fallback_calls(self) -> int:
@@ -203,6 +220,8 @@ def react(
     max_tokens: int = MAX_TOKENS,
     on_step: Callable[[Step], None] | None = None,
     thoughts: bool = True,
+    repeats: str = "off",
+    budget: int | None = None,
 ) -> Trajectory:
     """Run one ReAct episode on `question` and return its trajectory.
 
@@ -214,32 +233,64 @@ def react(
 
     `thoughts=False` runs Act, the paper's baseline without thoughts: each step is one call on
     `transcript + "Action i:"`, stopped at `\\nObservation i:`, under the action grammar if any.
+    `repeats` and `budget` are the guardrails (see `guardrails.Guard`).
     """
     prompt = load_prompt() if prompt is None else prompt
     grammar = load_grammar(grammar) if isinstance(grammar, str) else grammar
     if grammar is not None and not getattr(model, "supports_grammar", True):
         raise GrammarError(f"model {model.name} cannot apply a grammar; run it without one")
     traj = Trajectory(question=one_line(question), prompt=prompt if isinstance(prompt, str) else prompt.text)
+    take = _react_step if thoughts else _act_step
+    run_steps(
+        traj,
+        env,
+        lambda i, text: take(i, text, env, model, grammar, max_tokens),
+        max_steps=max_steps,
+        max_tokens=max_tokens,
+        guard=Guard(repeats, budget),
+        on_step=on_step,
+    )
+    if traj.ended != "finish":
+        env.step(Action("finish", ""))  # the reference closes an unfinished episode with finish[]
+    return traj
+
+
+def run_steps(
+    traj: Trajectory,
+    env,
+    take: Callable[[int, str], Step],
+    *,
+    max_steps: int,
+    max_tokens: int,
+    guard: Guard,
+    on_step: Callable[[Step], None] | None = None,
+) -> None:
+    """Take steps (`take(i, transcript)`) into `traj` until Finish, the step limit or a guardrail.
+
+    Both loops run their steps here; it sets `traj.ended` (and `traj.answer` on Finish).
+    """
     env.reset()
     text = traj.transcript()
     try:
         for i in range(1, max_steps + 1):
-            if thoughts:
-                step = _react_step(i, text, env, model, grammar, max_tokens)
-            else:
-                step = _act_step(i, text, env, model, grammar, max_tokens)
+            if not guard.allows([c for s in traj.steps for c in s.calls], max_tokens):
+                traj.ended = "budget"
+                return
+            step = take(i, text)
+            stop = guard.check(step)
             traj.steps.append(step)
             text += step.render()
             if on_step is not None:
                 on_step(step)
             if env.answer is not None:
                 traj.answer, traj.ended = env.answer, "finish"
-                return traj
+                return
+            if stop:
+                traj.ended = "repeat"
+                return
         traj.ended = "max_steps"
     except ContextLengthExceeded:
         traj.ended = "context"
-    env.step(Action("finish", ""))  # the reference closes an unfinished episode with finish[]
-    return traj
 
 
 def _react_step(i: int, text: str, env: PassageEnv, model: Model, grammar: Grammar | None, max_tokens: int) -> Step:

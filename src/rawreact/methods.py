@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from rawreact import answers
 from rawreact.env import PassageEnv, one_line
 from rawreact.errors import ContextLengthExceeded, ModelError
+from rawreact.guardrails import REPEATS, supported
 from rawreact.loop import LOOPS, Step, Trajectory, react, token_totals
 from rawreact.metrics import normalize_answer
 from rawreact.models.base import Completion, Model
@@ -225,6 +226,22 @@ class Outcome:
         return 0 if self.trajectory is None else self.trajectory.invalid_actions
 
     @property
+    def repeats(self) -> int:
+        """Steps that repeated an earlier action and saw the same (see `guardrails.Guard`)."""
+        return 0 if self.trajectory is None else self.trajectory.repeats
+
+    @property
+    def supported(self) -> bool | None:
+        """Whether the answer occurs in what the episode's searches and lookups showed (`guardrails.supported`).
+
+        None when the answer is empty, or came from a method that saw no passage (Standard, CoT, CoT-SC).
+        """
+        if self.branch in REASONING or self.trajectory is None:
+            return None
+        traj = self.trajectory
+        return supported(traj.answer, traj.evidence, traj.search_hits > 0)
+
+    @property
     def fallback_calls(self) -> int:
         """Steps that made the fallback call for the action alone (the reference's `n_badcalls`)."""
         return 0 if self.trajectory is None else self.trajectory.fallback_calls
@@ -273,7 +290,9 @@ def solve(
         raise ValueError(f"unknown method {method!r}; the methods are {', '.join(METHODS)}")
     if method in BACKOFFS and backoff_prompt is None:
         raise ValueError(f"method {method} needs the prompt of its second part: backoff_prompt")
-    problem = loop_problem(loop, method, loop_options.get("grammar") is not None)
+    repeats = loop_options.get("repeats", "off")
+    problem = loop_problem(loop, method, loop_options.get("grammar") is not None, repeats)
+    problem = problem or guard_problem(method, repeats, loop_options.get("budget"))
     if problem:
         raise ValueError(problem)
     sampling = {"samples": samples, "temperature": sample_temperature, "seed": seed, "max_tokens": max_tokens}
@@ -302,12 +321,25 @@ def solve(
     return Outcome(method, "react", trajectory=act(backoff_prompt), reasoning=reasoning)
 
 
-def loop_problem(loop: str, method: str, grammar: bool) -> str | None:
-    """What is wrong with running `method` in `loop` (with a grammar or not), or None."""
+def guard_problem(method: str, repeats: str, budget: int | None) -> str | None:
+    """What is wrong with these guardrails for `method`, or None: they watch actions, which reasoning lacks."""
+    if repeats not in REPEATS:
+        return f"repeats={repeats!r}; use one of {', '.join(REPEATS)}"
+    if budget is not None and budget < 1:
+        return f"budget={budget} must be at least 1 token"
+    if method in REASONING and (repeats != "off" or budget is not None):
+        return f"the guardrails repeats and budget watch actions, and method {method} takes none; drop them"
+    return None
+
+
+def loop_problem(loop: str, method: str, grammar: bool, repeats: str = "off") -> str | None:
+    """What is wrong with running `method` in `loop` (with a grammar or not, and a repeat policy), or None."""
     if loop not in LOOPS:
         return f"loop={loop!r}; the loops are {', '.join(LOOPS)}"
     if loop == "tolerant":
         return None
+    if repeats == "note":
+        return "the reference loop shows the notebook's observations, so repeats=note cannot add to them; use stop"
     if method == "act" or method in REASONING:
         return (
             f"the reference loop runs ReAct (the notebook's webthink), and method {method} "

@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 from rawreact.actions import Action
 from rawreact.env import Titles, title_key
-from rawreact.errors import ContextLengthExceeded
-from rawreact.loop import LOOPS, MAX_TOKENS, Step, Trajectory
+from rawreact.guardrails import Guard
+from rawreact.loop import LOOPS, MAX_TOKENS, Step, Trajectory, run_steps
 from rawreact.metrics import normalize_answer
 from rawreact.models.base import Model
 from rawreact.prompts import Prompt, load_prompt
@@ -158,6 +158,8 @@ def reference_react(
     max_steps: int = 7,
     max_tokens: int = MAX_TOKENS,
     on_step: Callable[[Step], None] | None = None,
+    repeats: str = "off",
+    budget: int | None = None,
 ) -> Trajectory:
     """Run one episode as the reference notebook's `webthink` does, and return its trajectory.
 
@@ -167,24 +169,23 @@ def reference_react(
     action goes to the environment with its first letter lower-cased, and thought, action and
     observation go back into the transcript as written. An episode that does not finish is closed
     by `finish[]`, a step with no call that the record keeps and the model never sees.
+
+    The guardrails `repeats` ("off" or "stop"; a note would change the notebook's observations)
+    and `budget` end an episode early, and change no call before that.
     """
+    if repeats == "note":
+        raise ValueError("the reference loop shows the notebook's observations, so repeats=note cannot add to them")
     prompt = load_prompt() if prompt is None else prompt
     traj = Trajectory(question, prompt if isinstance(prompt, str) else prompt.text, loop="reference")
-    env.reset()
-    text = traj.transcript()
-    try:
-        for i in range(1, max_steps + 1):
-            step = _step(i, text, env, model, max_tokens)
-            traj.steps.append(step)
-            text += step.render()
-            if on_step is not None:
-                on_step(step)
-            if env.answer is not None:
-                traj.answer, traj.ended = env.answer, "finish"
-                return traj
-        traj.ended = "max_steps"
-    except ContextLengthExceeded:
-        traj.ended = "context"
+
+    def take(i: int, text: str) -> Step:
+        return _step(i, text, env, model, max_tokens)
+
+    run_steps(
+        traj, env, take, max_steps=max_steps, max_tokens=max_tokens, guard=Guard(repeats, budget), on_step=on_step
+    )
+    if traj.ended == "finish":
+        return traj
     observation, _ = env.step("finish[]")
     closing = Step(len(traj.steps) + 1, None, Action("finish", ""), "finish[]", observation, [])
     traj.steps.append(closing)

@@ -4,11 +4,13 @@ with bootstrap intervals when the runs answered the same questions (`Comparison`
 
 import csv
 import io
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
 from rawreact.errors import DataError
+from rawreact.guardrails import ENDINGS
 from rawreact.loop import Trajectory
 from rawreact.methods import BACKOFFS, Reasoning
 from rawreact.runs import read_run
@@ -35,10 +37,10 @@ def summarize(records: list[dict]) -> dict:
         "f1": mean("f1"),
         "finished": sum(r["ended"] == "finish" for r in records) / n,
         "invalid_per_question": mean("invalid_actions"),
-        # Records written before fallback calls were counted have none to offer: then unknown.
-        "fallback_per_question": (
-            sum(r["fallback_calls"] for r in records) / n if all("fallback_calls" in r for r in records) else None
-        ),
+        "fallback_per_question": _known_mean(records, "fallback_calls"),
+        "repeats_per_question": _known_mean(records, "repeats"),
+        **_support(records),
+        "endings": _endings(records),
         "search_hit_rate": sum(r.get("search_hits", 0) for r in records) / searches if searches else 0.0,
         "steps": mean("steps"),
         "calls": mean("model_calls"),
@@ -54,6 +56,38 @@ def summarize(records: list[dict]) -> dict:
         **({"vote_share": sum(shares) / len(shares)} if shares else {}),
         **({"branches": _shares([r["branch"] for r in backoffs])} if backoffs else {}),
     }
+
+
+def _known_mean(records: list[dict], key: str) -> float | None:
+    """The mean of a count per question; None (unknown) when records written before it was counted lack it."""
+    return sum(r[key] for r in records) / len(records) if all(key in r for r in records) else None
+
+
+def _support(records: list[dict]) -> dict:
+    """The share of answers found in what the agent saw, and EM among those found and those not.
+
+    Over the records that have a verdict (an answer from a method that searched); absent when none has.
+    """
+    judged = [r for r in records if r.get("supported") is not None]
+    if not judged:
+        return {}
+    found = [r["em"] for r in judged if r["supported"]]
+    unseen = [r["em"] for r in judged if not r["supported"]]
+    return (
+        {"supported": len(found) / len(judged)}
+        | ({"em_supported": sum(found) / len(found)} if found else {})
+        | ({"em_unsupported": sum(unseen) / len(unseen)} if unseen else {})
+    )
+
+
+def _endings(records: list[dict]) -> dict[str, int]:
+    """How many questions ended each way, in the order of ENDINGS (then any other value)."""
+    counts = Counter(r["ended"] for r in records)
+    return {e: counts[e] for e in [*ENDINGS, *sorted(set(counts) - set(ENDINGS))] if counts[e]}
+
+
+def _endings_cell(summary: dict) -> str:
+    return ", ".join(f"{e} {n}" for e, n in summary.get("endings", {}).items()) or "-"
 
 
 def _loop(record: dict) -> str:
@@ -77,6 +111,8 @@ def summary_line(summary: dict) -> str:
         return "0 questions"
     s = summary
     evaluated = "unknown" if s["evaluated_tokens"] is None else f"{s['evaluated_tokens']:.0f}"
+    repeats = "unknown" if s["repeats_per_question"] is None else f"{s['repeats_per_question']:.2f}"
+    support = f", {s['supported']:.0%} of answers seen in an observation" if "supported" in s else ""
     context = f", {s['context_ended']} ended by the context window" if s["context_ended"] else ""
     fallback = "unknown" if s["fallback_per_question"] is None else f"{s['fallback_per_question']:.2f}"
     return (
@@ -85,7 +121,8 @@ def summary_line(summary: dict) -> str:
         f"{s['invalid_per_question']:.2f} invalid actions, {fallback} fallback calls, {s['steps']:.1f} steps, "
         f"{s['calls']:.1f} calls, "
         f"{s['completion_tokens']:.0f} generated and {evaluated} evaluated tokens, "
-        f"{s['search_hit_rate']:.0%} of searches hit, {s['seconds']:.1f} s per question"
+        f"{s['search_hit_rate']:.0%} of searches hit, {repeats} repeats{support}, {s['seconds']:.1f} s per question; "
+        f"ended: {_endings_cell(s)}"
     )
 
 
@@ -119,6 +156,10 @@ COLUMNS = {
     "finished": ("finished", "{:.0%}"),
     "invalid/q": ("invalid_per_question", "{:.2f}"),
     "fallback/q": ("fallback_per_question", "{:.2f}"),
+    "repeats/q": ("repeats_per_question", "{:.2f}"),
+    "supported": ("supported", "{:.0%}"),
+    "EM supp": ("em_supported", "{:.3f}"),
+    "EM unsupp": ("em_unsupported", "{:.3f}"),
     "search hits": ("search_hit_rate", "{:.0%}"),
     "steps/q": ("steps", "{:.1f}"),
     "calls/q": ("calls", "{:.1f}"),
@@ -152,6 +193,7 @@ def run_row(path: str | Path) -> dict[str, str]:
     for header, (key, form) in COLUMNS.items():
         row[header] = _cell(summary, key, form)
     row["answered by"] = _branch_cell(summary)
+    row["ended"] = _endings_cell(summary)
     return row
 
 
@@ -247,6 +289,7 @@ class Comparison:
                 if key not in ("questions", "em", "f1"):
                     row[header] = _cell(summary, key, form)
             row["answered by"] = _branch_cell(summary)
+            row["ended"] = _endings_cell(summary)
             rows.append(row)
         return drop_unused(rows)
 
@@ -273,7 +316,8 @@ def show(record: dict, with_prompt: bool = False) -> str:
         f"id {record['id']}: EM {record['em']:.0f}, F1 {record['f1']:.2f}; prediction {record['prediction']!r}, "
         f"gold {record['answer']!r}; ended by {record['ended']} after {record['steps']} steps, "
         f"{record['model_calls']} calls ({record.get('fallback_calls', '?')} fallback), {record['invalid_actions']} "
-        f"invalid actions, {record['seconds']:.1f} s; method {method}{answered}{loop}\n"
+        f"invalid actions, {record.get('repeats', '?')} repeats, {record['seconds']:.1f} s; method "
+        f"{method}{answered}{loop}{_seen(record.get('supported'))}\n"
     )
     parts = []
     if record.get("trajectory") is not None:
@@ -287,6 +331,13 @@ def show(record: dict, with_prompt: bool = False) -> str:
     if len(parts) == 1:
         return head + "\n" + parts[0]
     return head + "".join(f"\n--- {name}\n{part}" for name, part in zip(BACKOFFS[method], parts, strict=True))
+
+
+def _seen(supported: bool | None) -> str:
+    """What `show` says of the support check."""
+    if supported is None:
+        return ""
+    return "; the answer occurs in an observation" if supported else "; the answer occurs in no observation"
 
 
 def _show_reasoning(reasoning: Reasoning, with_prompt: bool) -> str:

@@ -313,7 +313,7 @@ _BEFORE_METHODS = dict.fromkeys(("samples", "sample_temperature", "backoff_promp
     "method": "react"
 }
 # Settings added later, and the value every run made before them had.
-_BEFORE = {"loop": "tolerant"}
+_BEFORE = {"loop": "tolerant", "repeats": "off", "budget": None}
 
 
 def _changed(old: dict, new: dict) -> list[str]:

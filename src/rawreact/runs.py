@@ -47,7 +47,9 @@ class Result:
         which part gave the answer. `vote_share` is the winner's share of the CoT-SC votes. `loop`
         is the loop that acted ("tolerant" or "reference"; null without one); `fallback_calls`
         counts the steps that asked for the action alone (the reference's `n_badcalls`), and
-        `invalid_actions` the steps whose action could not be carried out.
+        `invalid_actions` the steps whose action could not be carried out. `repeats` counts the
+        steps that repeated an earlier action and saw the same, and `supported` says whether the
+        answer occurs in what the searches and lookups showed (null: no answer, or no passage seen).
         """
         out = self.outcome
         reasoning = out.reasoning
@@ -66,6 +68,8 @@ class Result:
             "model_calls": out.model_calls,
             "invalid_actions": out.invalid_actions,
             "fallback_calls": out.fallback_calls,
+            "repeats": out.repeats,
+            "supported": out.supported,
             "searches": out.searches,
             "search_hits": out.search_hits,
             "vote_share": reasoning.vote.share if reasoning is not None and reasoning.method == "cot-sc" else None,
