@@ -102,7 +102,7 @@ def test_the_repeat_policies_on_the_embedded_model(gemma, hotpotqa, recorder):
     runs = {}
     for policy in ("note", "stop"):
         model = recorder(gemma)
-        out = solve(question.question, collection.env(question), model, load_prompt(k=2), max_steps=4, repeats=policy)
+        out = solve(question.question, collection.env(question), model, load_prompt(k=2), max_steps=3, repeats=policy)
         runs[policy] = (out, model.calls, Result(question, out).to_dict())
     note, note_calls, note_record = runs["note"]
     stop, stop_calls, stop_record = runs["stop"]
