@@ -466,7 +466,7 @@ def test_the_loops_ablation_compares_both_loops_and_resumes(rows, tmp_path):
 
 
 def test_a_reference_trajectory_reads_back_from_its_run_file(tmp_path):
-    from rawreact.loop import Trajectory
+    from rawreact.record import Trajectory
     from rawreact.runs import RunFile, read_run
 
     steps = [" t\nAction 1:Search[Orlo]", " Search[Orlo]", " t\nAction 2: Think[x]"]

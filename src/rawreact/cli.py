@@ -12,9 +12,10 @@ from rawreact.errors import DataError, GrammarError, RawreactError
 from rawreact.experiments import ABLATIONS, Variant, ablation, compare, parse_spec, parse_variant
 from rawreact.grammar import MODES
 from rawreact.guardrails import REPEATS
-from rawreact.loop import LOOPS, MAX_TOKENS, Step
+from rawreact.loop import LOOPS, MAX_TOKENS
 from rawreact.methods import METHODS, REASONING, SAMPLING, Reasoning
 from rawreact.models import DEFAULT_MODEL, EMBEDDED_MODELS, is_concurrent, load_model
+from rawreact.record import Step
 from rawreact.report import (
     compare_runs,
     context_warning,

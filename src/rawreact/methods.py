@@ -14,10 +14,11 @@ from rawreact import answers
 from rawreact.env import PassageEnv, one_line
 from rawreact.errors import ContextLengthExceeded, ModelError
 from rawreact.guardrails import REPEATS, supported
-from rawreact.loop import LOOPS, Step, Trajectory, react, token_totals
+from rawreact.loop import LOOPS, react
 from rawreact.metrics import normalize_answer
 from rawreact.models.base import Completion, Model
 from rawreact.prompts import Prompt
+from rawreact.record import Step, Trajectory, token_totals
 from rawreact.reference import reference_react
 
 

@@ -14,10 +14,11 @@ from collections.abc import Callable, Mapping, Sequence
 from rawreact.actions import Action
 from rawreact.env import Titles, title_key
 from rawreact.guardrails import Guard
-from rawreact.loop import LOOPS, MAX_TOKENS, Step, Trajectory, run_steps
+from rawreact.loop import LOOPS, MAX_TOKENS, run_steps
 from rawreact.metrics import normalize_answer
 from rawreact.models.base import Model
 from rawreact.prompts import Prompt, load_prompt
+from rawreact.record import Step, Trajectory
 
 N_FIRST = LOOPS["reference"]  # sentences a search shows: the reference environment's first five
 # The reference's verbs, in the order its environment tries them; each is exactly `verb[...]`.

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from rawreact.errors import DataError
 from rawreact.guardrails import ENDINGS
-from rawreact.loop import Trajectory
 from rawreact.methods import BACKOFFS, Reasoning
+from rawreact.record import Trajectory
 from rawreact.runs import read_run
 from rawreact.stats import RESAMPLES, Interval, bootstrap, paired
 

@@ -16,8 +16,8 @@ from importlib import metadata
 from pathlib import Path
 
 from rawreact.errors import DataError
-from rawreact.loop import Trajectory
 from rawreact.methods import Reasoning
+from rawreact.record import Trajectory
 
 
 def manifest_path(out: str | Path) -> Path:

@@ -12,11 +12,11 @@ from pathlib import Path
 from rawreact.collection import Question
 from rawreact.env import PassageEnv
 from rawreact.errors import ModelError
-from rawreact.loop import Step
 from rawreact.methods import BACKOFFS, CUES, Outcome, first_method, solve
 from rawreact.metrics import exact_match, f1_score
 from rawreact.models.base import WORKER, Model
 from rawreact.prompts import Prompt
+from rawreact.record import Step
 from rawreact.runfile import RunFile, manifest_path, read_manifest, read_run
 
 __all__ = ["Result", "RunFile", "check_context", "manifest_path", "read_manifest", "read_run", "run_questions"]
