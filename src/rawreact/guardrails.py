@@ -18,6 +18,15 @@ REPEATS = ("off", "note", "stop")  # what a repeated action does: nothing, a not
 ENDINGS = ("finish", "max_steps", "context", "no_answer", "repeat", "budget")
 
 
+def setting_problem(repeats: str, budget: int | None) -> str | None:
+    """What is wrong with a repeat policy and a budget, or None."""
+    if repeats not in REPEATS:
+        return f"repeats={repeats!r}; use one of {', '.join(REPEATS)}"
+    if budget is not None and budget < 1:
+        return f"budget={budget} must be at least 1 token"
+    return None
+
+
 def spent(calls: list[Completion]) -> int:
     """Tokens `calls` cost: prompt tokens the model evaluated (the whole prompt where a backend does
     not say) plus tokens it generated."""
@@ -50,10 +59,9 @@ class Guard:
     _seen: dict[tuple[str, str], tuple[int, str]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
-        if self.repeats not in REPEATS:
-            raise ValueError(f"repeats={self.repeats!r}; use one of {', '.join(REPEATS)}")
-        if self.budget is not None and self.budget < 1:
-            raise ValueError(f"budget={self.budget} must be at least 1 token")
+        problem = setting_problem(self.repeats, self.budget)
+        if problem:
+            raise ValueError(problem)
 
     def allows(self, calls: list[Completion], max_tokens: int) -> bool:
         """Whether the next step may start, given the episode's calls so far."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from rawreact import answers
 from rawreact.env import PassageEnv, one_line
 from rawreact.errors import ContextLengthExceeded, ModelError
-from rawreact.guardrails import REPEATS, supported
+from rawreact.guardrails import setting_problem, supported
 from rawreact.loop import LOOPS, react
 from rawreact.metrics import normalize_answer
 from rawreact.models.base import Completion, Model
@@ -324,10 +324,9 @@ def solve(
 
 def guard_problem(method: str, repeats: str, budget: int | None) -> str | None:
     """What is wrong with these guardrails for `method`, or None: they watch actions, which reasoning lacks."""
-    if repeats not in REPEATS:
-        return f"repeats={repeats!r}; use one of {', '.join(REPEATS)}"
-    if budget is not None and budget < 1:
-        return f"budget={budget} must be at least 1 token"
+    problem = setting_problem(repeats, budget)
+    if problem:
+        return problem
     if method in REASONING and (repeats != "off" or budget is not None):
         return f"the guardrails repeats and budget watch actions, and method {method} takes none; drop them"
     return None

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from rawreact.actions import Action
-from rawreact.env import Titles, title_key
+from rawreact.env import NOT_FOUND, Titles, title_key
 from rawreact.guardrails import Guard
 from rawreact.loop import LOOPS, MAX_TOKENS, run_steps
 from rawreact.metrics import normalize_answer
@@ -132,7 +132,7 @@ class ReferenceEnv:
     def _search(self, entity: str) -> None:
         page = self._pages.get(title_key(entity))
         if page is None:  # the open page and the lookup stay as they were
-            self.obs = f"Could not find {entity}. Similar: {self.index.similar(entity)}."
+            self.obs = f"{NOT_FOUND}{entity}. Similar: {self.index.similar(entity)}."
             return
         self.page = page
         self.obs = " ".join(page_sentences(page)[: self.n_first])

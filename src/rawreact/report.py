@@ -26,6 +26,8 @@ def summarize(records: list[dict]) -> dict:
     def mean(key: str) -> float:
         return sum(r[key] for r in records) / n
 
+    endings = _endings(records)
+
     searches = sum(r.get("searches", 0) for r in records)
     evaluated = [r["tokens"].get("evaluated") for r in records]
     shares = [r["vote_share"] for r in records if r.get("vote_share") is not None]
@@ -40,14 +42,14 @@ def summarize(records: list[dict]) -> dict:
         "fallback_per_question": _known_mean(records, "fallback_calls"),
         "repeats_per_question": _known_mean(records, "repeats"),
         **_support(records),
-        "endings": _endings(records),
+        "endings": endings,
         "search_hit_rate": sum(r.get("search_hits", 0) for r in records) / searches if searches else 0.0,
         "steps": mean("steps"),
         "calls": mean("model_calls"),
         "prompt_tokens": sum(r["tokens"]["prompt"] for r in records) / n,
         # None (unknown) where a backend did not say how much of the prompt it computed.
         "evaluated_tokens": None if None in evaluated else sum(evaluated) / n,
-        "context_ended": sum(r["ended"] == "context" for r in records),
+        "context_ended": endings.get("context", 0),
         "completion_tokens": sum(r["tokens"]["completion"] for r in records) / n,
         "seconds": mean("seconds"),
         "method": "+".join(methods),
@@ -110,11 +112,11 @@ def summary_line(summary: dict) -> str:
     if not summary["questions"]:
         return "0 questions"
     s = summary
-    evaluated = "unknown" if s["evaluated_tokens"] is None else f"{s['evaluated_tokens']:.0f}"
-    repeats = "unknown" if s["repeats_per_question"] is None else f"{s['repeats_per_question']:.2f}"
+    evaluated = _cell(s, "evaluated_tokens", "{:.0f}")
+    repeats = _cell(s, "repeats_per_question", "{:.2f}")
     support = f", {s['supported']:.0%} of answers seen in an observation" if "supported" in s else ""
     context = f", {s['context_ended']} ended by the context window" if s["context_ended"] else ""
-    fallback = "unknown" if s["fallback_per_question"] is None else f"{s['fallback_per_question']:.2f}"
+    fallback = _cell(s, "fallback_per_question", "{:.2f}")
     return (
         f"{s['questions']} question{'s' if s['questions'] != 1 else ''}: EM {s['em']:.3f}, F1 {s['f1']:.3f}, "
         f"finished {round(s['finished'] * s['questions'])}/{s['questions']}{context}, "

@@ -308,20 +308,20 @@ def _versions() -> dict[str, str | None]:
 # content by another path is the same run.
 _BY_CONTENT = {"model": "model_sha256", "prompt": "prompt_sha256", "grammar": "grammar_sha256"}
 _ADDED = ("model_sha256", "grammar_sha256", "shuffle_seed")  # settings that rawreact 0.1 did not record
-# Settings added with the methods, and the value a run made before them had: ReAct, no samples.
-_BEFORE_METHODS = dict.fromkeys(("samples", "sample_temperature", "backoff_prompt", "backoff_prompt_sha256")) | {
-    "method": "react"
+# Settings added after rawreact 0.1, and the value every run made before them had: ReAct with no
+# samples (the methods), the tolerant loop, no guardrails.
+_BEFORE = dict.fromkeys(("samples", "sample_temperature", "backoff_prompt", "backoff_prompt_sha256")) | {
+    "method": "react",
+    "loop": "tolerant",
+    "repeats": "off",
+    "budget": None,
 }
-# Settings added later, and the value every run made before them had.
-_BEFORE = {"loop": "tolerant", "repeats": "off", "budget": None}
 
 
 def _changed(old: dict, new: dict) -> list[str]:
     changed = []
     for key in sorted(old.keys() | new.keys()):
         if key in _ADDED and key not in old:
-            continue
-        if key in _BEFORE_METHODS and "method" not in old and new.get(key) == _BEFORE_METHODS[key]:
             continue
         if key in _BEFORE and key not in old and new.get(key) == _BEFORE[key]:
             continue
