@@ -18,6 +18,7 @@ def test_wheel_ships_the_data_and_runs_from_elsewhere(tmp_path):
         for path in (ROOT / folder).rglob("*"):
             if path.is_file():
                 assert f"rawreact/{path.relative_to(ROOT).as_posix()}" in names
+    assert {"rawreact/page/report.css", "rawreact/page/report.js"} <= names  # the HTML report's style and script
     site = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", site, wheel], check=True)
     code = (

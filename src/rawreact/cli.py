@@ -10,8 +10,10 @@ from rawreact import __version__
 from rawreact.collection import Collection, Question, choose_questions, load_collection
 from rawreact.errors import DataError, GrammarError, RawreactError
 from rawreact.experiments import ABLATIONS, Variant, ablation, compare, parse_spec, parse_variant
+from rawreact.export import LAYOUTS, export
 from rawreact.grammar import MODES
 from rawreact.guardrails import REPEATS
+from rawreact.htmlreport import write_page
 from rawreact.loop import LOOPS, MAX_TOKENS
 from rawreact.methods import METHODS, REASONING, SAMPLING, Reasoning
 from rawreact.models import DEFAULT_MODEL, EMBEDDED_MODELS, is_concurrent, load_model
@@ -45,6 +47,16 @@ def _positive(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number from 0 to 1")
     return value
 
 
@@ -165,8 +177,13 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("-q", "--quiet", action="store_true", help="print only the result lines")
     _compare_parser(commands)
     report = commands.add_parser("report", help="the summaries of run files, side by side")
-    report.add_argument("runs", nargs="+", help="run files (RUN.jsonl)")
+    report.add_argument("runs", nargs="+", metavar="[NAME=]RUN.jsonl", help="run files, the first being the base")
     report.add_argument("--format", choices=("text", "markdown", "csv"), default="text", help="table format")
+    report.add_argument(
+        "--html", metavar="FILE", help="also write the whole report (charts, questions, transcripts) as one web page"
+    )
+    report.add_argument("--resamples", type=_positive, default=10_000, help="bootstrap resamples (default: 10000)")
+    report.add_argument("--stats-seed", type=int, default=0, help="seed of the bootstrap (default: 0)")
     runs = commands.add_parser(
         "compare-runs", help="compare finished run files on the questions they share, with bootstrap intervals"
     )
@@ -174,6 +191,22 @@ def _parser() -> argparse.ArgumentParser:
     runs.add_argument("--format", choices=("text", "markdown", "csv"), default="text", help="table format")
     runs.add_argument("--resamples", type=_positive, default=10_000, help="bootstrap resamples (default: 10000)")
     runs.add_argument("--stats-seed", type=int, default=0, help="seed of the bootstrap (default: 0)")
+    export_ = commands.add_parser("export", help="the steps of a run's good episodes as fine-tuning examples")
+    export_.add_argument("runs", nargs="+", metavar="RUN.jsonl", help="run files")
+    export_.add_argument("--out", required=True, help="the JSON-lines file to write, one example a line")
+    export_.add_argument(
+        "--layout",
+        choices=LAYOUTS,
+        default="completion",
+        help="completion: a prompt/completion pair per step; chat: the episode as messages (default: completion)",
+    )
+    export_.add_argument(
+        "--min-f1",
+        type=_share,
+        metavar="F1",
+        help="export the episodes with F1 at least this (default: those with EM 1)",
+    )
+    export_.add_argument("--prompt", action="store_true", help="keep the few-shot prompt (default: question onwards)")
     show_ = commands.add_parser("show", help="a run's questions, or one question's transcript")
     show_.add_argument("run", help="a run file (RUN.jsonl)")
     which = show_.add_mutually_exclusive_group()
@@ -427,15 +460,7 @@ def _intervals_note(args: argparse.Namespace, comparison, where: str = "") -> No
 
 def compare_runs_command(args: argparse.Namespace) -> int:
     """`rawreact compare-runs`: finished run files side by side, with intervals, on their shared questions."""
-    runs: dict[str, str] = {}
-    for item in args.runs:
-        name, equals, path = item.partition("=")
-        if not equals or not name or Path(item).exists():
-            name, path = Path(item).name.removesuffix(".jsonl"), item
-        if name in runs:
-            raise DataError(f"two runs are named {name!r}; name them, as in NAME=RUN.jsonl")
-        runs[name] = path
-    comparison = compare_runs(runs, resamples=args.resamples, seed=args.stats_seed)
+    comparison = compare_runs(_named(args.runs), resamples=args.resamples, seed=args.stats_seed)
     print(comparison.table(args.format), end="")
     _intervals_note(args, comparison)
     return 0
@@ -485,9 +510,43 @@ def _result_line(n: int, total: int, result: Result) -> str:
     )
 
 
+def _named(items: list[str]) -> dict[str, str]:
+    """Run files by name: NAME=RUN.jsonl, or the file's name without .jsonl."""
+    runs: dict[str, str] = {}
+    for item in items:
+        name, equals, path = item.partition("=")
+        if not equals or not name or Path(item).exists():
+            name, path = Path(item).name.removesuffix(".jsonl"), item
+        if name in runs:
+            raise DataError(f"two runs are named {name!r}; name them, as in NAME=RUN.jsonl")
+        runs[name] = path
+    return runs
+
+
 def report(args: argparse.Namespace) -> int:
-    """`rawreact report`: one row per run file."""
-    print(printable(table(drop_unused([run_row(path) for path in args.runs]), args.format)), end="")
+    """`rawreact report`: one row per run file; with --html, the whole report as one web page."""
+    runs = _named(args.runs)
+    rows = [run_row(path) | {"run": name} for name, path in runs.items()]
+    if args.html:
+        written = write_page(runs, args.html, resamples=args.resamples, seed=args.stats_seed)
+        print(f"rawreact: wrote the report of {_plural(len(runs), 'run')} to {written}", file=sys.stderr)
+    print(printable(table(drop_unused(rows), args.format)), end="")
+    return 0
+
+
+def export_command(args: argparse.Namespace) -> int:
+    """`rawreact export`: the steps of the selected episodes of run files, as fine-tuning examples."""
+    done = export(args.runs, args.out, layout=args.layout, min_f1=args.min_f1, with_prompt=args.prompt)
+    chosen = "EM 1" if args.min_f1 is None else f"F1 at least {args.min_f1:g}"
+    print(
+        f"rawreact: wrote {_plural(done.examples, 'example')} ({args.layout}) from {done.questions} of "
+        f"{_plural(done.records, 'question')} ({chosen}) to {args.out}; {done.not_selected} not selected, "
+        f"{done.no_trajectory} answered without a trajectory",
+        file=sys.stderr,
+    )
+    if not done.examples:
+        hint = "; try --min-f1 0.5" if args.min_f1 is None else ""
+        print(f"rawreact: warning: no episode was selected, so {args.out} is empty{hint}", file=sys.stderr)
     return 0
 
 
@@ -523,6 +582,7 @@ def main(argv: list[str] | None = None) -> int:
         "compare-runs": compare_runs_command,
         "report": report,
         "show": show_command,
+        "export": export_command,
     }
     try:
         return commands[args.command](args)

@@ -327,7 +327,7 @@ def show(record: dict, with_prompt: bool = False) -> str:
         transcript = traj.transcript()
         parts.append(transcript if with_prompt else transcript[len(traj.prompt) :])
     if record.get("reasoning") is not None:
-        parts.append(_show_reasoning(Reasoning.from_dict(record["reasoning"]), with_prompt))
+        parts.append(reasoning_text(Reasoning.from_dict(record["reasoning"]), with_prompt))
     if method == "cot-sc-react":
         parts.reverse()
     if len(parts) == 1:
@@ -342,7 +342,7 @@ def _seen(supported: bool | None) -> str:
     return "; the answer occurs in an observation" if supported else "; the answer occurs in no observation"
 
 
-def _show_reasoning(reasoning: Reasoning, with_prompt: bool) -> str:
+def reasoning_text(reasoning: Reasoning, with_prompt: bool) -> str:
     """A Standard or CoT completion; for CoT-SC, the vote, then each sample and its answer."""
     if reasoning.method != "cot-sc":
         text = reasoning.transcript()

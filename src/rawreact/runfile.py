@@ -20,6 +20,22 @@ from rawreact.methods import Reasoning
 from rawreact.record import Trajectory
 
 
+def write_whole(path: str | Path, text: str, hint: str) -> Path:
+    """Write a text file whole or not at all: a temporary file beside it, renamed into place.
+
+    An error names the file and says `hint`, what to do; a file already at `path` is then left as it was.
+    """
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, path)
+    except OSError as error:
+        temporary.unlink(missing_ok=True)
+        raise DataError(f"cannot write {path}: {error.strerror}; {hint}") from None
+    return path
+
+
 def manifest_path(out: str | Path) -> Path:
     """Where the manifest of the run file `out` lives: RUN.jsonl -> RUN.jsonl.manifest.json.
 

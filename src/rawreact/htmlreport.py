@@ -1,0 +1,322 @@
+"""One self-contained HTML page of one or several run files: the summary table, the comparison with
+intervals, charts as inline SVG, a table of questions to sort and filter, and every transcript.
+
+The page needs no network: its style, script and charts are inside it, and its Content Security
+Policy lets it load nothing else and run no script but its own. Everything that came from data or a
+model (questions, passages, completions, answers, run names) is escaped where it is written.
+"""
+
+import base64
+import hashlib
+from html import escape
+from pathlib import Path
+
+from rawreact import __version__, svg
+from rawreact.errors import DataError
+from rawreact.guardrails import ENDINGS
+from rawreact.methods import BACKOFFS, Reasoning
+from rawreact.record import Step, Trajectory
+from rawreact.report import Comparison, drop_unused, reasoning_text, run_row, summarize
+from rawreact.runfile import read_run, write_whole
+from rawreact.stats import RESAMPLES, bootstrap
+
+_ASSETS = Path(__file__).parent / "page"
+# How episodes ended, each a colour of its own in the chart (the tolerant loop's endings first).
+ENDING_COLOURS = dict(zip(ENDINGS, ("#009e73", "#e69f00", "#cc79a7", "#999999", "#d55e00", "#56b4e9"), strict=True))
+_ERRORS = {"no action": "no action", "truncated": "truncated", "invalid": "invalid action"}
+
+
+def page(runs: dict[str, str | Path], *, resamples: int = RESAMPLES, seed: int = 0) -> str:
+    """The HTML text of the report of `runs` ({name: run file}), the first being the comparison's base."""
+    if not runs:
+        raise DataError("a report needs at least one run file")
+    loaded = {name: read_run(path) for name, path in runs.items()}
+    records = {name: found for name, (_, found) in loaded.items()}
+    script = (_ASSETS / "report.js").read_text(encoding="utf-8")
+    digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+    policy = f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'sha256-{digest}'"
+    names = ", ".join(runs)
+    total = sum(len(found) for found in records.values())
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f'<meta http-equiv="Content-Security-Policy" content="{policy}">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>rawreact report: {escape(names)}</title>",
+        f"<style>{(_ASSETS / 'report.css').read_text(encoding='utf-8')}</style></head><body>",
+        f"<h1>rawreact report: {escape(names)}</h1>",
+        f'<p class="lede">{len(runs)} run{"s" if len(runs) != 1 else ""}, {total} question records; '
+        f"written by rawreact {escape(__version__)}. Click a question to see its transcript.</p>",
+        "<h2>Summary</h2>",
+        _split(drop_unused([run_row(path) | {"run": name} for name, path in runs.items()]), _SCORES),
+        _inputs(runs, {name: manifest for name, (manifest, _) in loaded.items()}),
+        _comparison(records, resamples, seed),
+        "<h2>Charts</h2>",
+        _charts(records, resamples, seed),
+        "<h2>Questions</h2>",
+        _questions(records),
+        _prompts(records),
+        f"<script>{script}</script></body></html>",
+    ]
+    return "\n".join(part for part in parts if part) + "\n"
+
+
+def write_page(runs: dict[str, str | Path], out: str | Path, **options) -> Path:
+    """Write the report of `runs` to `out`, whole or not at all."""
+    return write_whole(out, page(runs, **options), "choose another --html path")
+
+
+def _table(rows: list[dict[str, str]], cls: str) -> str:
+    """Rows of text as an HTML table, every cell escaped."""
+    if not rows:
+        return ""
+    head = "".join(f"<th>{escape(h)}</th>" for h in rows[0])
+    body = "".join("<tr>" + "".join(f"<td>{escape(v)}</td>" for v in row.values()) + "</tr>" for row in rows)
+    return f'<div class="scroll"><table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+
+
+# The columns of the first of the two tables a wide table is split into (each keeps its first column):
+# what a run scored, then what it did and cost.
+_SCORES = ("method", "loop", "model", "grammar", "n", "EM", "F1", "finished", "supported", "EM supp", "EM unsupp")
+_SCORES += ("vote share", "answered by")
+_INTERVALS = ("method", "loop", "n", "EM", "ΔEM", "F1", "ΔF1", "finished")
+
+
+def _split(rows: list[dict[str, str]], first: tuple[str, ...]) -> str:
+    """A wide table as two: its first column with the `first` columns, then with the others."""
+    if not rows:
+        return ""
+    key = next(iter(rows[0]))
+    heads = [[key] + [h for h in rows[0] if h in first], [key] + [h for h in rows[0] if h != key and h not in first]]
+    return "".join(_table([{h: row[h] for h in head} for row in rows], "summary") for head in heads)
+
+
+def _inputs(runs: dict[str, str | Path], manifests: dict[str, dict | None]) -> str:
+    """What each run was made from, as its manifest says: the trace of its numbers to their inputs."""
+    rows = []
+    for name, manifest in manifests.items():
+        config = (manifest or {}).get("config", {})
+        rows.append(
+            {
+                "run": name,
+                "file": str(runs[name]),
+                "created": str((manifest or {}).get("created", "?")),
+                "data": str((manifest or {}).get("data") or config.get("question") or "?"),
+                "data sha256": str(config.get("data_sha256") or "-")[:12],
+                "model sha256": str(config.get("model_sha256") or "-")[:12],
+                "prompt sha256": str(config.get("prompt_sha256") or "-")[:12],
+                "rawreact": str((manifest or {}).get("rawreact", "?")),
+            }
+        )
+    return '<h3>Inputs</h3><p class="note">From each run\'s manifest ("?": the manifest is missing).</p>' + _table(
+        rows, "summary"
+    )
+
+
+def _comparison(records: dict[str, list[dict]], resamples: int, seed: int) -> str:
+    """Several runs on their shared questions, with intervals; empty for one run."""
+    if len(records) < 2:
+        return ""
+    comparison = Comparison(list(records), records, resamples, seed)
+    if not comparison.ids:
+        return '<h2>Comparison</h2><p class="note">The runs have no question in common, so none is compared.</p>'
+    return (
+        "<h2>Comparison</h2>"
+        f'<p class="note">On the {len(comparison.ids)} questions every run answered; 95% bootstrap intervals '
+        f"({resamples} resamples, seed {seed}); Δ is paired against {escape(comparison.names[0])}.</p>"
+        + _split(comparison.rows(), _INTERVALS)
+    )
+
+
+def _charts(records: dict[str, list[dict]], resamples: int, seed: int) -> str:
+    """EM and F1 with intervals, steps per question, endings, tokens and seconds per question."""
+    filled = {name: found for name, found in records.items() if found}
+    if not filled:
+        return '<p class="note">No question has finished yet.</p>'
+    summaries = {name: summarize(found) for name, found in filled.items()}
+    charts = []
+    for metric in ("em", "f1"):
+        rows = []
+        for name, found in filled.items():
+            interval = bootstrap([r[metric] for r in found], resamples=resamples, seed=seed)
+            rows.append((name, interval.mean, interval.low, interval.high))
+        charts.append(svg.intervals(f"{metric.upper()} per run, with its 95% interval", rows))
+    steps = [(name, _counts(r["steps"] for r in found)) for name, found in filled.items()]
+    charts.append(svg.histogram("Questions by steps taken", steps))
+    endings = [(name, s["endings"]) for name, s in summaries.items()]
+    colours = ENDING_COLOURS | {e: "#333333" for _, counts in endings for e in counts if e not in ENDING_COLOURS}
+    charts.append(svg.shares("How episodes ended", endings, colours))
+    generated = [(name, s["completion_tokens"]) for name, s in summaries.items()]
+    charts.append(svg.bars("Generated tokens per question", generated, "{:.0f}"))
+    evaluated = [(name, s["evaluated_tokens"]) for name, s in summaries.items() if s["evaluated_tokens"] is not None]
+    if evaluated:
+        charts.append(svg.bars("Evaluated prompt tokens per question", evaluated, "{:.0f}"))
+    charts.append(svg.bars("Seconds per question", [(name, s["seconds"]) for name, s in summaries.items()]))
+    return '<div class="charts">' + "".join(f"<figure>{c}</figure>" for c in charts) + "</div>"
+
+
+def _counts(values) -> dict[int, int]:
+    counts: dict[int, int] = {}
+    for v in values:
+        counts[v] = counts.get(v, 0) + 1
+    return counts
+
+
+_COLUMNS = (  # header, type (for sorting)
+    ("run", "text"),
+    ("id", "text"),
+    ("question", "text"),
+    ("gold", "text"),
+    ("prediction", "text"),
+    ("EM", "number"),
+    ("F1", "number"),
+    ("ended", "text"),
+    ("steps", "number"),
+    ("invalid", "number"),
+    ("repeats", "number"),
+    ("s", "number"),
+)
+
+
+def _questions(records: dict[str, list[dict]]) -> str:
+    """The filter controls and the table of questions, each row followed by its hidden transcript."""
+    several = len(records) > 1
+    columns = [c for c in _COLUMNS if several or c[0] != "run"]
+    runs = "".join(f'<option value="{escape(name)}">{escape(name)}</option>' for name in records)
+    controls = [
+        '<label><input type="checkbox" id="f-wrong"> wrong only</label>',
+        '<label><input type="checkbox" id="f-invalid"> with invalid actions</label>',
+        '<label><input type="checkbox" id="f-steps"> ended by the step limit</label>',
+        f'<select id="f-run" aria-label="run"><option value="">all runs</option>{runs}</select>' if several else "",
+        '<input type="search" id="f-text" placeholder="text in the row" aria-label="text in the row">',
+        '<label><input type="checkbox" id="f-raw"> raw completions</label>',
+        '<span id="shown"></span>',
+    ]
+    head = "".join(f'<th data-type="{kind}">{escape(name)}</th>' for name, kind in columns)
+    rows = []
+    for name, found in records.items():
+        for record in found:
+            rows.append(_question_row(name, record, several, len(columns)))
+    return (
+        f'<div id="filters">{"".join(controls)}</div>'
+        f'<div class="scroll"><table id="questions"><thead><tr>{head}</tr></thead><tbody>'
+        + "".join(rows)
+        + "</tbody></table></div>"
+    )
+
+
+def _question_row(run: str, record: dict, several: bool, width: int) -> str:
+    right = record["em"] == 1
+    cells = [("run", run, None)] if several else []
+    cells += [
+        ("id", record["id"], None),
+        ("q", record["question"], None),
+        ("gold", record["answer"], None),
+        ("prediction", record["prediction"], None),
+        ("em", f"{record['em']:.0f}", record["em"]),
+        ("f1", f"{record['f1']:.2f}", record["f1"]),
+        ("ended", record["ended"], None),
+        ("steps", str(record["steps"]), record["steps"]),
+        ("invalid", str(record["invalid_actions"]), record["invalid_actions"]),
+        ("repeats", str(record.get("repeats", "?")), record.get("repeats", -1)),
+        ("s", f"{record['seconds']:.1f}", record["seconds"]),
+    ]
+    tds = "".join(
+        f'<td class="{cls}"' + ("" if v is None else f' data-v="{v}"') + f">{escape(text)}</td>"
+        for cls, text, v in cells
+    )
+    data = (
+        f'data-run="{escape(run)}" data-em="{record["em"]:.0f}" data-invalid="{record["invalid_actions"]}" '
+        f'data-ended="{escape(record["ended"])}"'
+    )
+    return (
+        f'<tr class="question {"right" if right else "wrong"}" {data}>{tds}</tr>'
+        f'<tr class="detail" hidden><td colspan="{width}">{transcript(record)}</td></tr>'
+    )
+
+
+def transcript(record: dict) -> str:
+    """One question as HTML: each part's steps (thought, action, observation) or completions, marked."""
+    method = record.get("method", "react")
+    parts = []
+    if record.get("trajectory") is not None:
+        parts.append(_trajectory(Trajectory.from_dict(record["trajectory"])))
+    if record.get("reasoning") is not None:
+        reasoning = Reasoning.from_dict(record["reasoning"])
+        parts.append(_prompt(reasoning.prompt) + f"<pre>{escape(reasoning_text(reasoning, False))}</pre>")
+    if method == "cot-sc-react":
+        parts.reverse()
+    if method in BACKOFFS and len(parts) == 2:
+        parts = [f"<h4>{escape(name)}</h4>{part}" for name, part in zip(BACKOFFS[method], parts, strict=True)]
+    ending = (
+        f'<p class="ending">Ended by {escape(record["ended"])}: answer {escape(repr(record["prediction"]))}, '
+        f"gold {escape(repr(record['answer']))} (EM {record['em']:.0f}, F1 {record['f1']:.2f}).</p>"
+    )
+    return f'<div class="transcript">{"".join(parts)}{ending}</div>'
+
+
+def _prompt_id(prompt: str) -> str:
+    return "prompt-" + hashlib.sha256(prompt.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+
+
+def _prompt(prompt: str) -> str:
+    """A link to the few-shot prompt, which the page holds once however many questions used it."""
+    return f'<p class="note">Few-shot prompt: <a href="#{_prompt_id(prompt)}">{_prompt_id(prompt)}</a></p>'
+
+
+def _prompts(records: dict[str, list[dict]]) -> str:
+    """Each few-shot prompt the runs used, once, folded, under the id the transcripts link to."""
+    found: dict[str, int] = {}
+    for record in (r for rs in records.values() for r in rs):
+        for part in ("trajectory", "reasoning"):
+            if record.get(part) is not None:
+                prompt = record[part]["prompt"]
+                found[prompt] = found.get(prompt, 0) + 1
+    if not found:
+        return ""
+    items = "".join(
+        f'<details id="{_prompt_id(p)}"><summary>{_prompt_id(p)}: {len(p)} characters, used {n} '
+        f"time{'s' if n != 1 else ''}</summary><pre>{escape(p)}</pre></details>"
+        for p, n in found.items()
+    )
+    return f"<h2>Prompts</h2>{items}"
+
+
+def _trajectory(traj: Trajectory) -> str:
+    out = [_prompt(traj.prompt), f'<p><span class="tag">Question</span> {escape(traj.question)}</p>']
+    out += [_step(step) for step in traj.steps]
+    return "".join(out)
+
+
+def _step(step: Step) -> str:
+    badges = []
+    if step.error is not None:
+        badges.append(f'<span class="badge bad">{escape(_ERRORS.get(step.error, step.error))}</span>')
+    elif step.finish_reason == "length":
+        badges.append('<span class="badge warn">ran to the token limit</span>')
+    if step.fallback:
+        badges.append('<span class="badge warn">fallback call</span>')
+    if step.repeat_of is not None:
+        badges.append(f'<span class="badge warn">repeats step {step.repeat_of}</span>')
+    if not step.calls:
+        badges.append('<span class="badge">closing step, not shown to the model</span>')
+    classes = "step" + (" invalid" if step.error is not None else "") + (" repeat" if step.repeat_of else "")
+    lines = []
+    if step.thought is not None:
+        lines.append(_line("thought", f"Thought {step.i}", f'<span class="text">{escape(step.thought)}</span>'))
+    lines.append(_line("action", f"Action {step.i}", f"<code>{escape(step.action_text)}</code>{''.join(badges)}"))
+    note = f'<span class="guard-note">{escape(step.note)}</span>' if step.note else ""
+    seen = f'<span class="text">{escape(step.observation)}</span>{note}'
+    lines.append(_line("observation", f"Observation {step.i}", seen))
+    for k, call in enumerate(step.calls, 1):
+        evaluated = "?" if call.evaluated_tokens is None else call.evaluated_tokens
+        lines.append(
+            f'<div class="raw"><span class="meta">call {k} of {len(step.calls)}: finish reason '
+            f"{escape(call.finish_reason)}, {call.prompt_tokens} prompt tokens ({evaluated} evaluated), "
+            f"{call.completion_tokens} generated, {call.seconds:.2f} s</span><pre>{escape(call.text)}</pre></div>"
+        )
+    return f'<div class="{classes}">{"".join(lines)}</div>'
+
+
+def _line(cls: str, tag: str, html: str) -> str:
+    return f'<div class="{cls}"><span class="tag">{escape(tag)}</span> {html}</div>'

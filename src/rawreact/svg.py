@@ -1,0 +1,155 @@
+"""Small charts as inline SVG text, for the HTML report: intervals, bars, stacked shares, a histogram.
+
+Every label is escaped here, so a caller may pass run names and other text from data as they are.
+Sizes are in CSS pixels; each chart sets its own width and height and scales with its container.
+"""
+
+import math
+from html import escape
+
+# Colours that stay apart for the colour-blind (Okabe and Ito's palette), in the order series take them.
+PALETTE = ("#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00", "#f0e442", "#000000")
+LABEL = 150  # the width of the label column of the horizontal charts
+WIDTH = 480
+ROW = 22
+
+
+def _svg(width: int, height: int, title: str, body: list[str]) -> str:
+    return (
+        f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
+        f'width="{width}" height="{height}" role="img" aria-label="{escape(title)}">'
+        f"<title>{escape(title)}</title>" + "".join(body) + "</svg>"
+    )
+
+
+def _text(x: float, y: float, text: str, anchor: str = "start", cls: str = "") -> str:
+    klass = f' class="{cls}"' if cls else ""
+    return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}"{klass}>{escape(text)}</text>'
+
+
+def _axis(x0: float, x1: float, y: float, top: float, ticks: list[float], scale, form: str) -> list[str]:
+    """A horizontal axis at `y` with grid lines up to `top` at each tick."""
+    out = [f'<line x1="{x0}" y1="{y}" x2="{x1}" y2="{y}" class="axis"/>']
+    for t in ticks:
+        x = scale(t)
+        out.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{y}" class="grid"/>')
+        out.append(_text(x, y + 14, form.format(t), "middle", "tick"))
+    return out
+
+
+def _ticks(high: float, n: int = 4) -> list[float]:
+    """About `n` round tick values from 0 to at least `high`."""
+    if high <= 0:
+        return [0.0, 1.0]
+    raw = high / n
+    magnitude = 10 ** math.floor(math.log10(raw))
+    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
+    return [round(step * k, 10) for k in range(int(high / step + 0.999) + 1)]
+
+
+def intervals(title: str, rows: list[tuple[str, float, float, float]], high: float = 1.0) -> str:
+    """Each row's mean as a dot and its interval as a line: rows of (label, mean, low, high)."""
+    height = 30 + ROW * len(rows) + 24
+    x0, x1 = LABEL, WIDTH - 12
+
+    def scale(v: float) -> float:
+        return x0 + (x1 - x0) * v / high
+
+    body = [_text(0, 16, title, cls="heading")]
+    for k, (label, mean, low, up) in enumerate(rows):
+        y = 30 + ROW * k + ROW / 2
+        colour = PALETTE[k % len(PALETTE)]
+        body.append(_text(LABEL - 8, y + 4, label, "end"))
+        body.append(
+            f'<line x1="{scale(low):.1f}" y1="{y}" x2="{scale(up):.1f}" y2="{y}" stroke="{colour}" stroke-width="2"/>'
+        )
+        body.append(
+            f'<circle cx="{scale(mean):.1f}" cy="{y}" r="4" fill="{colour}"><title>{escape(label)}: '
+            f"{mean:.3f} [{low:.3f}, {up:.3f}]</title></circle>"
+        )
+    y_axis = 30 + ROW * len(rows)
+    body += _axis(x0, x1, y_axis, 26, [high * k / 4 for k in range(5)], scale, "{:.2f}")
+    return _svg(WIDTH, height, title, body)
+
+
+def bars(title: str, rows: list[tuple[str, float]], form: str = "{:.1f}") -> str:
+    """One horizontal bar per row of (label, value), its value written at its end."""
+    height = 30 + ROW * len(rows) + 24
+    x0, x1 = LABEL, WIDTH - 60
+    ticks = _ticks(max((v for _, v in rows), default=0.0))
+
+    def scale(v: float) -> float:
+        return x0 + (x1 - x0) * v / ticks[-1]
+
+    body = [_text(0, 16, title, cls="heading")]
+    for k, (label, value) in enumerate(rows):
+        y = 30 + ROW * k
+        body.append(_text(LABEL - 8, y + ROW / 2 + 4, label, "end"))
+        body.append(
+            f'<rect x="{x0}" y="{y + 3}" width="{scale(value) - x0:.1f}" height="{ROW - 6}" '
+            f'fill="{PALETTE[k % len(PALETTE)]}"/>'
+        )
+        body.append(_text(scale(value) + 4, y + ROW / 2 + 4, form.format(value), cls="value"))
+    body += _axis(x0, x1, 30 + ROW * len(rows), 26, ticks, scale, "{:g}")
+    return _svg(WIDTH, height, title, body)
+
+
+def shares(title: str, rows: list[tuple[str, dict[str, int]]], colours: dict[str, str]) -> str:
+    """One bar per row of (label, {part: count}), split into the parts' shares, with a legend."""
+    parts = [p for p in colours if any(counts.get(p) for _, counts in rows)]
+    height = 30 + ROW * len(rows) + 30
+    x0, x1 = LABEL, WIDTH - 12
+    body = [_text(0, 16, title, cls="heading")]
+    for k, (label, counts) in enumerate(rows):
+        y, total, x = 30 + ROW * k, sum(counts.values()) or 1, float(x0)
+        body.append(_text(LABEL - 8, y + ROW / 2 + 4, label, "end"))
+        for part in parts:
+            width = (x1 - x0) * counts.get(part, 0) / total
+            if width:
+                body.append(
+                    f'<rect x="{x:.1f}" y="{y + 3}" width="{width:.1f}" height="{ROW - 6}" fill="{colours[part]}">'
+                    f"<title>{escape(label)}: {escape(part)} {counts[part]}</title></rect>"
+                )
+            x += width
+    x, y = float(x0), 30 + ROW * len(rows) + 14
+    for part in parts:  # the legend, one swatch and name a part
+        body.append(f'<rect x="{x:.1f}" y="{y - 9}" width="10" height="10" fill="{colours[part]}"/>')
+        body.append(_text(x + 14, y, part, cls="tick"))
+        x += 22 + 7 * len(part)
+    return _svg(WIDTH, height, title, body)
+
+
+def histogram(title: str, series: list[tuple[str, dict[int, int]]]) -> str:
+    """Counts by a whole number (such as steps per question), one bar per series in each group."""
+    values = sorted({v for _, counts in series for v in counts}) or [0]
+    groups = list(range(min(values), max(values) + 1))
+    top = max((c for _, counts in series for c in counts.values()), default=1)
+    height, x0, y0, y1 = 220, 36, 30, 180
+    band = (WIDTH - x0 - 8) / len(groups)
+    bar = min(band * 0.8 / max(len(series), 1), 40.0)
+    ticks = _ticks(top)
+
+    def scale(v: float) -> float:
+        return y1 - (y1 - y0) * v / ticks[-1]
+
+    body = [_text(0, 16, title, cls="heading")]
+    for t in ticks:
+        body.append(f'<line x1="{x0}" y1="{scale(t):.1f}" x2="{WIDTH - 8}" y2="{scale(t):.1f}" class="grid"/>')
+        body.append(_text(x0 - 4, scale(t) + 4, f"{t:g}", "end", "tick"))
+    for g, value in enumerate(groups):
+        left = x0 + band * g + (band - bar * len(series)) / 2
+        for k, (label, counts) in enumerate(series):
+            count = counts.get(value, 0)
+            body.append(
+                f'<rect x="{left + bar * k:.1f}" y="{scale(count):.1f}" width="{bar:.1f}" '
+                f'height="{y1 - scale(count):.1f}" fill="{PALETTE[k % len(PALETTE)]}">'
+                f"<title>{escape(label)}: {count} with {value}</title></rect>"
+            )
+        body.append(_text(x0 + band * (g + 0.5), y1 + 14, str(value), "middle", "tick"))
+    body.append(f'<line x1="{x0}" y1="{y1}" x2="{WIDTH - 8}" y2="{y1}" class="axis"/>')
+    x = float(x0)
+    for k, (label, _) in enumerate(series):  # the legend
+        body.append(f'<rect x="{x:.1f}" y="{height - 15}" width="10" height="10" fill="{PALETTE[k % len(PALETTE)]}"/>')
+        body.append(_text(x + 14, height - 6, label, cls="tick"))
+        x += 22 + 7 * len(label)
+    return _svg(WIDTH, height, title, body)

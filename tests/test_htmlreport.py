@@ -1,0 +1,272 @@
+"""The HTML report: what the page holds, that data cannot inject markup or script, and, in a real headless
+Chromium, that the question table counts, filters, sorts and opens transcripts as it should."""
+
+import base64
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from browser import Browser, find_chromium
+from test_runs import _data, _oracle
+
+from rawreact import read_run
+from rawreact.htmlreport import page, write_page
+from rawreact.report import Comparison
+
+RAWREACT = [sys.executable, "-m", "rawreact"]
+INJECTED = "</td><script>window.__pwned = 1</script><b>x"
+MARKUP = '<img src="x" onerror="window.__pwned = 2">'
+
+
+def _crafted(rows, tmp_path) -> tuple[Path, list[dict]]:
+    """Six questions whose data and completions try every mark the page makes, and some markup."""
+    rows = json.loads(json.dumps(rows[:6]))
+    rows[5]["question"] = f"Which <b>bold</b> landmark {MARKUP} is this (case 5)?"
+    rows[5]["context"][0][1][0] = f"A passage with markup {MARKUP} and a <script>window.__pwned = 3</script>."
+    script = json.loads(Path(_oracle(rows, tmp_path / "oracle.json").removeprefix("scripted:")).read_text())
+    by = script["questions"]
+    q = [row["question"] for row in rows]
+    title = rows[0]["supporting_facts"][0][0]
+    by[q[0]] = [f" I need {title}.\nAction 1: Search[{title}]", f" Done.\nAction 2: Finish[{INJECTED}]"]
+    by[q[2]] = [" I will think without acting.\nI am not sure.", *by[q[2]]]  # no action, then the oracle
+    by[q[3]] = [f" Look.\nAction {i}: Search[{title}]" for i in (1, 2, 3)]  # repeats until the step limit
+    by[q[4]] = [" Long.\nAction 1: Search[" + "very " * 150, f" Give up.\nAction 2: Finish[{rows[4]['answer']}x]"]
+    first = rows[5]["context"][0][0]
+    by[q[5]] = [f" I need {first}.\nAction 1: Search[{first}]", f" So.\nAction 2: Finish[{rows[5]['answer']}]"]
+    (tmp_path / "crafted.json").write_text(json.dumps(script))
+    return _data(rows, tmp_path, 6), rows
+
+
+@pytest.fixture(scope="module")
+def runs(rows, tmp_path_factory):
+    """Two run files on the same six questions: the crafted one and an oracle that is always right."""
+    tmp_path = tmp_path_factory.mktemp("html")
+    data, crafted = _crafted(rows, tmp_path)
+    made = {}
+    for name, model in (
+        ("crafted", f"scripted:{tmp_path / 'crafted.json'}"),
+        ("oracle", _oracle(crafted, tmp_path / "o.json")),
+    ):
+        out = tmp_path / f"{name}.jsonl"
+        options = ["--max-steps", "3", "--max-tokens", "60", "--repeats", "note", "--n-first", "3"]
+        done = subprocess.run(
+            [*RAWREACT, "run", data, "--model", model, "--out", out, "-q", *options], capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        made[name] = out
+    return made
+
+
+def _records(path) -> list[dict]:
+    return read_run(path)[1]
+
+
+class _Scripts(HTMLParser):
+    """Counts the elements a browser would run or load: script tags, event handlers, src and href."""
+
+    def __init__(self):
+        super().__init__()
+        self.scripts, self.handlers, self.sources, self.images = 0, [], [], 0
+
+    def handle_starttag(self, tag, attrs):
+        self.scripts += tag == "script"
+        self.images += tag == "img"
+        self.handlers += [name for name, _ in attrs if name.startswith("on")]
+        self.sources += [value for name, value in attrs if name in ("src", "href")]
+
+
+def test_the_crafted_run_has_every_kind_of_step_the_page_marks(runs):
+    records = {r["id"]: r for r in _records(runs["crafted"])}
+    kinds = [(r["invalid_actions"], r["repeats"], r["ended"]) for r in records.values()]
+    assert sum(r["invalid_actions"] for r in records.values()) >= 2  # the step without an action, the truncated one
+    assert any(repeats >= 1 and ended == "max_steps" for _, repeats, ended in kinds)
+    steps = [s for r in records.values() for s in r["trajectory"]["steps"]]
+    assert {s["error"] for s in steps} >= {"no action", "truncated"}
+    assert any(s["note"] for s in steps) and any(s["finish_reason"] == "length" for s in steps)
+
+
+def test_data_and_completions_cannot_add_markup_or_script(runs):
+    html = page({"crafted": runs["crafted"]}, resamples=200)
+    found = _Scripts()
+    found.feed(html)
+    assert found.scripts == 1 and found.handlers == [] and found.images == 0
+    assert found.sources and all(link.startswith("#prompt-") for link in found.sources)  # links within the page
+    assert "window.__pwned" in html and "<script>window.__pwned" not in html
+    assert "&lt;/td&gt;&lt;script&gt;window.__pwned = 1&lt;/script&gt;&lt;b&gt;x" in html
+    # The page's policy runs its own script alone (by hash) and loads nothing from anywhere.
+    script = re.search(r"<script>(.*)</script>", html, re.S).group(1)
+    digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+    policy = re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', html).group(1)
+    assert f"script-src 'sha256-{digest}'" in policy and "default-src 'none'" in policy
+    assert not re.search(r"https?://(?!www\.w3\.org/2000/svg)", html)  # the SVG namespace is a name, not a load
+
+
+def test_the_page_has_a_row_and_a_transcript_per_question_and_the_run_tables(runs):
+    records = _records(runs["crafted"])
+    html = page(runs, resamples=200)
+    assert html.count('<tr class="question ') == 2 * len(records) == html.count('<tr class="detail" hidden>')
+    for record in records:  # each row says what its record says, escaped
+        assert f'data-em="{record["em"]:.0f}" data-invalid="{record["invalid_actions"]}"' in html
+    comparison = Comparison(["crafted", "oracle"], {n: _records(p) for n, p in runs.items()}, resamples=200)
+    crafted_row = comparison.rows()[0]
+    assert f"<td>{crafted_row['EM']}</td>" in html and "<h2>Comparison</h2>" in html
+    assert html.count("<svg ") == 7  # EM, F1, steps, endings, generated, evaluated tokens, seconds
+    manifest = read_run(runs["crafted"])[0]
+    assert manifest["config"]["prompt_sha256"][:12] in html and manifest["created"] in html
+
+
+def test_each_transcript_marks_invalid_truncated_repeated_and_raw_steps(runs):
+    html = page({"crafted": runs["crafted"]}, resamples=200)
+    details = re.findall(r'<tr class="detail" hidden>(.*?)</tr>', html, re.S)
+    records = _records(runs["crafted"])
+    for record, detail in zip(records, details, strict=True):
+        steps = record["trajectory"]["steps"]
+        assert detail.count('class="badge bad"') == record["invalid_actions"]
+        assert detail.count("repeats step") == record["repeats"]
+        assert detail.count('<div class="raw">') == sum(len(s["calls"]) for s in steps)
+        assert detail.count('<div class="thought">') == sum(s["thought"] is not None for s in steps)
+    truncated = next(d for d, r in zip(details, records, strict=True) if "very very" in d)
+    assert ">truncated</span>" in truncated
+
+
+def test_the_cli_writes_the_page_and_explains_a_path_it_cannot_write(runs, tmp_path):
+    out = tmp_path / "report.html"
+    done = subprocess.run(
+        [*RAWREACT, "report", f"A={runs['crafted']}", f"B={runs['oracle']}", "--html", out, "--resamples", "300"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "wrote the report of 2 runs" in done.stderr and done.stdout.splitlines()[1].startswith("A ")
+    assert out.read_text(encoding="utf-8") == page({"A": runs["crafted"], "B": runs["oracle"]}, resamples=300)
+    out.write_text("kept")
+    bad = subprocess.run(
+        [*RAWREACT, "report", runs["crafted"], "--html", tmp_path / "no-such-folder" / "r.html"],
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert "cannot write" in bad.stderr and "no-such-folder" in bad.stderr
+    assert out.read_text() == "kept" and not list(tmp_path.glob(".*.tmp"))
+
+
+def test_a_missing_run_file_is_named(tmp_path):
+    done = subprocess.run(
+        [*RAWREACT, "report", tmp_path / "gone.jsonl", "--html", tmp_path / "r.html"], capture_output=True, text=True
+    )
+    assert done.returncode == 2 and "gone.jsonl" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "r.html").exists()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """A headless Chromium; without one the browser tests are skipped, except under CI, where that fails."""
+    binary = find_chromium()
+    if binary is None:
+        message = "no Chromium to check the HTML report in; install Debian's chromium package"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    started = Browser(binary)
+    yield started
+    started.close()
+
+
+def _visible(browser) -> list[str]:
+    """The ids of the question rows the page shows, in order."""
+    return browser.evaluate(
+        "Array.from(document.querySelectorAll('tr.question')).filter(r => !r.hidden && r.offsetParent !== null)"
+        ".map(r => r.dataset.run + '/' + r.querySelector('td.id').textContent)"
+    )
+
+
+def _click(browser, selector: str) -> None:
+    browser.evaluate(f"document.querySelector({json.dumps(selector)}).click()")
+
+
+def _choose_run(browser, name: str) -> None:
+    select = "document.getElementById('f-run')"
+    browser.evaluate(f"{select}.value = {json.dumps(name)}; {select}.dispatchEvent(new Event('input'))")
+
+
+def test_in_chromium_the_rows_filters_and_injected_text(runs, browser, tmp_path):
+    path = write_page(runs, tmp_path / "report.html", resamples=200)
+    browser.open(path)
+    records = {name: _records(p) for name, p in runs.items()}
+    every = [f"{name}/{r['id']}" for name, found in records.items() for r in found]
+    assert _visible(browser) == every and browser.evaluate("document.getElementById('shown').textContent") == (
+        f"{len(every)} of {len(every)} questions"
+    )
+    _click(browser, "#f-wrong")
+    wrong = [f"{name}/{r['id']}" for name, found in records.items() for r in found if r["em"] != 1]
+    assert _visible(browser) == wrong and 0 < len(wrong) < len(every)
+    _click(browser, "#f-invalid")
+    assert _visible(browser) == [
+        f"{n}/{r['id']}" for n, found in records.items() for r in found if r["em"] != 1 and r["invalid_actions"]
+    ]
+    _click(browser, "#f-wrong")
+    _click(browser, "#f-invalid")
+    _click(browser, "#f-steps")
+    assert _visible(browser) == [
+        f"{n}/{r['id']}" for n, found in records.items() for r in found if r["ended"] == "max_steps"
+    ]
+    _click(browser, "#f-steps")
+    _choose_run(browser, "oracle")
+    assert _visible(browser) == [f"oracle/{r['id']}" for r in records["oracle"]]
+    _choose_run(browser, "")
+    # The injected answer is text in its cell, and no injected script or handler ran.
+    cells = browser.evaluate("Array.from(document.querySelectorAll('td.prediction')).map(c => c.textContent)")
+    assert INJECTED in cells and browser.evaluate("typeof window.__pwned") == "undefined"
+    assert browser.evaluate("document.querySelectorAll('img').length") == 0
+    assert browser.requests() == [path.resolve().as_uri()] and browser.problems() == []
+
+
+def test_in_chromium_sorting_and_opening_a_transcript(runs, browser, tmp_path):
+    path = write_page({"crafted": runs["crafted"]}, tmp_path / "one.html", resamples=200)
+    browser.open(path)
+    records = _records(runs["crafted"])
+    f1 = browser.evaluate(
+        "Array.from(document.querySelectorAll('#questions th')).findIndex(h => h.textContent === 'F1')"
+    )
+    browser.evaluate(f"document.querySelectorAll('#questions th')[{f1}].click()")
+    ascending = [f"crafted/{r['id']}" for r in sorted(records, key=lambda r: r["f1"])]
+    assert _visible(browser) == ascending
+    browser.evaluate(f"document.querySelectorAll('#questions th')[{f1}].click()")
+    assert [v.split("/")[1] for v in _visible(browser)] == [r["id"] for r in sorted(records, key=lambda r: -r["f1"])]
+    # A click opens the transcript right under its row, after the sort; raw completions show on request.
+    target = max(records, key=lambda r: r["steps"])
+    row = (
+        "Array.from(document.querySelectorAll('tr.question'))"
+        f".find(r => r.querySelector('td.id').textContent === {json.dumps(target['id'])})"
+    )
+    browser.evaluate(f"{row}.click()")
+    assert browser.evaluate(f"{row}.nextElementSibling.hidden") is False
+    steps = browser.evaluate(f"{row}.nextElementSibling.querySelectorAll('.step').length")
+    assert steps == target["steps"]
+    raw = f"{row}.nextElementSibling.querySelector('.raw')"
+    assert browser.evaluate(f"getComputedStyle({raw}).display") == "none"
+    _click(browser, "#f-raw")
+    assert browser.evaluate(f"getComputedStyle({raw}).display") == "block"
+    assert (
+        browser.evaluate(f"{raw}.querySelector('pre').textContent")
+        == target["trajectory"]["steps"][0]["calls"][0]["text"]
+    )
+    # The transcript links to its few-shot prompt, which the page holds once, and the link unfolds it.
+    link = f"{row}.nextElementSibling.querySelector('a')"
+    prompt = browser.evaluate(f"{link}.getAttribute('href')").removeprefix("#")
+    assert browser.evaluate("document.querySelectorAll('details[id]').length") == 1
+    assert browser.evaluate(f"document.getElementById('{prompt}').open") is False
+    browser.evaluate(f"{link}.click()")
+    assert browser.evaluate(f"document.getElementById('{prompt}').open") is True
+    text = browser.evaluate(f"document.getElementById('{prompt}').querySelector('pre').textContent")
+    assert text == records[0]["trajectory"]["prompt"]
+    shot = browser.screenshot(tmp_path / "report.png")
+    png = shot.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(png[16:20], "big") == 1280
+    assert browser.problems() == []
