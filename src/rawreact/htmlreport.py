@@ -109,7 +109,7 @@ def _inputs(runs: dict[str, str | Path], manifests: dict[str, dict | None]) -> s
             }
         )
     return '<h3>Inputs</h3><p class="note">From each run\'s manifest ("?": the manifest is missing).</p>' + _table(
-        rows, "summary"
+        rows, "inputs"
     )
 
 
