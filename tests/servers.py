@@ -61,11 +61,12 @@ class FakeOllama:
     It answers raw generate requests for the model names in `models` as Ollama does (the text
     before the stop sequence, `done_reason` "stop" or "length", token counts, durations in
     nanoseconds); an unknown model gets Ollama's 404, and a prompt that does not fit `num_ctx`
-    the 400 Ollama gives when it refuses to truncate. Every request body is kept in `requests`.
+    the 400 Ollama gives when it refuses to truncate. `/api/chat` answers the scripted assistant
+    messages of `chat`, in order. Every request body is kept in `requests`.
     """
 
-    def __init__(self, model, models=("gemma3:270m",)) -> None:
-        self.model, self.models = model, set(models)
+    def __init__(self, model, models=("gemma3:270m",), chat=()) -> None:
+        self.model, self.models, self.chat = model, set(models), list(chat)
         self.requests: list[dict] = []
         self._lock = threading.Lock()  # one embedded model: one generation at a time
         fake = self
@@ -90,6 +91,18 @@ class FakeOllama:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def answer(self, path: str, body: dict) -> tuple[int, dict]:
+        if path == "/api/chat" and self.chat:  # the next scripted assistant message, as Ollama sends it
+            message = self.chat.pop(0)
+            return 200, {
+                "model": body["model"],
+                "created_at": "2026-11-29T00:00:00Z",
+                "message": message,
+                "done": True,
+                "done_reason": "stop",
+                "total_duration": 1_000_000,
+                "prompt_eval_count": 100,
+                "eval_count": 10,
+            }
         if path != "/api/generate":
             return 404, {"error": "404 page not found"}
         if body.get("model") not in self.models:
@@ -218,3 +231,7 @@ class OpenAIStub:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -10,7 +10,7 @@ from rawreact.answers import parse_answer
 from rawreact.collection import Question
 from rawreact.experiments import Variant, ablation
 from rawreact.grammar import load_grammar
-from rawreact.methods import METHODS, Reasoning, reason, solve
+from rawreact.methods import METHODS, PAPER, Reasoning, reason, solve
 from rawreact.models.scripted import ScriptedModel
 from rawreact.prompts import load_prompt, read_exemplars
 from rawreact.report import show, summarize
@@ -26,7 +26,8 @@ def env():
 
 
 def test_there_are_the_seven_rows_of_the_paper():
-    assert list(METHODS) == ["react", "act", "standard", "cot", "cot-sc", "react-cot-sc", "cot-sc-react"]
+    assert PAPER == ("react", "act", "standard", "cot", "cot-sc", "react-cot-sc", "cot-sc-react")
+    assert list(METHODS) == [*PAPER, "tools"]  # and native tool calls, which the paper did not have
 
 
 def test_act_prompts_for_the_action_and_writes_no_thought(env):
@@ -229,7 +230,7 @@ def test_a_reference_prompt_file_gives_the_bytes_its_format_implies(tmp_path, me
 
 def test_variants_take_the_method_and_refuse_what_does_not_apply():
     assert Variant("a", method="cot-sc").config(load_collection(), load_prompt(method="cot"), None)["samples"] == 21
-    assert [v.method for v in ablation("methods", Variant("base", grammar="step"))] == list(METHODS)
+    assert [v.method for v in ablation("methods", Variant("base", grammar="step"))] == list(PAPER)
     assert {v.name: v.grammar for v in ablation("methods", Variant("base", grammar="step"))}["cot"] is None
     with pytest.raises(Exception, match="method='tot'; the methods are react, act"):
         Variant("a", method="tot")
@@ -280,8 +281,8 @@ def test_the_readme_table_of_methods_is_the_code_s():
     readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
     section = readme.split("## Methods: the rows of the paper's table", 1)[1].split("\n\n- ", 1)[0]
     rows = [line.strip("| ").split(" | ") for line in section.splitlines() if line.startswith("| `")]
-    assert [r[0].split()[0].strip("`") for r in rows] == list(METHODS)
-    for row, method in zip(rows, METHODS.values(), strict=True):
+    assert [r[0].split()[0].strip("`") for r in rows] == list(PAPER)
+    for row, method in zip(rows, (METHODS[m] for m in PAPER), strict=True):
         assert row[1] == method.paper
         assert row[2].replace("`", "") == method.reference_key.replace(" + ", ", then ")
 

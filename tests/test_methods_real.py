@@ -13,7 +13,7 @@ from test_htmlreport import browser  # noqa: F401 (a headless Chromium)
 from rawreact import load_prompt
 from rawreact.export import export
 from rawreact.htmlreport import write_page
-from rawreact.methods import METHODS
+from rawreact.methods import PAPER as METHODS  # the paper's seven, which --ablation methods runs
 from rawreact.record import Trajectory
 from rawreact.runs import read_manifest, read_run
 

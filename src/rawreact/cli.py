@@ -470,6 +470,8 @@ def _loop(variant: Variant) -> str:
     """The loop of a run's header, for a method that acts."""
     if variant.method in REASONING:
         return ""
+    if variant.method == "tools":
+        return f", native tool calls ({_plural(variant.sentences, 'sentence')} per search)"
     parts = [f"{_plural(variant.sentences, 'sentence')} per search"]
     parts += [f"repeats {variant.repeats}"] if variant.repeats != "off" else []
     parts += [f"budget {variant.budget} tokens"] if variant.budget is not None else []
@@ -510,13 +512,13 @@ def _result_line(n: int, total: int, result: Result) -> str:
     )
 
 
-def _named(items: list[str]) -> dict[str, str]:
-    """Run files by name: NAME=RUN.jsonl, or the file's name without .jsonl."""
+def _named(items: list[str], suffix: bool = False) -> dict[str, str]:
+    """Run files by name: NAME=RUN.jsonl, or the file's name (without .jsonl unless `suffix`)."""
     runs: dict[str, str] = {}
     for item in items:
         name, equals, path = item.partition("=")
         if not equals or not name or Path(item).exists():
-            name, path = Path(item).name.removesuffix(".jsonl"), item
+            name, path = Path(item).name if suffix else Path(item).name.removesuffix(".jsonl"), item
         if name in runs:
             raise DataError(f"two runs are named {name!r}; name them, as in NAME=RUN.jsonl")
         runs[name] = path
@@ -525,7 +527,7 @@ def _named(items: list[str]) -> dict[str, str]:
 
 def report(args: argparse.Namespace) -> int:
     """`rawreact report`: one row per run file; with --html, the whole report as one web page."""
-    runs = _named(args.runs)
+    runs = _named(args.runs, suffix=True)
     rows = [run_row(path) | {"run": name} for name, path in runs.items()]
     if args.html:
         written = write_page(runs, args.html, resamples=args.resamples, seed=args.stats_seed)
@@ -541,7 +543,8 @@ def export_command(args: argparse.Namespace) -> int:
     print(
         f"rawreact: wrote {_plural(done.examples, 'example')} ({args.layout}) from {done.questions} of "
         f"{_plural(done.records, 'question')} ({chosen}) to {args.out}; {done.not_selected} not selected, "
-        f"{done.no_trajectory} answered without a trajectory",
+        f"{done.no_trajectory} with no steps for this layout (answers without actions; tools episodes, which "
+        "export as chat only)",
         file=sys.stderr,
     )
     if not done.examples:

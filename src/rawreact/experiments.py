@@ -19,7 +19,7 @@ from rawreact.errors import DataError, GrammarError, ModelError
 from rawreact.grammar import MODES, Grammar, load_grammar
 from rawreact.guardrails import REPEATS
 from rawreact.loop import LOOPS
-from rawreact.methods import BACKOFFS, METHODS, REASONING, SAMPLING, first_method, guard_problem, loop_problem
+from rawreact.methods import BACKOFFS, METHODS, PAPER, REASONING, SAMPLING, first_method, guard_problem, loop_problem
 from rawreact.models import DEFAULT_MODEL, load_model, model_sha256
 from rawreact.prompts import Prompt, load_prompt, read_exemplars
 from rawreact.report import Comparison
@@ -251,7 +251,7 @@ _ONLY_ACTING = {"grammar": None, "grammar_file": None, "repeats": "off", "budget
 def ablation(kind: str, base: Variant, *, orders: int = 3) -> list[Variant]:
     """The built-in ablations, on top of `base`: exemplars (k = 0..N), orders (the file's order and
     `orders` shuffles), instructions (every prompts/instruction*.txt), grammar (off, step, titles),
-    methods (every method of METHODS, each with its shipped prompts), loops (the tolerant loop and
+    methods (the paper's seven, PAPER, each with its shipped prompts), loops (the tolerant loop and
     the reference's; each shows its own default number of sentences unless `base` sets n_first),
     repeats (the repeat policies off, note and stop).
     """
@@ -271,7 +271,7 @@ def ablation(kind: str, base: Variant, *, orders: int = 3) -> list[Variant]:
     if kind == "methods":  # each method with its shipped prompts; a grammar stays on the methods that act
         shipped = dict.fromkeys(("prompt", "key", "instruction", "k", "order"))
         variants = []
-        for m in METHODS:
+        for m in PAPER:
             # The reference loop stays on the methods it can run, and a grammar on those that act.
             loop = base.loop if loop_problem(base.loop, m, False) is None else "tolerant"
             unset = _ONLY_ACTING if m in REASONING else {}

@@ -11,6 +11,9 @@ in the two layouts trainers take (as FireAct fine-tuned small models on ReAct tr
   assistant messages of invalid and repeated steps carry `"weight": 0`, which trainers that read
   OpenAI's chat layout take as "do not learn from this message".
 
+A tools episode (native tool calls) is exported in the chat layout only: its own message history,
+with the functions it was offered, as OpenAI's fine-tuning takes function calling.
+
 Without `with_prompt` the few-shot prompt is left out (a fine-tuned model needs no exemplars); with
 it, it comes before the question (completion) or as the system message (chat).
 """
@@ -26,7 +29,7 @@ from rawreact.record import Step, Trajectory
 from rawreact.runfile import read_run, write_whole
 
 LAYOUTS = ("completion", "chat")
-_ACTING = ("react", "act")  # the parts that answer through a trajectory
+_ACTING = ("react", "act", "tools")  # the parts that answer through a trajectory
 
 
 @dataclass(frozen=True)
@@ -71,7 +74,16 @@ def completion_examples(traj: Trajectory, with_prompt: bool = False) -> list[dic
 
 
 def chat_example(traj: Trajectory, with_prompt: bool = False) -> dict:
-    """The episode as one conversation; invalid and repeated steps are there with weight 0."""
+    """The episode as one conversation; invalid and repeated steps are there with weight 0.
+
+    A tools episode is its own message history, with the functions it was offered (`tools`), in the
+    layout OpenAI's fine-tuning takes for function calling.
+    """
+    if traj.messages is not None:
+        from rawreact.tools import shipped_tools
+
+        messages = traj.messages if with_prompt else traj.messages[1:]
+        return {"messages": [_plain(m) for m in messages], "tools": list(shipped_tools())}
     messages = [{"role": "system", "content": traj.prompt.rstrip("\n")}] if with_prompt else []
     messages.append({"role": "user", "content": f"Question: {traj.question}"})
     shown = [s for s in traj.steps if s.calls]  # not the reference loop's closing finish[]
@@ -83,6 +95,11 @@ def chat_example(traj: Trajectory, with_prompt: bool = False) -> dict:
         if n + 1 < len(shown):  # the last observation ("Episode finished.") is nobody's cue
             messages.append({"role": "user", "content": f"Observation {step.i}: {step.observation}{step.note}"})
     return {"messages": messages}
+
+
+def _plain(message: dict) -> dict:
+    """A message without rawreact's own `name` on tool results (the call's id pairs them)."""
+    return {k: v for k, v in message.items() if not (message["role"] == "tool" and k == "name")}
 
 
 def export(
@@ -105,7 +122,11 @@ def export(
         sources.append({"run_file": str(path), "sha256": hashlib.sha256(Path(path).read_bytes()).hexdigest()})
         for record in found:
             records += 1
+            tools = record.get("branch") == "tools"
             if record.get("trajectory") is None or record.get("branch", "react") not in _ACTING:
+                no_trajectory += 1
+                continue
+            if tools and layout == "completion":  # a chat history has no prompt/completion steps
                 no_trajectory += 1
                 continue
             if not selected(record, min_f1):

@@ -15,7 +15,7 @@ from rawreact.metrics import normalize_answer
 from rawreact.models.base import Completion
 
 REPEATS = ("off", "note", "stop")  # what a repeated action does: nothing, a note to the model, or the end
-ENDINGS = ("finish", "max_steps", "context", "no_answer", "repeat", "budget")
+ENDINGS = ("finish", "max_steps", "context", "no_answer", "repeat", "budget", "text")
 
 
 def setting_problem(repeats: str, budget: int | None) -> str | None:

@@ -22,7 +22,9 @@ from rawreact.stats import RESAMPLES, bootstrap
 
 _ASSETS = Path(__file__).parent / "page"
 # How episodes ended, each a colour of its own in the chart (the tolerant loop's endings first).
-ENDING_COLOURS = dict(zip(ENDINGS, ("#009e73", "#e69f00", "#cc79a7", "#999999", "#d55e00", "#56b4e9"), strict=True))
+ENDING_COLOURS = dict(
+    zip(ENDINGS, ("#009e73", "#e69f00", "#cc79a7", "#999999", "#d55e00", "#56b4e9", "#0072b2"), strict=True)
+)
 _ERRORS = {"no action": "no action", "truncated": "truncated", "invalid": "invalid action"}
 
 
@@ -284,11 +286,11 @@ def _prompts(records: dict[str, list[dict]]) -> str:
 
 def _trajectory(traj: Trajectory) -> str:
     out = [_prompt(traj.prompt), f'<p><span class="tag">Question</span> {escape(traj.question)}</p>']
-    out += [_step(step) for step in traj.steps]
+    out += [_step(step, traj.loop) for step in traj.steps]
     return "".join(out)
 
 
-def _step(step: Step) -> str:
+def _step(step: Step, loop: str) -> str:
     badges = []
     if step.error is not None:
         badges.append(f'<span class="badge bad">{escape(_ERRORS.get(step.error, step.error))}</span>')
@@ -299,7 +301,8 @@ def _step(step: Step) -> str:
     if step.repeat_of is not None:
         badges.append(f'<span class="badge warn">repeats step {step.repeat_of}</span>')
     if not step.calls:
-        badges.append('<span class="badge">closing step, not shown to the model</span>')
+        closing = "another call of the same reply" if loop == "tools" else "closing step, not shown to the model"
+        badges.append(f'<span class="badge">{closing}</span>')
     classes = "step" + (" invalid" if step.error is not None else "") + (" repeat" if step.repeat_of else "")
     lines = []
     if step.thought is not None:

@@ -20,6 +20,7 @@ from rawreact.models.base import Completion, Model
 from rawreact.prompts import Prompt
 from rawreact.record import Step, Trajectory, token_totals
 from rawreact.reference import reference_react
+from rawreact.tools import tool_react
 
 
 @dataclass(frozen=True)
@@ -41,8 +42,10 @@ METHODS = {
         Method("cot-sc", "CoT-SC", "cotqa_simple6"),
         Method("react-cot-sc", "ReAct → CoT-SC", "webthink_simple6 + cotqa_simple6"),
         Method("cot-sc-react", "CoT-SC → ReAct", "cotqa_simple6 + webthink_simple6"),
+        Method("tools", "native tool calls", "-"),
     )
 }
+PAPER = tuple(m for m in METHODS if m != "tools")  # the rows of the paper's table
 # What the prompt ends with before the model writes, and where its writing stops.
 CUES = {"react": "Thought 1:", "act": "Action 1:", "standard": "Answer:", "cot": "Thought:", "cot-sc": "Thought:"}
 STOPS = {"standard": ["\n"], "cot": ["\nQuestion:", "\n\n"]}
@@ -176,7 +179,7 @@ class Outcome:
     """One question under one method: the answer, how it ended, which part answered, and the parts."""
 
     method: str
-    branch: str  # the part whose answer this is: react, act, standard, cot or cot-sc
+    branch: str  # the part whose answer this is: react, act, tools, standard, cot or cot-sc
     trajectory: Trajectory | None = None
     reasoning: Reasoning | None = None
 
@@ -249,7 +252,7 @@ class Outcome:
 
     @property
     def loop(self) -> str | None:
-        """The loop that ran the actions ("tolerant" or "reference"), or None for a method without one."""
+        """The loop that ran the actions ("tolerant", "reference" or "tools"), or None for a method without one."""
         return None if self.trajectory is None else self.trajectory.loop
 
     @property
@@ -308,6 +311,10 @@ def solve(
 
     if method in ("react", "act"):
         return Outcome(method, method, trajectory=act(prompt))
+    if method == "tools":
+        text = prompt if isinstance(prompt, str) else prompt.text
+        options.pop("grammar", None)
+        return Outcome(method, method, trajectory=tool_react(question, env, model, text, **options))
     if method in REASONING:
         return Outcome(method, method, reasoning=reason(question, model, prompt, method=method, **sampling))
     if method == "react-cot-sc":
@@ -336,6 +343,15 @@ def loop_problem(loop: str, method: str, grammar: bool, repeats: str = "off") ->
     """What is wrong with running `method` in `loop` (with a grammar or not, and a repeat policy), or None."""
     if loop not in LOOPS:
         return f"loop={loop!r}; the loops are {', '.join(LOOPS)}"
+    if method == "tools":
+        if loop != "tolerant":
+            return "the tools method calls functions, not text actions, so it has no reference loop; drop it"
+        if grammar:
+            return (
+                "the tools method keeps its calls well-formed itself on llama.cpp models (prompts/grammars/"
+                "tools.gbnf); drop the grammar"
+            )
+        return None
     if loop == "tolerant":
         return None
     if repeats == "note":

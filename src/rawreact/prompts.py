@@ -17,7 +17,7 @@ from rawreact.resources import resource
 
 _BLOCKS = re.compile(r"\n[ \t]*\n")
 # Where each method's shipped instruction and exemplars are, under prompts/ (ReAct's at the top).
-FOLDERS = {"react": "", "act": "act/", "standard": "standard/", "cot": "cot/", "cot-sc": "cot/"}
+FOLDERS = {"react": "", "act": "act/", "standard": "standard/", "cot": "cot/", "cot-sc": "cot/", "tools": "tools/"}
 
 
 @dataclass(frozen=True)
@@ -90,6 +90,13 @@ def load_prompt(
     """
     if method not in FOLDERS:
         raise PromptError(f"no prompt for method {method!r}; the methods with prompts are {', '.join(FOLDERS)}")
+    if method == "tools":  # native tool calls: a system message alone, no exemplars
+        if exemplars is not None or key is not None or k is not None or order is not None:
+            raise PromptError(
+                "the tools method has no exemplars: its prompt is the system message; give it with --instruction"
+            )
+        text = read_instruction(instruction, "tools")
+        return Prompt(text=text, source=str(instruction or "prompts/tools/instruction.txt"), exemplars=0)
     reference = exemplars is not None and str(exemplars).endswith(".json")
     # The reference prepends its instruction to its ReAct prompt only; its other prompts stand alone.
     instruction_text = (

@@ -100,8 +100,10 @@ class Trajectory:
 
     `ended` is "finish" (the model called Finish), "max_steps" (the step limit was reached; the
     answer is then empty, as the reference's closing `finish[]`), "context" (the prompt outgrew
-    the model's context window), "repeat" or "budget" (a guardrail ended it). `loop` is the loop
-    that ran: "tolerant" (`react`) or "reference" (`reference.reference_react`).
+    the model's context window), "repeat" or "budget" (a guardrail ended it), or "text" (the tools
+    method's model answered in plain text). `loop` is the loop that ran: "tolerant" (`react`),
+    "reference" (`reference.reference_react`) or "tools" (`tools.tool_react`, native tool calls,
+    whose `prompt` is the system message and `messages` the whole chat history).
     """
 
     question: str
@@ -110,6 +112,7 @@ class Trajectory:
     answer: str = ""
     ended: str = ""
     loop: str = "tolerant"
+    messages: list[dict] | None = None
 
     @property
     def model_calls(self) -> int:
@@ -159,7 +162,14 @@ class Trajectory:
         return sum(step.seconds for step in self.steps)
 
     def transcript(self, steps: int | None = None) -> str:
-        """The prompt text after the first `steps` steps (all by default), as the model saw it."""
+        """The prompt text after the first `steps` steps (all by default), as the model saw it.
+
+        A tools episode has no prompt text of its own: its whole message history is shown instead.
+        """
+        if self.messages is not None:
+            from rawreact.tools import history_text
+
+            return history_text(self.messages)
         shown = "".join(s.render() for s in self.steps[:steps] if s.calls)  # not the closing finish[]
         return self.prompt + f"Question: {self.question}\n" + shown
 
@@ -173,7 +183,7 @@ class Trajectory:
             "loop": self.loop,
             "model_calls": self.model_calls,
             "steps": [s.to_dict() for s in self.steps],
-        }
+        } | ({} if self.messages is None else {"messages": self.messages})
 
     def to_json(self) -> str:
         """The trajectory as one line of JSON."""
@@ -188,4 +198,5 @@ class Trajectory:
     def from_dict(cls, data: dict) -> "Trajectory":
         """The inverse of `to_dict`."""
         steps = [Step.from_dict(s) for s in data["steps"]]
-        return cls(data["question"], data["prompt"], steps, data["answer"], data["ended"], data.get("loop", "tolerant"))
+        loop, messages = data.get("loop", "tolerant"), data.get("messages")
+        return cls(data["question"], data["prompt"], steps, data["answer"], data["ended"], loop, messages)

@@ -15,6 +15,7 @@ from rawreact.methods import BACKOFFS, Reasoning
 from rawreact.record import Trajectory
 from rawreact.runs import read_run
 from rawreact.stats import RESAMPLES, Interval, bootstrap, paired
+from rawreact.tools import history_text
 
 
 def summarize(records: list[dict]) -> dict:
@@ -324,8 +325,11 @@ def show(record: dict, with_prompt: bool = False) -> str:
     parts = []
     if record.get("trajectory") is not None:
         traj = Trajectory.from_dict(record["trajectory"])
-        transcript = traj.transcript()
-        parts.append(transcript if with_prompt else transcript[len(traj.prompt) :])
+        if traj.messages is not None:  # a tools episode: its message history (the system message on request)
+            parts.append(history_text(traj.messages if with_prompt else traj.messages[1:]))
+        else:
+            transcript = traj.transcript()
+            parts.append(transcript if with_prompt else transcript[len(traj.prompt) :])
     if record.get("reasoning") is not None:
         parts.append(reasoning_text(Reasoning.from_dict(record["reasoning"]), with_prompt))
     if method == "cot-sc-react":

@@ -18,6 +18,7 @@ from rawreact.models.base import WORKER, Model
 from rawreact.prompts import Prompt
 from rawreact.record import Step
 from rawreact.runfile import RunFile, manifest_path, read_manifest, read_run
+from rawreact.tools import check_model
 
 __all__ = ["Result", "RunFile", "check_context", "manifest_path", "read_manifest", "read_run", "run_questions"]
 
@@ -105,6 +106,9 @@ def check_context(
     tokens and knows its window (the embedded llama.cpp model) is checked here; a server's refusal
     ends each question as `context`, and the run's summary says so.
     """
+    if method == "tools":  # a chat prompt: the model must take tool calls; a prompt too long ends as context
+        check_model(model)
+        return
     tokenize, n_ctx = getattr(model, "tokenize", None), getattr(model, "n_ctx", None)
     questions = list(questions)
     if tokenize is None or not isinstance(n_ctx, int) or not questions:

@@ -31,6 +31,27 @@ class Completion:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class ToolCall:
+    """One function call a chat model asked for: its id, the function's name, the arguments as JSON text."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class ChatReply:
+    """One assistant turn of a chat model with tools: its text, the calls it asked for, and the model call.
+
+    `call.text` is the reply as the backend gave it (the completion, or the server's message as JSON).
+    """
+
+    content: str
+    tool_calls: list[ToolCall]
+    call: Completion
+
+
 class Model(Protocol):
     """A completion model: raw text in, raw text out, no chat template.
 

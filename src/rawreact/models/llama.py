@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from rawreact.errors import ContextLengthExceeded, ModelError
-from rawreact.models.base import Completion
+from rawreact.models.base import ChatReply, Completion
+from rawreact.models.chatml import ChatML
 from rawreact.models.gbnf import GrammarSampler, check_grammar, quiet_log
 from rawreact.models.gbnf import llama_cpp_module as _llama_cpp
 
@@ -67,6 +68,22 @@ class LlamaModel:
         self._grammars: dict[str, object] = {}
         self._last_prompt: str | None = None
         self._aligned = 0  # cached tokens computed in whole batches from position 0, as a cold start would
+
+    @property
+    def chat_problem(self) -> str | None:
+        """Why this model cannot take tool calls (no chat template, or not ChatML), or None when it can."""
+        template = self.llm.metadata.get("tokenizer.chat_template")
+        if not template:
+            return f"{self.name} has no chat template (a base model)"
+        if "<|im_start|>" not in template:
+            return f"{self.name}'s chat template is not ChatML, the only layout rawreact writes tool calls in"
+        return None
+
+    def chat(self, messages: list[dict], tools: list[dict], *, max_tokens: int) -> ChatReply:
+        """The next assistant turn, in the ChatML function-calling layout under the tools grammar."""
+        if self.chat_problem:
+            raise ModelError(f"the tools method needs a chat model, and {self.chat_problem}")
+        return ChatML(self, constrain=True).chat(messages, tools, max_tokens=max_tokens)
 
     @property
     def n_ctx(self) -> int:

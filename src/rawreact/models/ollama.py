@@ -1,12 +1,13 @@
 """Ollama, through the official `ollama` client: `generate` with `raw=True`, so no chat template."""
 
+import json
 import random
 import sys
 import threading
 import time
 
 from rawreact.errors import ContextLengthExceeded, ModelError
-from rawreact.models.base import Completion, cut_at_stop, sample_in_flight
+from rawreact.models.base import ChatReply, Completion, ToolCall, cut_at_stop, sample_in_flight
 
 RETRIED = {408, 429, 500, 502, 503, 504}
 
@@ -76,7 +77,9 @@ class OllamaModel:
             "num_ctx": self.n_ctx,
             "repeat_penalty": 1.0,  # Ollama's default is 1.1; rawreact decodes the same on every backend
         }
-        reply = self._generate(prompt, options)
+        reply = self._call(
+            lambda: self.client.generate(model=self.model, prompt=prompt, raw=True, think=False, options=options)
+        )
         evaluated, generated = reply.prompt_eval_count or 0, reply.eval_count or 0  # the client checked the types
         if not isinstance(reply.response, str):
             raise ModelError(f"{self.name}: Ollama at {self.host} answered without a text: {str(reply)[:200]}")
@@ -101,8 +104,47 @@ class OllamaModel:
         """`n` samples as `n` requests at once (Ollama has no `n`); sample k has seed `seed + k`."""
         return sample_in_flight(self, prompt, n=n, temperature=temperature, seed=seed, stop=stop, max_tokens=max_tokens)
 
-    def _generate(self, prompt: str, options: dict):
-        """One raw `generate` request, retried on what a busy, restarting or flaky server answers."""
+    def chat(self, messages: list[dict], tools: list[dict], *, max_tokens: int) -> ChatReply:
+        """One `chat` request with `tools` (the tools method): the reply's text and calls.
+
+        Ollama sends a call's arguments as an object and gives calls no id: they are written back
+        as JSON text, with the id `call_TURN_K`. `call.text` of the reply is Ollama's message as JSON.
+        """
+        start = time.perf_counter()
+        options = {
+            "num_predict": max_tokens,
+            "temperature": self.temperature,
+            "seed": self.seed,
+            "num_ctx": self.n_ctx,
+            "repeat_penalty": 1.0,
+        }
+        sent = [_ollama_message(m) for m in messages]
+        reply = self._call(
+            lambda: self.client.chat(model=self.model, messages=sent, tools=tools, think=False, options=options)
+        )
+        evaluated, generated = reply.prompt_eval_count or 0, reply.eval_count or 0
+        if evaluated + generated >= self.n_ctx:
+            raise ContextLengthExceeded(
+                f"{self.name}: the prompt and completion filled the whole context window of {self.n_ctx} tokens"
+            )
+        message, turn = reply.message, sum(m["role"] == "assistant" for m in messages) + 1
+        calls = [
+            ToolCall(f"call_{turn}_{k}", c.function.name, json.dumps(dict(c.function.arguments), ensure_ascii=False))
+            for k, c in enumerate(message.tool_calls or [])
+        ]
+        total = reply.total_duration
+        done = Completion(
+            text=json.dumps(message.model_dump(exclude_none=True), ensure_ascii=False, default=str),
+            finish_reason="length" if reply.done_reason == "length" else "stop",
+            prompt_tokens=evaluated,
+            completion_tokens=generated,
+            evaluated_tokens=None,
+            seconds=total / 1e9 if total else time.perf_counter() - start,
+        )
+        return ChatReply(message.content or "", calls, done)
+
+    def _call(self, send):
+        """One request (`send()`), retried on what a busy, restarting or flaky server answers."""
         import httpx
         import ollama
 
@@ -114,7 +156,7 @@ class OllamaModel:
             warning.daemon = True
             warning.start()
             try:
-                reply = self.client.generate(model=self.model, prompt=prompt, raw=True, think=False, options=options)
+                reply = send()
                 self._answered = True
                 return reply
             except ConnectionError:
@@ -156,6 +198,22 @@ class OllamaModel:
             f"(it gives up after {self.timeout:g} s)",
             file=sys.stderr,
         )
+
+
+def _ollama_message(message: dict) -> dict:
+    """A message as Ollama's chat takes it: call arguments as objects, a tool result named by its function."""
+    if message["role"] == "tool":
+        return {"role": "tool", "content": message["content"], "tool_name": message.get("name", "")}
+    if not message.get("tool_calls"):
+        return {"role": message["role"], "content": message.get("content") or ""}
+    calls = []
+    for call in message["tool_calls"]:
+        try:
+            arguments = json.loads(call["function"]["arguments"])
+        except json.JSONDecodeError:
+            arguments = {}
+        calls.append({"function": {"name": call["function"]["name"], "arguments": arguments}})
+    return {"role": "assistant", "content": message.get("content") or "", "tool_calls": calls}
 
 
 def _response_error(model: OllamaModel, error) -> ModelError:

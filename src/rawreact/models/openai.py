@@ -16,7 +16,7 @@ import urllib.error
 import urllib.request
 
 from rawreact.errors import ContextLengthExceeded, ModelError
-from rawreact.models.base import WORKER, Completion, cut_at_stop, sample_in_flight
+from rawreact.models.base import WORKER, ChatReply, Completion, ToolCall, cut_at_stop, sample_in_flight
 
 API_KEY = "RAWREACT_API_KEY"  # sent as a bearer token when set
 RETRIED = {408, 409, 429, 500, 502, 503, 504}
@@ -203,6 +203,45 @@ class OpenAIModel:
             seconds=time.perf_counter() - start,
         )
 
+    def chat(self, messages: list[dict], tools: list[dict], *, max_tokens: int) -> ChatReply:
+        """One `/v1/chat/completions` request with `tools` (the tools method): the reply's text and calls.
+
+        `call.text` of the reply is the server's message as JSON. A call without an id gets
+        `call_TURN_K`; arguments sent as an object rather than JSON text are written back as JSON.
+        """
+        start = time.perf_counter()
+        url = f"{self.base_url}/chat/completions"
+        body = {k: v for k, v in self._body("", [], max_tokens, None, None).items() if k not in ("prompt", "stop")}
+        body |= {"messages": [_openai_message(m) for m in messages], "tools": tools, "tool_choice": "auto"}
+        reply = self._request("POST", "/chat/completions", body)
+        try:
+            choice = reply["choices"][0]
+            message, finish = choice["message"], choice.get("finish_reason")
+            content = message.get("content") or ""
+            listed = message.get("tool_calls") or []
+        except (KeyError, IndexError, TypeError, AttributeError):
+            raise ModelError(f"{url} answered without a message in choices[0].message: {str(reply)[:200]}") from None
+        turn = sum(m["role"] == "assistant" for m in messages) + 1
+        calls = []
+        for k, listed_call in enumerate(listed if isinstance(listed, list) else []):
+            function = listed_call.get("function") if isinstance(listed_call, dict) else None
+            name = function.get("name") if isinstance(function, dict) else None
+            if not isinstance(name, str) or not isinstance(content, str):
+                raise ModelError(f"{url} answered with a malformed tool call: {str(listed_call)[:200]}")
+            arguments = function.get("arguments")
+            arguments = json.dumps(arguments) if isinstance(arguments, dict) else arguments
+            calls.append(ToolCall(str(listed_call.get("id") or f"call_{turn}_{k}"), name, str(arguments or "")))
+        usage = _usage(url, reply)
+        done = Completion(
+            text=json.dumps(message, ensure_ascii=False),
+            finish_reason="length" if finish == "length" else "stop",
+            prompt_tokens=usage["prompt_tokens"],
+            completion_tokens=usage["completion_tokens"],
+            evaluated_tokens=_evaluated(reply, usage),
+            seconds=time.perf_counter() - start,
+        )
+        return ChatReply(content, calls, done)
+
     def _body(self, prompt: str, stop: list[str], max_tokens: int, temperature: float | None, seed: int | None) -> dict:
         """The request body every completion request shares, with the family's own settings."""
         body = {
@@ -272,11 +311,21 @@ def _read_reply(url: str, reply: object) -> tuple[str, object, dict[str, int]]:
         text = None
     if not isinstance(text, str):
         raise ModelError(f"{url} answered without a text in choices[0].text: {str(reply)[:200]}")
+    return text, finish, _usage(url, reply)
+
+
+def _usage(url: str, reply: dict) -> dict[str, int]:
+    """The token counts of a reply (0 where the server leaves them out), or a clear error when malformed."""
     usage = reply.get("usage") or {}
     counts = {key: usage.get(key, 0) if isinstance(usage, dict) else None for key in _USAGE}
     if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts.values()):
         raise ModelError(f"{url} answered with a malformed usage (token counts): {str(usage)[:200]}")
-    return text, finish, counts
+    return counts
+
+
+def _openai_message(message: dict) -> dict:
+    """A message as OpenAI's API takes it: a tool result has its call's id, not the function's name."""
+    return {k: v for k, v in message.items() if k != "name"} if message["role"] == "tool" else message
 
 
 _USAGE = ("prompt_tokens", "completion_tokens")

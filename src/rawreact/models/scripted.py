@@ -9,7 +9,8 @@ from pathlib import Path
 
 from rawreact.env import one_line
 from rawreact.errors import DataError, ModelError
-from rawreact.models.base import Completion, cut_at_stop
+from rawreact.models.base import ChatReply, Completion, cut_at_stop
+from rawreact.models.chatml import END, START, ChatML
 
 _TOKEN = re.compile(r"\s*\S+")
 _STEP = re.compile(r"(?:Thought|Action) (\d+):$|(?:Thought|Answer):$")  # Standard and CoT prompts: step 1
@@ -27,11 +28,13 @@ class _ByQuestion:
 
     def __call__(self, prompt: str) -> str:
         line = ("\n" + prompt).rfind("\nQuestion: ")  # the start of the last Question line of the prompt
-        question = one_line(prompt[line + len("Question: ") :].split("\n", 1)[0]) if line >= 0 else ""
+        question = prompt[line + len("Question: ") :].split("\n", 1)[0] if line >= 0 else ""
+        question = one_line(question.removesuffix(END))  # a ChatML user turn ends with <|im_end|>
         step = _STEP.search(prompt)
-        if question not in self.scripts or step is None:
+        turns = prompt.count(f"{START}assistant\n")  # the tools method: the assistant turn to write
+        if question not in self.scripts or (step is None and not turns):
             raise ModelError(f"{self.name} has no script for the question {question!r}; add it to the script")
-        texts, i = self.scripts[question], int(step.group(1) or 1)
+        texts, i = self.scripts[question], int(step.group(1) or 1) if step is not None else turns
         if i > len(texts):
             raise ModelError(f"{self.name} has {len(texts)} steps for {question!r} and was asked for step {i}")
         return texts[i - 1]
@@ -151,6 +154,14 @@ class ScriptedModel:
             evaluated_tokens=prompt_tokens,
             seconds=time.perf_counter() - start,
         )
+
+    def chat(self, messages: list[dict], tools: list[dict], *, max_tokens: int) -> ChatReply:
+        """The next assistant turn: a scripted completion in the ChatML function-calling layout, read as a reply.
+
+        Scripts write the layout's raw text (`functions.search:` and the arguments, or `message:`), so
+        every reply goes through the reader the embedded model's does; no grammar is applied.
+        """
+        return ChatML(self, constrain=False).chat(messages, tools, max_tokens=max_tokens)
 
     def sample(
         self, prompt: str, *, n: int, temperature: float, seed: int, stop: list[str], max_tokens: int
