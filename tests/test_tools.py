@@ -106,6 +106,9 @@ def test_a_malformed_call_is_handed_back_as_the_tools_result_and_the_episode_goe
 def test_a_plain_text_answer_ends_the_episode_and_is_marked():
     traj = tool_react("Where?", PassageEnv(PAGES), _chat("message:\nIt is in Orlo."), "Answer it.")
     assert traj.ended == "text" and traj.answer == "It is in Orlo." and len(traj.steps) == 1
+    # The answer parser reads an answer in the text, as for CoT; else the text is the answer.
+    said = tool_react("Where?", PassageEnv(PAGES), _chat("message:\nI looked.\nSo the answer is Orlo."), "A.")
+    assert said.ended == "text" and said.answer == "Orlo"
     assert traj.steps[0].action is None and traj.steps[0].error is None and traj.model_calls == 1
     assert traj.messages[-1] == {"role": "assistant", "content": "It is in Orlo."}
 

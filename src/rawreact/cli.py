@@ -354,7 +354,8 @@ def run(args: argparse.Namespace) -> int:
             bar.write(printable(text.rstrip("\n")), file=sys.stdout)
 
         def print_step(question: Question, step: Step) -> None:
-            say((f"\n=== {question.id}\nQuestion: {question.question}\n" if step.i == 1 else "") + step.render())
+            text = step.render() if step.action_text or step.observation else f"Message {step.i}: {step.thought}\n"
+            say((f"\n=== {question.id}\nQuestion: {question.question}\n" if step.i == 1 else "") + text)
 
         live = not args.quiet and args.workers == 1  # with workers, a transcript is printed when it is done
         results = run_questions(

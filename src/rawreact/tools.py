@@ -5,7 +5,8 @@
 arguments that parse as a JSON object with exactly the function's parameters, each a non-empty
 string); a failed check, like every observation, goes back to the model as the tool's result,
 paired with the call's id. The episode ends when `finish` runs (its argument is the answer), when
-the model answers in plain text instead (ended "text": the text is the answer), at the step
+the model answers in plain text instead (ended "text": the answer is what the answer parser reads
+in the text, else the whole text), at the step
 limit, or by a guardrail. Each call is one step of the usual record: the action is the call, the
 observation its result; the whole message history is kept as well.
 """
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from functools import cache
 
 from rawreact.actions import Action
+from rawreact.answers import parse_answer
 from rawreact.env import PassageEnv, one_line
 from rawreact.errors import ContextLengthExceeded, ModelError, PromptError
 from rawreact.guardrails import Guard
@@ -124,7 +126,7 @@ def tool_react(
             traj.steps.append(step)
             if on_step is not None:
                 on_step(step)
-            traj.answer, traj.ended = one_line(reply.content), "text"
+            traj.answer, traj.ended = text_answer(reply.content), "text"
             return traj
         for k, call in enumerate(reply.tool_calls):
             if traj.ended:
@@ -145,6 +147,12 @@ def tool_react(
                 traj.ended = "max_steps"
         if traj.ended:
             return traj
+
+
+def text_answer(text: str) -> str:
+    """The answer a plain-text reply gives: what the answer parser reads in it (an `Answer:` line, a
+    `Finish[...]`, "the answer is X", as for CoT), else the whole text on one line."""
+    return parse_answer(text) or one_line(text)
 
 
 def _run(i: int, call: ToolCall, reply: ChatReply, k: int, env: PassageEnv, tools: tuple[dict, ...]) -> Step:
