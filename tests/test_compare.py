@@ -128,7 +128,7 @@ def test_variant_specs_and_ablations():
 
 def test_the_embedded_model_compares_grammar_off_and_on(tmp_path):
     demo = load_collection()
-    variants = [Variant("off", k=1, max_steps=4), Variant("step", k=1, max_steps=4, grammar="step")]
+    variants = [Variant("off", k=1, max_steps=2), Variant("step", k=1, max_steps=2, grammar="step")]
     result = compare(demo, variants, tmp_path / "cmp", limit=2, resamples=1000)
     assert result.ids == [q.id for q in demo.questions[:2]]
     rows = {row["variant"]: row for row in result.rows()}

@@ -204,7 +204,7 @@ def test_the_second_embedded_model_runs_under_a_grammar_too(demo):
     from rawreact import load_model
 
     smol = load_model("smollm2-135m")
-    traj = react(demo.questions[0].question, demo.env(), smol, grammar="step", max_steps=3)
+    traj = react(demo.questions[0].question, demo.env(), smol, grammar="step", max_steps=2)
     assert traj.steps and all(step.error is None and len(step.calls) == 1 for step in traj.steps)
     fast, slow = load_model("smollm2-135m", reuse_cache=False), load_model("smollm2-135m", grammar_first=True)
     prompt = traj.transcript(1) + "Thought 2:"

@@ -96,7 +96,7 @@ def _cli(*args, **env) -> subprocess.CompletedProcess:
 def test_the_cli_runs_hotpotqa_on_ollama_with_the_host_from_the_environment(ollama, rows, tmp_path):
     data, out = tmp_path / "dev.json", tmp_path / "run.jsonl"
     data.write_text(json.dumps(rows[:2]))
-    done = _cli(data, "--model", "ollama:gemma3:270m", "--out", out, "-q", "--max-steps", "4", OLLAMA_HOST=ollama.url)
+    done = _cli(data, "--model", "ollama:gemma3:270m", "--out", out, "-q", "--max-steps", "2", OLLAMA_HOST=ollama.url)
     assert done.returncode == 0, done.stderr
     manifest, records = read_run(out)
     assert [r["question"] for r in records] == [row["question"] for row in rows[:2]]

@@ -52,9 +52,9 @@ def test_an_episode_does_not_depend_on_the_episodes_before_it(gemma, demo):
     from rawreact.models.llama import LlamaModel
 
     prompt, question = load_prompt(), demo.questions[1]
-    react(demo.questions[0].question, demo.env(), gemma, prompt, max_steps=2)
-    warm = react(question.question, demo.env(), gemma, prompt, max_steps=3)
-    cold = react(question.question, demo.env(), LlamaModel(gemma.path), prompt, max_steps=3)
+    react(demo.questions[0].question, demo.env(), gemma, prompt, max_steps=1)
+    warm = react(question.question, demo.env(), gemma, prompt, max_steps=2)
+    cold = react(question.question, demo.env(), LlamaModel(gemma.path), prompt, max_steps=2)
     assert warm.transcript() == cold.transcript()
     assert warm.steps[0].calls[0].evaluated_tokens < cold.steps[0].calls[0].evaluated_tokens
 

@@ -229,14 +229,14 @@ def test_report_puts_runs_side_by_side_and_show_prints_one_transcript(rows, tmp_
 
 def test_the_embedded_model_runs_hotpotqa_questions_from_the_cli(hotpotqa, tmp_path):
     data, out = _data(hotpotqa, tmp_path, 2), tmp_path / "run.jsonl"
-    done = _run(data, "--out", out, "-q", "--max-steps", "4", "--grammar", "step", timeout=600)
+    done = _run(data, "--out", out, "-q", "--max-steps", "3", "--grammar", "step", timeout=600)
     assert done.returncode == 0, done.stderr
     manifest, records = read_run(out)
     assert [r["question"] for r in records] == [row["question"] for row in hotpotqa[:2]]
     assert manifest["config"]["model"] == "gemma3-270m" and manifest["config"]["grammar"] == "step"
     assert manifest["model_file"].endswith(".gguf")
     for record in records:
-        assert record["invalid_actions"] == 0 and 1 <= record["steps"] <= 4
+        assert record["invalid_actions"] == 0 and 1 <= record["steps"] <= 3
         assert record["tokens"]["evaluated"] < record["tokens"]["prompt"] / 2  # the KV cache is reused
         assert record["em"] in (0.0, 1.0) and 0.0 <= record["f1"] <= 1.0 and record["seconds"] > 0
 

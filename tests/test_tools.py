@@ -6,12 +6,15 @@ import inspect
 import json
 import subprocess
 import sys
+from html import escape
 
 import pytest
 from servers import FakeOllama, OpenAIStub
 from test_runs import _data
 
 from rawreact import ModelError, PassageEnv, ScriptedModel, load_model, read_run
+from rawreact.export import export
+from rawreact.htmlreport import write_page
 from rawreact.models.base import ToolCall
 from rawreact.models.chatml import ChatML, read_reply, render, tools_grammar
 from rawreact.models.gbnf import check_grammar
@@ -269,6 +272,15 @@ def test_the_cli_runs_the_tools_method_and_show_prints_the_history(rows, tmp_pat
     shown = subprocess.run([*RAWREACT, "show", out, "--id", records[0]["id"]], capture_output=True, text=True)
     assert shown.returncode == 0 and history_text(records[0]["trajectory"]["messages"][1:]) in shown.stdout
     assert "[tool search (call_1_0)]" in shown.stdout
+    page = write_page({"tools": out}, tmp_path / "tools.html", resamples=100).read_text(encoding="utf-8")
+    assert page.count('<tr class="question ') == 2 and escape('search({"query": ') in page
+    chat = export([out], tmp_path / "chat.jsonl", layout="chat")
+    first = json.loads((tmp_path / "chat.jsonl").read_text().splitlines()[0])
+    assert chat.examples == 2 and first["messages"] == [
+        {k: v for k, v in m.items() if not (m["role"] == "tool" and k == "name")}
+        for m in records[0]["trajectory"]["messages"][1:]
+    ]
+    assert first["tools"] == list(TOOLS) and export([out], tmp_path / "c.jsonl").no_trajectory == 2
     for bad, message in (
         (["--model", "gemma3-270m"], "gemma3-270m has no chat template"),
         (["--model", f"scripted:{tmp_path / 's.json'}", "--grammar", "step"], "the tools method"),

@@ -305,6 +305,9 @@ def _step(step: Step, loop: str) -> str:
         badges.append(f'<span class="badge">{closing}</span>')
     classes = "step" + (" invalid" if step.error is not None else "") + (" repeat" if step.repeat_of else "")
     lines = []
+    if loop == "tools" and not step.action_text and not step.observation:  # a plain-text answer
+        return f'<div class="{classes}">{_line("thought", f"Message {step.i}", escape(step.thought or ""))}</div>'
+
     if step.thought is not None:
         lines.append(_line("thought", f"Thought {step.i}", f'<span class="text">{escape(step.thought)}</span>'))
     lines.append(_line("action", f"Action {step.i}", f"<code>{escape(step.action_text)}</code>{''.join(badges)}"))
