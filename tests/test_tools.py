@@ -106,6 +106,15 @@ def test_a_malformed_call_is_handed_back_as_the_tools_result_and_the_episode_goe
     assert traj.ended == "finish" and traj.answer == "October" and traj.invalid_actions == 1
 
 
+def test_a_call_cut_off_by_the_token_limit_is_truncated():
+    long = 'functions.finish:\n{"answer": "' + "very " * 30 + '"}'
+    traj = tool_react("Where?", PassageEnv(PAGES), _chat(long, _call("finish", answer="Orlo")), "A.", max_tokens=12)
+    first = traj.steps[0]
+    assert first.error == "truncated" and first.calls[0].finish_reason == "length"
+    assert first.observation.startswith("Error: the call of finish was cut off at the token limit before its arguments")
+    assert traj.answer == "Orlo" and traj.invalid_actions == 1
+
+
 def test_a_plain_text_answer_ends_the_episode_and_is_marked():
     traj = tool_react("Where?", PassageEnv(PAGES), _chat("message:\nIt is in Orlo."), "Answer it.")
     assert traj.ended == "text" and traj.answer == "It is in Orlo." and len(traj.steps) == 1

@@ -3,7 +3,8 @@
 `search`, `lookup` and `finish` are advertised as functions with JSON-schema parameters
 (prompts/tools/tools.json). Each call the model makes is checked before it runs (a known name,
 arguments that parse as a JSON object with exactly the function's parameters, each a non-empty
-string); a failed check, like every observation, goes back to the model as the tool's result,
+string); a failed check, like every observation, goes back to the model as the tool's result
+(a call whose arguments the token limit cut off is told so, and counted as "truncated"),
 paired with the call's id. The episode ends when `finish` runs (its argument is the answer), when
 the model answers in plain text instead (ended "text": the answer is what the answer parser reads
 in the text, else the whole text), at the step
@@ -158,11 +159,20 @@ def text_answer(text: str) -> str:
 def _run(i: int, call: ToolCall, reply: ChatReply, k: int, env: PassageEnv, tools: tuple[dict, ...]) -> Step:
     """One call checked and run as step `i`; the reply's model call is recorded on its first call's step."""
     action, problem = check_call(call, tools)
+    error = "invalid call" if problem else None
+    if problem and k == len(reply.tool_calls) - 1 and reply.call.finish_reason == "length":
+        error, problem = (
+            "truncated",
+            (
+                f"Error: the call of {call.name} was cut off at the token limit before its arguments ended; "
+                "keep the arguments short."
+            ),
+        )
     observation = problem or env.step(action)[0]
     shown = f"{call.name}({call.arguments})"
     thought = (reply.content or None) if k == 0 else None
     calls = [reply.call] if k == 0 else []
-    return Step(i, thought, action, shown, observation, calls, error="invalid call" if problem else None)
+    return Step(i, thought, action, shown, observation, calls, error=error)
 
 
 def _assistant(reply: ChatReply) -> dict:
