@@ -106,7 +106,8 @@ def _parser() -> argparse.ArgumentParser:
         choices=list(METHODS),
         default="react",
         help="react (the default), act (no thoughts), standard, cot, cot-sc (self-consistency), react-cot-sc "
-        "(CoT-SC when ReAct gives no answer), cot-sc-react (ReAct when CoT-SC's vote is split)",
+        "(CoT-SC when ReAct gives no answer), cot-sc-react (ReAct when CoT-SC's vote is split), tools (native tool "
+        "calls of a chat model)",
     )
     run.add_argument(
         "--loop",
