@@ -57,8 +57,11 @@ def test_done_reason_maps_to_the_finish_reason(ollama, gemma):
 def test_an_episode_through_ollama_is_the_embedded_models_episode(ollama, gemma):
     demo = load_collection()
     question = demo.questions[0]
-    through = react(question.question, demo.env(question), load_model("ollama:gemma3:270m", host=ollama.url))
-    direct = react(question.question, demo.env(question), gemma, load_prompt())
+    prompt = load_prompt(k=2)
+    through = react(
+        question.question, demo.env(question), load_model("ollama:gemma3:270m", host=ollama.url), prompt, max_steps=3
+    )
+    direct = react(question.question, demo.env(question), gemma, prompt, max_steps=3)
     assert [s.render() for s in through.steps] == [s.render() for s in direct.steps]
     assert through.answer == direct.answer and through.ended == direct.ended
     assert through.tokens()["completion"] == direct.tokens()["completion"]

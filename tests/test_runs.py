@@ -83,15 +83,23 @@ def test_shuffle_follows_the_reference_protocol(rows, tmp_path):
     assert [r["question"] for r in read_run(out)[1]] == expected
 
 
+@pytest.fixture(scope="module")
+def uncut(rows, tmp_path_factory):
+    """24 questions, a slowed oracle that gets every third wrong, and its run left to finish: (data, model, run)."""
+    folder = tmp_path_factory.mktemp("uncut")
+    data = _data(rows, folder, 24)
+    model = _oracle(rows, folder / "o.json", wrong_every=3, seconds_per_call=0.04)
+    assert _run(data, "--model", model, "--out", folder / "whole.jsonl", "-q").returncode == 0
+    return data, model, folder / "whole.jsonl"
+
+
 @pytest.mark.parametrize(
     "how, workers",
     [(signal.SIGKILL, 1), (signal.SIGINT, 1), (signal.SIGTERM, 1), (signal.SIGKILL, 3), (signal.SIGINT, 3)],
 )
-def test_a_killed_run_resumes_to_the_same_scores_with_every_id_once(rows, tmp_path, how, workers):
-    data = _data(rows, tmp_path, 24)
-    model = _oracle(rows, tmp_path / "o.json", wrong_every=3, seconds_per_call=0.04)
-    whole, cut = tmp_path / "whole.jsonl", tmp_path / "cut.jsonl"
-    assert _run(data, "--model", model, "--out", whole, "-q").returncode == 0
+def test_a_killed_run_resumes_to_the_same_scores_with_every_id_once(uncut, tmp_path, how, workers):
+    data, model, whole = uncut
+    cut = tmp_path / "cut.jsonl"
     run = subprocess.Popen(
         [*RAWREACT, "run", str(data), "--model", model, "--out", str(cut), "-q", "--workers", str(workers)],
         stdout=subprocess.DEVNULL,

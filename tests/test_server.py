@@ -53,7 +53,7 @@ def test_the_server_model_writes_what_the_embedded_model_writes(server, gemma, d
 
 def test_hotpotqa_questions_run_through_the_server(server, hotpotqa, tmp_path):
     data, out = _data(hotpotqa, tmp_path, [0, 1]), tmp_path / "run.jsonl"
-    done = _run(data, "--model", f"openai:{server}", "--out", out, "-q", "--max-steps", "3")
+    done = _run(data, "--model", f"openai:{server}", "--out", out, "-q", "--max-steps", "2")
     assert done.returncode == 0, done.stderr
     manifest, records = read_run(out)
     assert [r["question"] for r in records] == [hotpotqa[0]["question"], hotpotqa[1]["question"]]
