@@ -42,3 +42,8 @@ _UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u20
 def printable(text: str) -> str:
     """`text` safe for a terminal: line breaks and tabs kept, other control characters shown as escapes."""
     return _UNSAFE.sub(lambda match: match.group(0).encode("unicode_escape").decode("ascii"), text)
+
+
+def plural(n: int, word: str) -> str:
+    """`n word`, with an s unless n is 1."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"

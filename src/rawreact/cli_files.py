@@ -1,0 +1,90 @@
+"""The commands that read run files: `report` (a table, or a web page with --html), `compare-runs`, `show`
+and `export`."""
+
+import argparse
+import sys
+from pathlib import Path
+
+from rawreact.errors import DataError
+from rawreact.export import export
+from rawreact.htmlreport import write_page
+from rawreact.report import compare_runs, drop_unused, listing, run_row, show, table
+from rawreact.runs import read_run
+from rawreact.terminal import plural, printable
+
+
+def intervals_note(args: argparse.Namespace, comparison, where: str = "") -> None:
+    """Say on stderr how many questions a comparison covers and how its intervals were drawn."""
+    print(
+        f"\n{plural(len(comparison.ids), 'question')}; 95% bootstrap intervals ({args.resamples} resamples, "
+        f"seed {args.stats_seed}); Δ is paired against {comparison.names[0]}{where}",
+        file=sys.stderr,
+    )
+
+
+def compare_runs_command(args: argparse.Namespace) -> int:
+    """`rawreact compare-runs`: finished run files side by side, with intervals, on their shared questions."""
+    comparison = compare_runs(_named(args.runs), resamples=args.resamples, seed=args.stats_seed)
+    print(comparison.table(args.format), end="")
+    intervals_note(args, comparison)
+    return 0
+
+
+def _named(items: list[str], suffix: bool = False) -> dict[str, str]:
+    """Run files by name: NAME=RUN.jsonl, or the file's name (without .jsonl unless `suffix`)."""
+    runs: dict[str, str] = {}
+    for item in items:
+        name, equals, path = item.partition("=")
+        if not equals or not name or Path(item).exists():
+            name, path = Path(item).name if suffix else Path(item).name.removesuffix(".jsonl"), item
+        if name in runs:
+            raise DataError(f"two runs are named {name!r}; name them, as in NAME=RUN.jsonl")
+        runs[name] = path
+    return runs
+
+
+def report(args: argparse.Namespace) -> int:
+    """`rawreact report`: one row per run file; with --html, the whole report as one web page."""
+    runs = _named(args.runs, suffix=True)
+    rows = [run_row(path) | {"run": name} for name, path in runs.items()]
+    if args.html:
+        written = write_page(runs, args.html, resamples=args.resamples, seed=args.stats_seed)
+        print(f"rawreact: wrote the report of {plural(len(runs), 'run')} to {written}", file=sys.stderr)
+    print(printable(table(drop_unused(rows), args.format)), end="")
+    return 0
+
+
+def export_command(args: argparse.Namespace) -> int:
+    """`rawreact export`: the steps of the selected episodes of run files, as fine-tuning examples."""
+    done = export(args.runs, args.out, layout=args.layout, min_f1=args.min_f1, with_prompt=args.prompt)
+    chosen = "EM 1" if args.min_f1 is None else f"F1 at least {args.min_f1:g}"
+    print(
+        f"rawreact: wrote {plural(done.examples, 'example')} ({args.layout}) from {done.questions} of "
+        f"{plural(done.records, 'question')} ({chosen}) to {args.out}; {done.not_selected} not selected, "
+        f"{done.no_trajectory} with no steps for this layout (answers without actions; tools episodes, which "
+        "export as chat only)",
+        file=sys.stderr,
+    )
+    if not done.examples:
+        hint = "; try --min-f1 0.5" if args.min_f1 is None else ""
+        print(f"rawreact: warning: no episode was selected, so {args.out} is empty{hint}", file=sys.stderr)
+    return 0
+
+
+def show_command(args: argparse.Namespace) -> int:
+    """`rawreact show`: the questions of a run file, or one question's transcript."""
+    _, records = read_run(args.run)
+    if args.id is None and not args.first_wrong:
+        print(printable(listing(records)), end="")
+        return 0
+    if args.first_wrong:
+        found = [r for r in records if not r["em"]]
+        if not found:
+            raise DataError(f"{args.run}: every one of its {len(records)} questions was answered correctly")
+    else:
+        found = [r for r in records if r["id"] == args.id]
+    if not found:
+        ids = ", ".join(r["id"] for r in records[:5]) + (", ..." if len(records) > 5 else "")
+        raise DataError(f"{args.run} has no question with id {args.id!r}; its ids: {ids or 'none'}")
+    print(printable(show(found[0], with_prompt=args.prompt)), end="")
+    return 0

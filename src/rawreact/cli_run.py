@@ -1,0 +1,267 @@
+"""The commands that call a model: `rawreact run` and `rawreact compare`."""
+
+import argparse
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from rawreact import __version__
+from rawreact.cli_files import intervals_note
+from rawreact.collection import Collection, Question, choose_questions, load_collection
+from rawreact.errors import DataError, GrammarError
+from rawreact.experiments import Variant, ablation, compare, parse_spec, parse_variant
+from rawreact.grammar import MODES
+from rawreact.methods import REASONING, SAMPLING, Reasoning
+from rawreact.models import is_concurrent, load_model
+from rawreact.record import Step
+from rawreact.report import (
+    context_warning,
+    summarize,
+    summary_line,
+)
+from rawreact.runs import Result, RunFile, check_context, refuse_workers, run_questions
+from rawreact.terminal import Stopper, plural, printable, progress
+
+
+def _questions(args: argparse.Namespace) -> tuple[Collection, list[Question]]:
+    if args.question is not None:
+        collection = (load_collection(args.passages) if args.passages else load_collection()).pooled()
+        return collection, [Question("question-1", args.question, args.answer)]
+    if args.passages:
+        raise DataError("--passages goes with --question; a question file is given as the first argument")
+    collection = load_collection(args.data)
+    return collection, choose_questions(collection, limit=args.limit, shuffle=args.shuffle, seed=args.shuffle_seed)
+
+
+def _grammar_mode(args: argparse.Namespace) -> str | None:
+    """The grammar mode of `run`: --grammar, else step when only --grammar-file is given, else none.
+
+    `--grammar` alone means step, so in `run --grammar data.json` the word after it is the data
+    file: the modes are four fixed words, and anything else that names a file is taken as the data.
+    """
+    if args.grammar not in ("off", *MODES):
+        if args.data is None and (Path(args.grammar).exists() or args.grammar.endswith((".json", ".jsonl"))):
+            args.data, args.grammar = args.grammar, "step"
+        else:
+            raise DataError(f"--grammar takes off, step, action or titles, not {args.grammar!r}")
+    if args.grammar != "off":
+        return args.grammar
+    return "step" if args.grammar_file else None
+
+
+def run(args: argparse.Namespace) -> int:
+    """`rawreact run`: load everything first, so bad input fails before any model time is spent."""
+    if args.resume and not args.out:
+        raise DataError("--resume continues the run file given with --out; add --out RUN.jsonl")
+    if args.out and Path(args.out).is_dir():
+        raise DataError(f"{args.out} is a folder; give --out a file name, such as {Path(args.out) / 'run.jsonl'}")
+    if args.workers > 1 and not is_concurrent(args.model):
+        raise refuse_workers(args.model)
+    mode = _grammar_mode(args)
+    collection, questions = _questions(args)
+    variant = Variant(
+        "run",
+        method=args.method,
+        loop=args.loop,
+        repeats=args.repeats,
+        budget=args.budget,
+        model=args.model,
+        prompt=args.prompt,
+        key=args.key,
+        instruction=args.instruction,
+        k=args.exemplars,
+        grammar=mode,
+        grammar_file=args.grammar_file,
+        n_first=args.n_first,
+        max_steps=args.max_steps,
+        max_tokens=args.max_tokens,
+        temperature=args.temperature,
+        seed=args.seed,
+        n_ctx=args.n_ctx,
+        samples=args.samples,
+        sample_temperature=args.sample_temperature,
+        backoff_prompt=args.backoff_prompt,
+        backoff_key=args.backoff_key,
+        backoff_instruction=args.backoff_instruction,
+    )
+    prompt, grammar, backoff = variant.load_prompt(), variant.load_grammar(), variant.load_backoff_prompt()
+    config = variant.config(
+        collection,
+        prompt,
+        grammar,
+        backoff,
+        question=args.question,
+        shuffle=args.shuffle,
+        shuffle_seed=args.shuffle_seed,
+    )
+    options = {"n_ctx": args.n_ctx, "seed": args.seed, "temperature": args.temperature, "host": args.ollama_host}
+    model = load_model(args.model, **options, timeout=args.timeout)
+    if grammar is not None and not model.supports_grammar:
+        raise GrammarError(f"model {model.name} cannot apply a grammar; drop --grammar, or use a llama.cpp model")
+    check_context(model, prompt, questions, args.max_tokens, args.method, backoff)
+    details = {
+        "data": collection.source,
+        "layout": collection.layout,
+        "limit": args.limit,
+        "model_file": str(model.path) if hasattr(model, "path") else None,
+        "model_name": model.name,
+        "workers": args.workers,
+        "timeout": args.timeout,
+    }
+    sink = RunFile(args.out, config, resume=args.resume, details=details) if args.out else None
+    chosen = {q.id for q in questions}
+    done = [] if sink is None else [r for r in sink.done.values() if r["id"] in chosen]
+    print(
+        f"rawreact {__version__}: {plural(len(questions), 'question')} from {collection.name}, model {model.name}, "
+        f"method {args.method}{_sampling(variant)}{_loop(variant)}, prompt {prompt.source} "
+        f"({plural(prompt.exemplars, 'exemplar')}), grammar {config['grammar'] or 'off'}"
+        + (f"; {len(done)} already in {args.out}" if done else ""),
+        flush=True,
+    )
+    with Stopper(args.workers) as stopper, progress(len(questions), len(done)) as bar:
+
+        def say(text: str) -> None:
+            bar.write(printable(text.rstrip("\n")), file=sys.stdout)
+
+        def print_step(question: Question, step: Step) -> None:
+            text = step.render() if step.action_text or step.observation else f"Message {step.i}: {step.thought}\n"
+            say((f"\n=== {question.id}\nQuestion: {question.question}\n" if step.i == 1 else "") + text)
+
+        live = not args.quiet and args.workers == 1  # with workers, a transcript is printed when it is done
+        results = run_questions(
+            questions,
+            variant.env(collection),
+            model,
+            prompt,
+            out=sink,
+            on_step=print_step if live else None,
+            workers=args.workers,
+            stop=lambda: stopper.signal is not None,
+            **variant.solve_options(grammar, backoff),
+        )
+        records = list(done)
+        em, f1 = sum(r["em"] for r in done), sum(r["f1"] for r in done)  # running sums for the bar
+        for result in results:
+            if not args.quiet and not live:
+                for step in result.outcome.steps:
+                    print_step(result.question, step)
+            if not args.quiet and result.outcome.reasoning is not None:
+                say(_reasoning_text(result.question, result.outcome.reasoning))
+            records.append(result.to_dict())
+            em, f1 = em + result.em, f1 + result.f1
+            say(_result_line(len(records), len(questions), result))
+            bar.set_postfix_str(f"EM {em / len(records):.3f} F1 {f1 / len(records):.3f}", refresh=False)
+            bar.update()
+    summary = summarize(records)
+    print("\n" + summary_line(summary), flush=True)
+    warning = context_warning(summary, n_ctx=args.n_ctx)
+    if warning:
+        print(f"rawreact: warning: {warning}", file=sys.stderr)
+    if stopper.signal is not None and len(records) < len(questions):
+        where = f"; {len(records)} of {len(questions)} questions are in {args.out}, --resume finishes" if sink else ""
+        print(f"rawreact: stopped early{where}", file=sys.stderr)
+        return 128 + stopper.signal
+    return 0
+
+
+def compare_command(args: argparse.Namespace) -> int:
+    """`rawreact compare`: every variant on the same questions, then the table with intervals."""
+    base = replace(Variant("base", seed=args.seed), **parse_spec(args.base, f"--base {args.base!r}"))
+    variants = [parse_variant(text, base) for text in args.variant]
+    for kind in args.ablation:
+        variants += ablation(kind, base, orders=args.orders)
+    if not variants:
+        raise DataError("name the variants to compare: --variant NAME=SPEC (twice or more), or --ablation KIND")
+    if args.workers > 1:
+        for variant in variants:
+            if not is_concurrent(variant.model):
+                raise refuse_workers(variant.model)
+    with Stopper(args.workers) as stopper, progress(0, 0) as bar:
+
+        def started(variant: Variant, done: int, total: int) -> None:
+            bar.total = (bar.total or 0) + total
+            bar.update(done)
+            kept = f"{done} of {total} questions already in its run file" if done else f"{total} questions"
+            bar.write(f"variant {variant.name}: {kept}", file=sys.stderr)
+
+        def finished(variant: Variant, result: Result) -> None:
+            bar.set_postfix_str(variant.name, refresh=False)
+            bar.update()
+            if not args.quiet:
+                verdict = "correct" if result.em else "wrong"
+                bar.write(f"{variant.name} {result.question.id}: {verdict}, F1 {result.f1:.2f}", file=sys.stdout)
+
+        comparison = compare(
+            args.data,
+            variants,
+            args.out,
+            limit=args.limit,
+            shuffle=args.shuffle,
+            shuffle_seed=args.shuffle_seed,
+            workers=args.workers,
+            host=args.ollama_host,
+            timeout=args.timeout,
+            resamples=args.resamples,
+            stats_seed=args.stats_seed,
+            on_variant=started,
+            on_result=finished,
+            stop=lambda: stopper.signal is not None,
+        )
+    if stopper.signal is not None:
+        print(
+            f"rawreact: stopped early; run the same command again to finish the comparison in {args.out}",
+            file=sys.stderr,
+        )
+        return 128 + stopper.signal
+    out = Path(args.out)
+    for style, name in (("markdown", "comparison.md"), ("csv", "comparison.csv")):
+        (out / name).write_text(comparison.table(style), encoding="utf-8")
+    print(comparison.table(args.format), end="")
+    intervals_note(args, comparison, f"; tables in {out / 'comparison.md'} and {out / 'comparison.csv'}")
+    return 0
+
+
+def _loop(variant: Variant) -> str:
+    """The loop of a run's header, for a method that acts."""
+    if variant.method in REASONING:
+        return ""
+    if variant.method == "tools":
+        return f", native tool calls ({plural(variant.sentences, 'sentence')} per search)"
+    parts = [f"{plural(variant.sentences, 'sentence')} per search"]
+    parts += [f"repeats {variant.repeats}"] if variant.repeats != "off" else []
+    parts += [f"budget {variant.budget} tokens"] if variant.budget is not None else []
+    return f", {variant.loop} loop ({', '.join(parts)})"
+
+
+def _support(value: bool | None) -> str:
+    return "" if value is None else ", answer seen" if value else ", answer not seen"
+
+
+def _sampling(variant: Variant) -> str:
+    """The CoT-SC settings of a run's header, if it samples."""
+    if variant.method not in SAMPLING:
+        return ""
+    return f" (n {variant.samples}, T {variant.sample_temperature:g}, seed {variant.seed})"
+
+
+def _reasoning_text(question: Question, reasoning: Reasoning) -> str:
+    """A Standard or CoT answer as the model wrote it; for CoT-SC, the first sample and the vote."""
+    text = f"\n=== {question.id} ({reasoning.method})\nQuestion: {question.question}\n"
+    if reasoning.samples:
+        text += f"{reasoning.cue}{reasoning.samples[0].call.text}\n"
+    if reasoning.method == "cot-sc":
+        tally = reasoning.vote
+        text += f"votes ({len(reasoning.samples)} samples): {tally.counts or 'no answers'}\n"
+    return text
+
+
+def _result_line(n: int, total: int, result: Result) -> str:
+    out = result.outcome
+    verdict = "correct" if result.em else "wrong"
+    branch = f" (answered by {out.branch})" if out.branch != out.method else ""
+    return (
+        f"result [{n}/{total}] {result.question.id}: {verdict} (EM {result.em:.0f}, F1 {result.f1:.2f}) "
+        f"answer {out.answer!r}{branch}, gold {result.question.answer!r}; ended by {out.ended} after "
+        f"{len(out.steps)} steps, {out.model_calls} calls, {out.invalid_actions} invalid, "
+        f"{out.fallback_calls} fallback, {out.repeats} repeats{_support(out.supported)}, {out.seconds:.1f} s"
+    )
