@@ -283,6 +283,7 @@ def test_the_cli_runs_the_tools_method_and_show_prints_the_history(rows, tmp_pat
     assert "[tool search (call_1_0)]" in shown.stdout
     page = write_page({"tools": out}, tmp_path / "tools.html", resamples=100).read_text(encoding="utf-8")
     assert page.count('<tr class="question ') == 2 and escape('search({"query": ') in page
+    assert page.count("System message: <a href") == 2 and "Few-shot prompt" not in page
     chat = export([out], tmp_path / "chat.jsonl", layout="chat")
     first = json.loads((tmp_path / "chat.jsonl").read_text().splitlines()[0])
     assert chat.examples == 2 and first["messages"] == [

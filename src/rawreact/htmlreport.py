@@ -261,9 +261,9 @@ def _prompt_id(prompt: str) -> str:
     return "prompt-" + hashlib.sha256(prompt.encode("utf-8", "surrogatepass")).hexdigest()[:12]
 
 
-def _prompt(prompt: str) -> str:
-    """A link to the few-shot prompt, which the page holds once however many questions used it."""
-    return f'<p class="note">Few-shot prompt: <a href="#{_prompt_id(prompt)}">{_prompt_id(prompt)}</a></p>'
+def _prompt(prompt: str, label: str = "Few-shot prompt") -> str:
+    """A link to the prompt, which the page holds once however many questions used it."""
+    return f'<p class="note">{label}: <a href="#{_prompt_id(prompt)}">{_prompt_id(prompt)}</a></p>'
 
 
 def _prompts(records: dict[str, list[dict]]) -> str:
@@ -285,7 +285,8 @@ def _prompts(records: dict[str, list[dict]]) -> str:
 
 
 def _trajectory(traj: Trajectory) -> str:
-    out = [_prompt(traj.prompt), f'<p><span class="tag">Question</span> {escape(traj.question)}</p>']
+    label = "System message" if traj.loop == "tools" else "Few-shot prompt"
+    out = [_prompt(traj.prompt, label), f'<p><span class="tag">Question</span> {escape(traj.question)}</p>']
     out += [_step(step, traj.loop) for step in traj.steps]
     return "".join(out)
 
