@@ -25,6 +25,7 @@ from pathlib import Path
 
 from rawreact import __version__
 from rawreact.errors import DataError
+from rawreact.models.base import openai_message
 from rawreact.record import Step, Trajectory
 from rawreact.runfile import read_run, write_whole
 
@@ -83,7 +84,7 @@ def chat_example(traj: Trajectory, with_prompt: bool = False) -> dict:
         from rawreact.tools import shipped_tools
 
         messages = traj.messages if with_prompt else traj.messages[1:]
-        return {"messages": [_plain(m) for m in messages], "tools": list(shipped_tools())}
+        return {"messages": [openai_message(m) for m in messages], "tools": list(shipped_tools())}
     messages = [{"role": "system", "content": traj.prompt.rstrip("\n")}] if with_prompt else []
     messages.append({"role": "user", "content": f"Question: {traj.question}"})
     shown = [s for s in traj.steps if s.calls]  # not the reference loop's closing finish[]
@@ -95,11 +96,6 @@ def chat_example(traj: Trajectory, with_prompt: bool = False) -> dict:
         if n + 1 < len(shown):  # the last observation ("Episode finished.") is nobody's cue
             messages.append({"role": "user", "content": f"Observation {step.i}: {step.observation}{step.note}"})
     return {"messages": messages}
-
-
-def _plain(message: dict) -> dict:
-    """A message without rawreact's own `name` on tool results (the call's id pairs them)."""
-    return {k: v for k, v in message.items() if not (message["role"] == "tool" and k == "name")}
 
 
 def export(

@@ -40,6 +40,22 @@ class ToolCall:
     arguments: str
 
 
+def next_turn(messages: list[dict]) -> int:
+    """The number of the assistant turn that answers `messages` (1 for the first)."""
+    return sum(m["role"] == "assistant" for m in messages) + 1
+
+
+def call_id(turn: int, k: int) -> str:
+    """The id rawreact gives the k-th call of an assistant turn when the backend gives it none."""
+    return f"call_{turn}_{k}"
+
+
+def openai_message(message: dict) -> dict:
+    """A message in OpenAI's chat layout: a tool result is paired by its call's id, without the function's
+    `name` that rawreact's history also keeps (for Ollama, which pairs by name, and for reading)."""
+    return {k: v for k, v in message.items() if k != "name"} if message["role"] == "tool" else message
+
+
 @dataclass(frozen=True)
 class ChatReply:
     """One assistant turn of a chat model with tools: its text, the calls it asked for, and the model call.

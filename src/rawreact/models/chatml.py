@@ -14,7 +14,7 @@ import json
 from string import Template
 
 from rawreact.errors import PromptError
-from rawreact.models.base import ChatReply, ToolCall
+from rawreact.models.base import ChatReply, ToolCall, call_id, next_turn
 from rawreact.resources import resource
 
 START, END = "<|im_start|>", "<|im_end|>"
@@ -70,7 +70,7 @@ def read_reply(text: str, turn: int) -> tuple[str, list[ToolCall]]:
             calls.append([line[len(CALL) :].strip().removesuffix(":").strip(), []])
         else:
             calls[-1][1].append(line)
-    return "", [ToolCall(f"call_{turn}_{k}", name, "\n".join(args).strip()) for k, (name, args) in enumerate(calls)]
+    return "", [ToolCall(call_id(turn, k), name, "\n".join(args).strip()) for k, (name, args) in enumerate(calls)]
 
 
 def tools_grammar(tools: list[dict]) -> str:
@@ -107,6 +107,5 @@ class ChatML:
                 self._grammars[key] = tools_grammar(tools)
             grammar = self._grammars[key]
         call = self.model.complete(render(messages, tools), stop=[END], max_tokens=max_tokens, grammar=grammar)
-        turn = sum(m["role"] == "assistant" for m in messages) + 1
-        content, calls = read_reply(call.text, turn)
+        content, calls = read_reply(call.text, next_turn(messages))
         return ChatReply(content, calls, call)

@@ -7,7 +7,7 @@ import threading
 import time
 
 from rawreact.errors import ContextLengthExceeded, ModelError
-from rawreact.models.base import ChatReply, Completion, ToolCall, cut_at_stop, sample_in_flight
+from rawreact.models.base import ChatReply, Completion, ToolCall, call_id, cut_at_stop, next_turn, sample_in_flight
 
 RETRIED = {408, 429, 500, 502, 503, 504}
 
@@ -69,34 +69,13 @@ class OllamaModel:
                 f"{self.name}: Ollama cannot apply a GBNF grammar; drop --grammar, or use a llama.cpp model"
             )
         start = time.perf_counter()
-        options = {
-            "stop": stop,
-            "num_predict": max_tokens,
-            "temperature": self.temperature if temperature is None else temperature,
-            "seed": self.seed if seed is None else seed,
-            "num_ctx": self.n_ctx,
-            "repeat_penalty": 1.0,  # Ollama's default is 1.1; rawreact decodes the same on every backend
-        }
+        options = {"stop": stop} | self._options(max_tokens, temperature, seed)
         reply = self._call(
             lambda: self.client.generate(model=self.model, prompt=prompt, raw=True, think=False, options=options)
         )
-        evaluated, generated = reply.prompt_eval_count or 0, reply.eval_count or 0  # the client checked the types
         if not isinstance(reply.response, str):
             raise ModelError(f"{self.name}: Ollama at {self.host} answered without a text: {str(reply)[:200]}")
-        if evaluated + generated >= self.n_ctx:  # Ollama shortens an over-long prompt silently
-            raise ContextLengthExceeded(
-                f"{self.name}: the prompt and completion filled the whole context window of {self.n_ctx} tokens"
-            )
-        text, _ = cut_at_stop(reply.response, stop)
-        total = reply.total_duration
-        return Completion(
-            text=text,
-            finish_reason="length" if reply.done_reason == "length" else "stop",
-            prompt_tokens=evaluated,
-            completion_tokens=generated,
-            evaluated_tokens=None,  # prompt_eval_count counts the whole prompt, cached or not
-            seconds=total / 1e9 if total else time.perf_counter() - start,
-        )
+        return self._completion(reply, cut_at_stop(reply.response, stop)[0], start)
 
     def sample(
         self, prompt: str, *, n: int, temperature: float, seed: int, stop: list[str], max_tokens: int
@@ -111,37 +90,45 @@ class OllamaModel:
         as JSON text, with the id `call_TURN_K`. `call.text` of the reply is Ollama's message as JSON.
         """
         start = time.perf_counter()
-        options = {
-            "num_predict": max_tokens,
-            "temperature": self.temperature,
-            "seed": self.seed,
-            "num_ctx": self.n_ctx,
-            "repeat_penalty": 1.0,
-        }
+        options = self._options(max_tokens, None, None)
         sent = [_ollama_message(m) for m in messages]
         reply = self._call(
             lambda: self.client.chat(model=self.model, messages=sent, tools=tools, think=False, options=options)
         )
-        evaluated, generated = reply.prompt_eval_count or 0, reply.eval_count or 0
-        if evaluated + generated >= self.n_ctx:
+        message, turn = reply.message, next_turn(messages)
+        calls = [
+            ToolCall(call_id(turn, k), c.function.name, json.dumps(dict(c.function.arguments), ensure_ascii=False))
+            for k, c in enumerate(message.tool_calls or [])
+        ]
+        text = json.dumps(message.model_dump(exclude_none=True), ensure_ascii=False, default=str)
+        return ChatReply(message.content or "", calls, self._completion(reply, text, start))
+
+    def _options(self, max_tokens: int, temperature: float | None, seed: int | None) -> dict:
+        """The options every request (generate or chat) sends; `temperature` and `seed` override the model's."""
+        return {
+            "num_predict": max_tokens,
+            "temperature": self.temperature if temperature is None else temperature,
+            "seed": self.seed if seed is None else seed,
+            "num_ctx": self.n_ctx,
+            "repeat_penalty": 1.0,  # Ollama's default is 1.1; rawreact decodes the same on every backend
+        }
+
+    def _completion(self, reply, text: str, start: float) -> Completion:
+        """What a reply cost, with `text` as its text; a reply that filled the context window is an error."""
+        evaluated, generated = reply.prompt_eval_count or 0, reply.eval_count or 0  # the client checked the types
+        if evaluated + generated >= self.n_ctx:  # Ollama shortens an over-long prompt silently
             raise ContextLengthExceeded(
                 f"{self.name}: the prompt and completion filled the whole context window of {self.n_ctx} tokens"
             )
-        message, turn = reply.message, sum(m["role"] == "assistant" for m in messages) + 1
-        calls = [
-            ToolCall(f"call_{turn}_{k}", c.function.name, json.dumps(dict(c.function.arguments), ensure_ascii=False))
-            for k, c in enumerate(message.tool_calls or [])
-        ]
         total = reply.total_duration
-        done = Completion(
-            text=json.dumps(message.model_dump(exclude_none=True), ensure_ascii=False, default=str),
+        return Completion(
+            text=text,
             finish_reason="length" if reply.done_reason == "length" else "stop",
             prompt_tokens=evaluated,
             completion_tokens=generated,
-            evaluated_tokens=None,
+            evaluated_tokens=None,  # prompt_eval_count counts the whole prompt, cached or not
             seconds=total / 1e9 if total else time.perf_counter() - start,
         )
-        return ChatReply(message.content or "", calls, done)
 
     def _call(self, send):
         """One request (`send()`), retried on what a busy, restarting or flaky server answers."""

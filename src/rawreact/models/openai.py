@@ -16,7 +16,17 @@ import urllib.error
 import urllib.request
 
 from rawreact.errors import ContextLengthExceeded, ModelError
-from rawreact.models.base import WORKER, ChatReply, Completion, ToolCall, cut_at_stop, sample_in_flight
+from rawreact.models.base import (
+    WORKER,
+    ChatReply,
+    Completion,
+    ToolCall,
+    call_id,
+    cut_at_stop,
+    next_turn,
+    openai_message,
+    sample_in_flight,
+)
 
 API_KEY = "RAWREACT_API_KEY"  # sent as a bearer token when set
 RETRIED = {408, 409, 429, 500, 502, 503, 504}
@@ -211,8 +221,8 @@ class OpenAIModel:
         """
         start = time.perf_counter()
         url = f"{self.base_url}/chat/completions"
-        body = {k: v for k, v in self._body("", [], max_tokens, None, None).items() if k not in ("prompt", "stop")}
-        body |= {"messages": [_openai_message(m) for m in messages], "tools": tools, "tool_choice": "auto"}
+        body = self._settings(max_tokens, None, None)
+        body |= {"messages": [openai_message(m) for m in messages], "tools": tools, "tool_choice": "auto"}
         reply = self._request("POST", "/chat/completions", body)
         try:
             choice = reply["choices"][0]
@@ -221,8 +231,7 @@ class OpenAIModel:
             listed = message.get("tool_calls") or []
         except (KeyError, IndexError, TypeError, AttributeError):
             raise ModelError(f"{url} answered without a message in choices[0].message: {str(reply)[:200]}") from None
-        turn = sum(m["role"] == "assistant" for m in messages) + 1
-        calls = []
+        turn, calls = next_turn(messages), []
         for k, listed_call in enumerate(listed if isinstance(listed, list) else []):
             function = listed_call.get("function") if isinstance(listed_call, dict) else None
             name = function.get("name") if isinstance(function, dict) else None
@@ -230,7 +239,7 @@ class OpenAIModel:
                 raise ModelError(f"{url} answered with a malformed tool call: {str(listed_call)[:200]}")
             arguments = function.get("arguments")
             arguments = json.dumps(arguments) if isinstance(arguments, dict) else arguments
-            calls.append(ToolCall(str(listed_call.get("id") or f"call_{turn}_{k}"), name, str(arguments or "")))
+            calls.append(ToolCall(str(listed_call.get("id") or call_id(turn, k)), name, str(arguments or "")))
         usage = _usage(url, reply)
         done = Completion(
             text=json.dumps(message, ensure_ascii=False),
@@ -243,11 +252,13 @@ class OpenAIModel:
         return ChatReply(content, calls, done)
 
     def _body(self, prompt: str, stop: list[str], max_tokens: int, temperature: float | None, seed: int | None) -> dict:
-        """The request body every completion request shares, with the family's own settings."""
+        """The request body every completion request shares."""
+        return {"prompt": prompt, "stop": stop} | self._settings(max_tokens, temperature, seed)
+
+    def _settings(self, max_tokens: int, temperature: float | None, seed: int | None) -> dict:
+        """What every request (completion or chat) sends: model, decoding, and the family's own settings."""
         body = {
             "model": self.model,
-            "prompt": prompt,
-            "stop": stop,
             "max_tokens": max_tokens,
             "temperature": self.temperature if temperature is None else temperature,
             "seed": self.seed if seed is None else seed,
@@ -321,11 +332,6 @@ def _usage(url: str, reply: dict) -> dict[str, int]:
     if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts.values()):
         raise ModelError(f"{url} answered with a malformed usage (token counts): {str(usage)[:200]}")
     return counts
-
-
-def _openai_message(message: dict) -> dict:
-    """A message as OpenAI's API takes it: a tool result has its call's id, not the function's name."""
-    return {k: v for k, v in message.items() if k != "name"} if message["role"] == "tool" else message
 
 
 _USAGE = ("prompt_tokens", "completion_tokens")
