@@ -11,6 +11,7 @@ llama-cpp-python's handler constrains the function's name and arguments.
 """
 
 import json
+from functools import cache
 from string import Template
 
 from rawreact.errors import PromptError
@@ -28,13 +29,17 @@ def system_text(instruction: str, tools: list[dict]) -> str:
         f"{json.dumps(t['function']['parameters'], ensure_ascii=False)}\n"
         for t in tools
     )
-    path = resource("prompts", "tools/chatml.txt")
     try:
-        return Template(path.read_text(encoding="utf-8")).substitute(
-            instruction=instruction.strip(), functions=functions
-        )
+        return _template("tools/chatml.txt").substitute(instruction=instruction.strip(), functions=functions)
     except (KeyError, ValueError) as error:
+        path = resource("prompts", "tools/chatml.txt")
         raise PromptError(f"{path}: a placeholder is not $instruction or $functions ({error})") from None
+
+
+@cache
+def _template(name: str) -> Template:
+    """A shipped template under prompts/, read once (the system turn is rendered on every call)."""
+    return Template(resource("prompts", name).read_text(encoding="utf-8"))
 
 
 def render(messages: list[dict], tools: list[dict]) -> str:
@@ -83,8 +88,7 @@ def tools_grammar(tools: list[dict]) -> str:
             raise PromptError(f"function {function['name']}: the tools grammar takes string parameters only")
         pairs = ' ", " '.join(f'"\\"{key}\\": " string' for key in properties)
         alternatives.append(f'"{CALL}{function["name"]}:\\n{{" {pairs} "}}"')
-    path = resource("prompts", "grammars/tools.gbnf")
-    return Template(path.read_text(encoding="utf-8")).substitute(calls=" | ".join(alternatives))
+    return _template("grammars/tools.gbnf").substitute(calls=" | ".join(alternatives))
 
 
 class ChatML:

@@ -3,6 +3,7 @@
 import ctypes
 import os
 import time
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -83,7 +84,12 @@ class LlamaModel:
         """The next assistant turn, in the ChatML function-calling layout under the tools grammar."""
         if self.chat_problem:
             raise ModelError(f"the tools method needs a chat model, and {self.chat_problem}")
-        return ChatML(self, constrain=True).chat(messages, tools, max_tokens=max_tokens)
+        return self._tools_chat.chat(messages, tools, max_tokens=max_tokens)
+
+    @cached_property
+    def _tools_chat(self) -> ChatML:
+        """The ChatML adapter of `chat`, kept so that it builds its tools grammar once."""
+        return ChatML(self, constrain=True)
 
     @property
     def n_ctx(self) -> int:
