@@ -8,7 +8,7 @@ from pathlib import Path
 from rawreact.errors import DataError
 from rawreact.export import export
 from rawreact.htmlreport import write_page
-from rawreact.report import compare_runs, drop_unused, listing, run_row, show, table
+from rawreact.report import compare_runs, drop_unused, listing, row_of, show, table
 from rawreact.runs import read_run
 from rawreact.terminal import plural, printable
 
@@ -46,7 +46,7 @@ def _named(items: list[str], suffix: bool = False) -> dict[str, str]:
 def report(args: argparse.Namespace) -> int:
     """`rawreact report`: one row per run file; with --html, the whole report as one web page."""
     runs = _named(args.runs, suffix=True)
-    rows = [run_row(path) | {"run": name} for name, path in runs.items()]
+    rows = [row_of(name, *read_run(path)) for name, path in runs.items()]
     if args.html:
         written = write_page(runs, args.html, resamples=args.resamples, seed=args.stats_seed)
         print(f"rawreact: wrote the report of {plural(len(runs), 'run')} to {written}", file=sys.stderr)

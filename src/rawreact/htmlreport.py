@@ -8,6 +8,7 @@ model (questions, passages, completions, answers, run names) is escaped where it
 
 import base64
 import hashlib
+from collections import Counter
 from html import escape
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from rawreact.errors import DataError
 from rawreact.guardrails import ENDINGS
 from rawreact.methods import BACKOFFS, Reasoning
 from rawreact.record import Step, Trajectory
-from rawreact.report import Comparison, drop_unused, reasoning_text, run_row, summarize
+from rawreact.report import Comparison, drop_unused, reasoning_text, row_of, summarize
 from rawreact.runfile import read_run, write_whole
 from rawreact.stats import RESAMPLES, bootstrap
 
@@ -50,7 +51,7 @@ def page(runs: dict[str, str | Path], *, resamples: int = RESAMPLES, seed: int =
         f'<p class="lede">{len(runs)} run{"s" if len(runs) != 1 else ""}, {total} question records; '
         f"written by rawreact {escape(__version__)}. Click a question to see its transcript.</p>",
         "<h2>Summary</h2>",
-        _split(drop_unused([run_row(path) | {"run": name} for name, path in runs.items()]), _SCORES),
+        _split(drop_unused([row_of(name, *read) for name, read in loaded.items()]), _SCORES),
         _inputs(runs, {name: manifest for name, (manifest, _) in loaded.items()}),
         _comparison(records, resamples, seed),
         "<h2>Charts</h2>",
@@ -143,7 +144,7 @@ def _charts(records: dict[str, list[dict]], resamples: int, seed: int) -> str:
             interval = bootstrap([r[metric] for r in found], resamples=resamples, seed=seed)
             rows.append((name, interval.mean, interval.low, interval.high))
         charts.append(svg.intervals(f"{metric.upper()} per run, with its 95% interval", rows))
-    steps = [(name, _counts(r["steps"] for r in found)) for name, found in filled.items()]
+    steps = [(name, Counter(r["steps"] for r in found)) for name, found in filled.items()]
     charts.append(svg.histogram("Questions by steps taken", steps))
     endings = [(name, s["endings"]) for name, s in summaries.items()]
     colours = ENDING_COLOURS | {e: "#333333" for _, counts in endings for e in counts if e not in ENDING_COLOURS}
@@ -155,13 +156,6 @@ def _charts(records: dict[str, list[dict]], resamples: int, seed: int) -> str:
         charts.append(svg.bars("Evaluated prompt tokens per question", evaluated, "{:.0f}"))
     charts.append(svg.bars("Seconds per question", [(name, s["seconds"]) for name, s in summaries.items()]))
     return '<div class="charts">' + "".join(f"<figure>{c}</figure>" for c in charts) + "</div>"
-
-
-def _counts(values) -> dict[int, int]:
-    counts: dict[int, int] = {}
-    for v in values:
-        counts[v] = counts.get(v, 0) + 1
-    return counts
 
 
 _COLUMNS = (  # header, type (for sorting)

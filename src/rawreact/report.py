@@ -184,14 +184,14 @@ def drop_unused(rows: list[dict[str, str]]) -> list[dict[str, str]]:
     return [{k: v for k, v in row.items() if k not in unused} for row in rows]
 
 
-def run_row(path: str | Path) -> dict[str, str]:
-    """One table row for a run file: its name, model, grammar and summary, formatted."""
-    manifest, records = read_run(path)
+def row_of(name: str, manifest: dict | None, records: list[dict]) -> dict[str, str]:
+    """One table row for a run read by `read_run` (its manifest and records): its name, model, grammar and
+    summary, formatted."""
     config = manifest.get("config", {}) if manifest else {}
     summary = summarize(records)
     grammar = (config.get("grammar") or "off") if manifest else "?"  # "?": the manifest is missing
     method = str(config.get("method", "react")) if manifest else summary.get("method", "?")
-    row = {"run": Path(path).name, "method": method, "loop": summary.get("loop", "-")}
+    row = {"run": name, "method": method, "loop": summary.get("loop", "-")}
     row |= {"model": str(config.get("model", "?")), "grammar": grammar}
     for header, (key, form) in COLUMNS.items():
         row[header] = _cell(summary, key, form)
