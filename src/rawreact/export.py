@@ -118,11 +118,9 @@ def export(
         sources.append({"run_file": str(path), "sha256": hashlib.sha256(Path(path).read_bytes()).hexdigest()})
         for record in found:
             records += 1
-            tools = record.get("branch") == "tools"
-            if record.get("trajectory") is None or record.get("branch", "react") not in _ACTING:
-                no_trajectory += 1
-                continue
-            if tools and layout == "completion":  # a chat history has no prompt/completion steps
+            acting = record.get("trajectory") is not None and record.get("branch", "react") in _ACTING
+            # A tools episode is a chat history: it has no prompt/completion steps.
+            if not acting or (record.get("branch") == "tools" and layout == "completion"):
                 no_trajectory += 1
                 continue
             if not selected(record, min_f1):

@@ -20,6 +20,7 @@ from rawreact.record import Step, Trajectory
 from rawreact.report import Comparison, drop_unused, reasoning_text, row_of, summarize
 from rawreact.runfile import read_run, write_whole
 from rawreact.stats import RESAMPLES, bootstrap
+from rawreact.terminal import plural
 
 _ASSETS = Path(__file__).parent / "page"
 # How episodes ended, each a colour of its own in the chart (the tolerant loop's endings first).
@@ -48,7 +49,7 @@ def page(runs: dict[str, str | Path], *, resamples: int = RESAMPLES, seed: int =
         f"<title>rawreact report: {escape(names)}</title>",
         f"<style>{(_ASSETS / 'report.css').read_text(encoding='utf-8')}</style></head><body>",
         f"<h1>rawreact report: {escape(names)}</h1>",
-        f'<p class="lede">{len(runs)} run{"s" if len(runs) != 1 else ""}, {total} question records; '
+        f'<p class="lede">{plural(len(runs), "run")}, {total} question records; '
         f"written by rawreact {escape(__version__)}. Click a question to see its transcript.</p>",
         "<h2>Summary</h2>",
         _split(drop_unused([row_of(name, *read) for name, read in loaded.items()]), _SCORES),
