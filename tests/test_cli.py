@@ -74,7 +74,8 @@ def test_run_the_demo_collection_quietly(tmp_path, capsys):
             ["run", "--out", "no/such/folder/run.jsonl", "--model", "scripted:S"],
             "run.jsonl: cannot write results: No such file or directory; does the folder exist?",
         ),
-        (["run", "--passages", "NOQ"], "--passages goes with --question"),
+        (["run", "--passages", "NOPE"], "NOPE: no such file; --passages takes a store built by `rawreact index`"),
+        (["run", "--passages", "BAD"], "BAD line 1 column 2: not valid JSON"),
         (["run", "--key", "x"], "--key 'x' applies to a reference JSON prompt file"),
     ],
 )

@@ -140,8 +140,8 @@ def test_finish_is_terminal(answer, later):
 def test_a_collection_indexes_its_shared_passages_once_and_each_question_gets_its_own_state():
     demo = load_collection()
     first, second = demo.env(demo.questions[0]), demo.env(demo.questions[1])
-    assert first is not second and first._sentences is second._sentences and first.index is second.index
+    assert first is not second and first.pages is second.pages
     first.step("Search[Orlo]")
     first.step("Finish[x]")
     assert second.page is None and second.answer is None and second.step("Lookup[x]")[0] == "No more results."
-    assert demo.env(n_first=5)._sentences is not first._sentences and demo.env(n_first=5).n_first == 5
+    assert demo.env(n_first=5).pages is not first.pages and demo.env(n_first=5).n_first == 5

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from rawreact import __version__
-from rawreact.cli_files import compare_runs_command, export_command, report, show_command
+from rawreact.cli_files import compare_runs_command, export_command, index_command, report, show_command
 from rawreact.cli_run import compare_command, run
 from rawreact.errors import RawreactError
 from rawreact.experiments import ABLATIONS
@@ -138,7 +138,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--question", help="ask this question instead of the data's questions")
     run.add_argument("--answer", default="", help="the gold answer of --question, for scoring")
     run.add_argument(
-        "--passages", help="the passages for --question: a collection (envs/ layout), or a HotpotQA file (pooled)"
+        "--passages",
+        help="search these passages instead of each question's own (the open setting): a store built by "
+        "`rawreact index`, a collection (envs/ layout) or a HotpotQA file (its paragraphs pooled)",
     )
     run.add_argument("--limit", type=_positive, help="run only the first N questions")
     run.add_argument("--shuffle", action="store_true", help="shuffle the questions before --limit")
@@ -192,6 +194,18 @@ def _parser() -> argparse.ArgumentParser:
         help="export the episodes with F1 at least this (default: those with EM 1)",
     )
     export_.add_argument("--prompt", action="store_true", help="keep the few-shot prompt (default: question onwards)")
+    index = commands.add_parser(
+        "index", help="build a passage store (SQLite, full-text titles) from a corpus, for --passages"
+    )
+    index.add_argument(
+        "sources",
+        nargs="+",
+        metavar="SOURCE",
+        help="HotpotQA's fullwiki .tar.bz2 (or its folder or files), FEVER's wiki-pages folder or files, "
+        "JSON-lines of {title, text} or {title, sentences} (plain, .bz2 or .gz), or a question file",
+    )
+    index.add_argument("--out", required=True, help="the store file to write, such as wiki.sqlite")
+    index.add_argument("--force", action="store_true", help="replace --out if it exists (once the new one is built)")
     show_ = commands.add_parser("show", help="a run's questions, or one question's transcript")
     show_.add_argument("run", help="a run file (RUN.jsonl)")
     which = show_.add_mutually_exclusive_group()
@@ -248,6 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         "report": report,
         "show": show_command,
         "export": export_command,
+        "index": index_command,
     }
     try:
         return commands[args.command](args)

@@ -1,5 +1,5 @@
-"""The commands that read run files: `report` (a table, or a web page with --html), `compare-runs`, `show`
-and `export`."""
+"""The commands that read and write files without a model: `report` (a table, or a web page with
+--html), `compare-runs`, `show` and `export` read run files; `index` builds a passage store."""
 
 import argparse
 import sys
@@ -7,6 +7,7 @@ from pathlib import Path
 
 from rawreact.errors import DataError
 from rawreact.export import export
+from rawreact.fever import label_table
 from rawreact.htmlreport import write_page
 from rawreact.report import compare_runs, drop_unused, listing, row_of, show, table
 from rawreact.runs import read_run
@@ -51,6 +52,9 @@ def report(args: argparse.Namespace) -> int:
         written = write_page(runs, args.html, resamples=args.resamples, seed=args.stats_seed)
         print(f"rawreact: wrote the report of {plural(len(runs), 'run')} to {written}", file=sys.stderr)
     print(printable(table(drop_unused(rows), args.format)), end="")
+    labels = label_table({name: read_run(path)[1] for name, path in runs.items()})
+    if labels:  # FEVER runs: label accuracy per gold label, and what was answered
+        print("\n" + printable(table(labels, args.format)), end="")
     return 0
 
 
@@ -87,4 +91,35 @@ def show_command(args: argparse.Namespace) -> int:
         ids = ", ".join(r["id"] for r in records[:5]) + (", ..." if len(records) > 5 else "")
         raise DataError(f"{args.run} has no question with id {args.id!r}; its ids: {ids or 'none'}")
     print(printable(show(found[0], with_prompt=args.prompt)), end="")
+    return 0
+
+
+def index_command(args: argparse.Namespace) -> int:
+    """`rawreact index`: stream the sources into a passage store, written whole or not at all."""
+    from tqdm import tqdm
+
+    from rawreact.corpus import read_sources
+    from rawreact.store import build_store
+
+    out = Path(args.out)
+    if out.is_dir():
+        raise DataError(f"{out} is a folder; give --out a file name, such as {out / 'wiki.sqlite'}")
+    if out.exists() and not args.force:
+        raise DataError(f"{out} exists; give another --out, or add --force to replace it once the new store is built")
+    with tqdm(unit=" pages", unit_scale=True, dynamic_ncols=True, disable=None, file=sys.stderr) as bar:
+        try:
+            info = build_store(read_sources(args.sources), out, on_pages=bar.update)
+        except KeyboardInterrupt:
+            bar.close()
+            print(f"\nrawreact: interrupted; {out} was not written", file=sys.stderr)
+            return 130
+    dropped = [f"{info['duplicates']:,} repeated titles kept once"] if info["duplicates"] else []
+    skipped = sum(source["skipped"] for source in info["sources"])
+    dropped += [f"{skipped:,} pages without title or text skipped"] if skipped else []
+    print(
+        f"{out}: {info['pages']:,} pages from {plural(len(info['sources']), 'source')} in {info['build_seconds']} s, "
+        f"{out.stat().st_size / 1e6:.1f} MB"
+        + (f" ({'; '.join(dropped)})" if dropped else "")
+        + f"; content sha256 {info['content_sha256'][:16]}"
+    )
     return 0

@@ -25,10 +25,9 @@ from rawreact.terminal import Stopper, plural, printable, progress
 
 def _questions(args: argparse.Namespace) -> tuple[Collection, list[Question]]:
     if args.question is not None:
-        collection = (load_collection(args.passages) if args.passages else load_collection()).pooled()
+        # Over --passages (see Variant.collection), else over the demo's passages.
+        collection = Collection("question", {}, ()) if args.passages else load_collection().pooled()
         return collection, [Question("question-1", args.question, args.answer)]
-    if args.passages:
-        raise DataError("--passages goes with --question; a question file is given as the first argument")
     collection = load_collection(args.data)
     return collection, choose_questions(collection, limit=args.limit, shuffle=args.shuffle, seed=args.shuffle_seed)
 
@@ -83,8 +82,11 @@ def run(args: argparse.Namespace) -> int:
         backoff_prompt=args.backoff_prompt,
         backoff_key=args.backoff_key,
         backoff_instruction=args.backoff_instruction,
+        passages=args.passages,
     )
-    prompt, grammar, backoff = variant.load_prompt(), variant.load_grammar(), variant.load_backoff_prompt()
+    task = collection.task
+    prompt, grammar, backoff = variant.load_prompt(task), variant.load_grammar(), variant.load_backoff_prompt(task)
+    variant.collection(collection)  # opens --passages now, so a bad store fails before the model loads
     config = variant.config(
         collection,
         prompt,
@@ -125,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
 
         def print_step(question: Question, step: Step) -> None:
             text = step.render() if step.action_text or step.observation else f"Message {step.i}: {step.thought}\n"
-            say((f"\n=== {question.id}\nQuestion: {question.question}\n" if step.i == 1 else "") + text)
+            say((f"\n=== {question.id}\n{question.header}: {question.question}\n" if step.i == 1 else "") + text)
 
         live = not args.quiet and args.workers == 1  # with workers, a transcript is printed when it is done
         results = run_questions(
@@ -246,7 +248,7 @@ def _sampling(variant: Variant) -> str:
 
 def _reasoning_text(question: Question, reasoning: Reasoning) -> str:
     """A Standard or CoT answer as the model wrote it; for CoT-SC, the first sample and the vote."""
-    text = f"\n=== {question.id} ({reasoning.method})\nQuestion: {question.question}\n"
+    text = f"\n=== {question.id} ({reasoning.method})\n{question.header}: {question.question}\n"
     if reasoning.samples:
         text += f"{reasoning.cue}{reasoning.samples[0].call.text}\n"
     if reasoning.method == "cot-sc":

@@ -14,14 +14,18 @@ import random
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rawreact.env import PassageEnv
 from rawreact.errors import DataError
 from rawreact.loop import LOOPS
 from rawreact.reference import ReferenceEnv, page_text
 from rawreact.resources import resource
+
+if TYPE_CHECKING:
+    from rawreact.store import PassageStore
 
 DEMO = "demo.json"
 
@@ -40,6 +44,43 @@ class Question:
     supporting: tuple[str, ...] = ()
     passages: Mapping[str, Sequence[str]] | None = None
     kind: str = ""  # HotpotQA's type and level, such as "bridge/hard", when known
+    task: str = "qa"  # "qa", or "fever": a claim whose answer is a label (fever.py)
+
+    @property
+    def header(self) -> str:
+        """The word the question line starts with: "Question", or "Claim" for a FEVER claim."""
+        return "Claim" if self.task == "fever" else "Question"
+
+
+@dataclass(frozen=True)
+class Passages:
+    """Passages to ask questions over, read from a store or a collection file, with their identity."""
+
+    source: str
+    pages: "Mapping | PassageStore"
+    sha256: str
+    kind: str  # "store" or "collection"
+
+    @property
+    def count(self) -> int:
+        """How many pages."""
+        return len(self.pages)
+
+
+def open_passages(path: str | Path) -> Passages:
+    """A passage store (`rawreact index`), or a collection or HotpotQA file's passages (pooled)."""
+    from rawreact.store import PassageStore, is_store
+
+    if not Path(path).is_file():
+        raise DataError(
+            f"{path}: no such file; --passages takes a store built by `rawreact index`, a collection (envs/ layout) "
+            "or a HotpotQA file"
+        )
+    if is_store(path):
+        store = PassageStore(path)
+        return Passages(str(path), store, store.sha256, "store")
+    collection = load_collection(path).pooled()
+    return Passages(str(path), collection.passages, collection.sha256, "collection")
 
 
 @dataclass(frozen=True)
@@ -53,6 +94,11 @@ class Collection:
     source: str = ""
     sha256: str = ""
     _shared: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    @property
+    def task(self) -> str:
+        """ "fever" for FEVER claims, else "qa"."""
+        return "fever" if self.layout == "fever" else "qa"
 
     def env(
         self, question: Question | None = None, *, n_first: int | None = None, loop: str = "tolerant"
@@ -79,9 +125,16 @@ class Collection:
         if loop == "tolerant":
             return PassageEnv(passages, n_first=n_first)
         # HotpotQA sentences carry their own leading spaces; a collection's sentence lists do not.
+        if not isinstance(passages, Mapping):  # a store, which joins its sentences itself
+            return ReferenceEnv(passages, n_first=n_first, gold=gold)
         joiner = "" if self.layout.startswith("hotpotqa") else " "
         pages = {title: page_text(passage, joiner) for title, passage in passages.items()}
         return ReferenceEnv(pages, n_first=n_first, gold=gold)
+
+    def over(self, passages: "Passages") -> "Collection":
+        """These questions asked over `passages` instead of their own paragraphs (the open setting)."""
+        questions = tuple(replace(q, passages=None) for q in self.questions)
+        return replace(self, passages=passages.pages, questions=questions)
 
     def pooled(self) -> "Collection":
         """This collection with shared passages: its own, or else every question's paragraphs together.
@@ -165,7 +218,12 @@ def _check_encodable(collection: Collection) -> None:
 
 
 def _parse(path: Path, text: str, digest: str) -> Collection:
-    from rawreact import hotpotqa  # the HotpotQA layouts build on the types above
+    from rawreact import fever, hotpotqa  # the HotpotQA and FEVER layouts build on the types above
+
+    def rows_of(rows: list[tuple[int, object]], unit: str) -> Collection:
+        if rows and fever.is_claim_row(rows[0][1]):
+            return fever.from_rows(path, digest, rows, unit)
+        return hotpotqa.from_rows(path, digest, rows, unit)
 
     start = text.lstrip()[:1]
     if not start:
@@ -176,18 +234,18 @@ def _parse(path: Path, text: str, digest: str) -> Collection:
         except json.JSONDecodeError as error:
             if error.msg != "Extra data":  # one object per line is JSONL; anything else is broken JSON
                 raise _invalid(path, error) from None
-            return hotpotqa.from_rows(path, digest, hotpotqa.jsonl_rows(path, text), unit="line")
+            return rows_of(hotpotqa.jsonl_rows(path, text), "line")
         if isinstance(data, dict) and "passages" in data:
             return _envs_layout(path, digest, data)
-        if isinstance(data, dict) and "context" in data:  # a JSONL file of one row
-            return hotpotqa.from_rows(path, digest, [(1, data)], unit="line")
+        if isinstance(data, dict) and ("context" in data or "claim" in data):  # a JSONL file of one row
+            return rows_of([(1, data)], "line")
         raise _unknown(path)
     if start == "[":
         try:
             data = json.loads(text)
         except json.JSONDecodeError as error:
             raise _invalid(path, error) from None
-        return hotpotqa.from_rows(path, digest, list(enumerate(data, 1)))
+        return rows_of(list(enumerate(data, 1)), "row")
     raise _unknown(path)
 
 
@@ -198,7 +256,8 @@ def _invalid(path: Path, error: json.JSONDecodeError) -> DataError:
 def _unknown(path: Path) -> DataError:
     return DataError(
         f"{path}: unknown layout; rawreact reads the official HotpotQA JSON (a list of rows with 'context' "
-        "pairs), Hugging Face hotpot_qa rows (JSON list or JSONL) and collections as in envs/README.md"
+        "pairs), Hugging Face hotpot_qa rows (JSON list or JSONL), FEVER claims (JSONL) and collections as in "
+        "envs/README.md"
     )
 
 

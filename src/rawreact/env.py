@@ -1,9 +1,13 @@
 """`PassageEnv`: the reference's Wikipedia environment, over a collection of passages."""
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from rawreact.actions import Action, parse_action
 from rawreact.sentences import split_sentences
+
+if TYPE_CHECKING:
+    from rawreact.store import PassageStore
 
 NOT_FOUND = "Could not find "  # how a search that opened no passage begins its observation
 
@@ -23,6 +27,17 @@ def _trigrams(text: str) -> frozenset[str]:
     return frozenset(padded[i : i + 3] for i in range(len(padded) - 2))
 
 
+def similarity(query: str, title: str) -> float:
+    """How like `title` a search for `query` (a `title_key`) is: the share of the query's words in
+    the title plus the Dice overlap of their character trigrams (cheap, and robust to misspellings
+    and partial names)."""
+    key = title_key(title)
+    grams, title_grams = _trigrams(query), _trigrams(key)
+    dice = 2 * len(grams & title_grams) / (len(grams) + len(title_grams))
+    words = frozenset(query.split())
+    return len(words & frozenset(key.split())) / max(len(words), 1) + dice
+
+
 class Titles:
     """The titles of a collection, found ignoring case and white space, and ranked by similarity."""
 
@@ -33,15 +48,11 @@ class Titles:
         ]
 
     def similar(self, entity: str, n: int = 5) -> list[str]:
-        """At most `n` titles ranked by similarity to `entity`, best first (ties keep page order).
-
-        Similarity is the share of the entity's words found in the title plus the Dice overlap of
-        their character trigrams: cheap, and robust to misspellings and partial names.
-        """
+        """At most `n` titles ranked by `similarity` to `entity`, best first (ties keep page order)."""
         query = title_key(entity)
         grams, words = _trigrams(query), frozenset(query.split())
 
-        def score(item: tuple[str, frozenset[str], frozenset[str]]) -> float:
+        def score(item: tuple[str, frozenset[str], frozenset[str]]) -> float:  # `similarity`, trigrams kept
             _, title_grams, title_words = item
             dice = 2 * len(grams & title_grams) / (len(grams) + len(title_grams))
             return len(words & title_words) / max(len(words), 1) + dice
@@ -49,35 +60,65 @@ class Titles:
         return [title for title, _, _ in sorted(self._grams, key=score, reverse=True)[:n]]
 
 
-class PassageEnv:
-    """Answers `search`, `lookup`, `think` and `finish` over `pages` (title -> text or sentences).
+class Pages:
+    """Passages held in memory (title -> text or sentences), as a store holds them on disk.
 
-    Observations are the reference's strings, each on one line. `step` never raises on the
-    model's input: misuse comes back as an observation.
+    Both answer `sentences(title)` (None when no page has that title, ignoring case and white
+    space; the first of several wins) and `similar(entity, n)`; `titles` lists every title here,
+    and is None for a store, which has too many.
     """
 
-    def __init__(self, pages: Mapping[str, str | Sequence[str]], n_first: int = 2) -> None:
-        if n_first < 1:
-            raise ValueError(f"n_first must be at least 1, not {n_first}")
-        self.n_first = n_first
+    def __init__(self, pages: Mapping[str, str | Sequence[str]]) -> None:
         self.index = Titles(pages)
-        self._sentences: dict[str, list[str]] = {}
+        self._passages: dict[str, str | Sequence[str]] = {}
         for title, passage in pages.items():
-            sentences = split_sentences(passage) if isinstance(passage, str) else passage
-            self._sentences.setdefault(title_key(title), [one_line(s) for s in sentences if s.strip()])
-        self.reset()
+            self._passages.setdefault(title_key(title), passage)
 
     @property
     def titles(self) -> list[str]:
         """Every passage title, in the collection's order."""
         return self.index.titles
 
+    def passage(self, title: str) -> str | Sequence[str] | None:
+        """The passage as given (its text or sentences), or None."""
+        return self._passages.get(title_key(title))
+
+    def sentences(self, title: str) -> list[str] | None:
+        """The passage's sentences, each on one line, or None."""
+        passage = self.passage(title)
+        if passage is None:
+            return None
+        sentences = split_sentences(passage) if isinstance(passage, str) else passage
+        return [one_line(s) for s in sentences if s.strip()]
+
+    def similar(self, entity: str, n: int = 5) -> list[str]:
+        """At most `n` titles ranked by similarity to `entity` (see `Titles.similar`)."""
+        return self.index.similar(entity, n)
+
+
+class PassageEnv:
+    """Answers `search`, `lookup`, `think` and `finish` over `pages`: a mapping (title -> text or
+    sentences), its `Pages`, or a `store.PassageStore`.
+
+    Observations are the reference's strings, each on one line. `step` never raises on the
+    model's input: misuse comes back as an observation.
+    """
+
+    def __init__(self, pages: "Mapping[str, str | Sequence[str]] | Pages | PassageStore", n_first: int = 2) -> None:
+        if n_first < 1:
+            raise ValueError(f"n_first must be at least 1, not {n_first}")
+        self.n_first = n_first
+        self.pages = Pages(pages) if isinstance(pages, Mapping) else pages
+        self.reset()
+
+    @property
+    def titles(self) -> list[str] | None:
+        """Every passage title, in the collection's order (None for a store: too many to list)."""
+        return self.pages.titles
+
     def fresh(self) -> "PassageEnv":
         """A new environment over the same passages, sharing their index (built once, read only)."""
-        env = object.__new__(PassageEnv)
-        env.n_first, env.index, env._sentences = self.n_first, self.index, self._sentences
-        env.reset()
-        return env
+        return PassageEnv(self.pages, self.n_first)
 
     def reset(self) -> None:
         """Close the open passage and forget the answer, ready for a new episode."""
@@ -108,7 +149,7 @@ class PassageEnv:
         return self.obs, False
 
     def _search(self, entity: str) -> str:
-        sentences = self._sentences.get(title_key(entity))
+        sentences = self.pages.sentences(entity)
         if sentences is None:
             return one_line(f"{NOT_FOUND}{entity}. Similar: {self.similar(entity)}.")
         self.page = sentences
@@ -116,8 +157,8 @@ class PassageEnv:
         return " ".join(sentences[: self.n_first])
 
     def similar(self, entity: str, n: int = 5) -> list[str]:
-        """At most `n` titles ranked by similarity to `entity` (see `Titles.similar`)."""
-        return self.index.similar(entity, n)
+        """At most `n` titles like `entity`, best first (see `Titles.similar` and `PassageStore.similar`)."""
+        return self.pages.similar(entity, n)
 
     def _lookup_next(self, keyword: str) -> str:
         if self.page is None:

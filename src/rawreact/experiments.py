@@ -8,13 +8,14 @@ then `Comparison` (in report.py) puts them side by side: EM and F1 with 95% boot
 and the paired difference to the first variant with a paired bootstrap interval.
 """
 
+import functools
 import math
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
-from rawreact.collection import Collection, Question, choose_questions, load_collection
+from rawreact.collection import Collection, Passages, Question, choose_questions, load_collection, open_passages
 from rawreact.errors import DataError, GrammarError, ModelError
 from rawreact.grammar import MODES, Grammar, load_grammar
 from rawreact.guardrails import REPEATS
@@ -41,7 +42,8 @@ class Variant:
     `sample_temperature` are CoT-SC's n and T. `loop` is "tolerant" (rawreact's) or "reference"
     (the notebook's, byte for byte); `n_first`, unless set, is the loop's default (2 and 5).
     `repeats` ("off", "note", "stop") and `budget` (tokens per episode, or None) are the
-    guardrails of `guardrails.Guard`.
+    guardrails of `guardrails.Guard`. `passages` (a store from `rawreact index`, or a collection
+    file) replaces each question's own paragraphs: HotpotQA's open ("fullwiki") setting.
     """
 
     name: str
@@ -68,6 +70,7 @@ class Variant:
     backoff_prompt: str | None = None
     backoff_key: str | None = None
     backoff_instruction: str | None = None
+    passages: str | None = None
 
     def __post_init__(self) -> None:
         if not _NAME.fullmatch(self.name):
@@ -97,15 +100,33 @@ class Variant:
         return LOOPS[self.loop] if self.n_first is None else self.n_first
 
     def env(self, collection: Collection) -> Callable[[Question], object]:
-        """The environment of each question under this variant's loop and passage length."""
+        """The environment of each question under this variant's passages, loop and passage length."""
+        collection = self.collection(collection)
         return lambda question: collection.env(question, n_first=self.sentences, loop=self.loop)
+
+    def collection(self, collection: Collection) -> Collection:
+        """The questions over this variant's passages: their own, or those of `passages`."""
+        if self.passages is None:
+            if collection.task == "fever" and self.method not in REASONING:
+                raise DataError(
+                    f"{self._where}FEVER claims are checked against Wikipedia: build a store of FEVER's wiki-pages "
+                    "(rawreact index wiki-pages/ --out fever.sqlite) and give it with --passages fever.sqlite"
+                )
+            return collection
+        passages = _passages(self.passages)
+        if self.grammar == "titles" and passages.kind == "store":
+            raise GrammarError(
+                f"{self._where}--grammar titles writes every passage title into the grammar, and the store "
+                f"{self.passages} has {passages.count:,} pages; use --grammar step"
+            )
+        return collection.over(passages)
 
     @property
     def _where(self) -> str:
         return "" if self.name == "run" else f"variant {self.name}: "
 
-    def load_prompt(self) -> Prompt:
-        """The prompt this variant sends (a back-off's first part's)."""
+    def load_prompt(self, task: str = "qa") -> Prompt:
+        """The prompt this variant sends (a back-off's first part's) for the task ("qa" or "fever")."""
         return load_prompt(
             self.prompt,
             k=self.k,
@@ -113,9 +134,10 @@ class Variant:
             key=self.key,
             order=self.order,
             method=first_method(self.method),
+            task=task,
         )
 
-    def load_backoff_prompt(self) -> Prompt | None:
+    def load_backoff_prompt(self, task: str = "qa") -> Prompt | None:
         """The prompt of a back-off's second part, or None for a method that is not a back-off."""
         if self.method not in BACKOFFS:
             if self.backoff_prompt or self.backoff_key or self.backoff_instruction:
@@ -123,7 +145,7 @@ class Variant:
             return None
         second = BACKOFFS[self.method][1]
         return load_prompt(
-            self.backoff_prompt, key=self.backoff_key, instruction=self.backoff_instruction, method=second
+            self.backoff_prompt, key=self.backoff_key, instruction=self.backoff_instruction, method=second, task=task
         )
 
     def solve_options(self, grammar: Grammar | None, backoff: Prompt | None) -> dict:
@@ -184,6 +206,8 @@ class Variant:
             "sample_temperature": self.sample_temperature if sampled else None,
             "backoff_prompt": backoff.source if backoff else None,
             "backoff_prompt_sha256": backoff.sha256 if backoff else None,
+            "passages": self.passages,
+            "passages_sha256": _passages(self.passages).sha256 if self.passages else None,
         }
 
 
@@ -198,6 +222,12 @@ _OPTIONS = {
     "samples": "--samples",
     "budget": "--budget",
 }
+
+
+@functools.cache
+def _passages(path: str) -> Passages:
+    """A store or collection opened once per process, so variants and questions share it."""
+    return open_passages(path)
 
 
 def check_settings(values: dict) -> str | None:
@@ -326,7 +356,10 @@ def compare(
         raise DataError(f"{out}: cannot make the comparison folder: {error.strerror}") from None
     plans = []
     for variant in variants:
-        prompt, grammar, backoff = variant.load_prompt(), variant.load_grammar(), variant.load_backoff_prompt()
+        task = collection.task
+        prompt, grammar = variant.load_prompt(task), variant.load_grammar()
+        backoff = variant.load_backoff_prompt(task)
+        variant.collection(collection)  # opens its passages now: a bad store fails before any model loads
         config = variant.config(collection, prompt, grammar, backoff, shuffle=shuffle, shuffle_seed=shuffle_seed)
         details = {"data": collection.source, "layout": collection.layout, "limit": limit, "variant": variant.name}
         sink = RunFile(out / f"{variant.name}.jsonl", config, resume=True, details=details)

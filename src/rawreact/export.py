@@ -86,7 +86,7 @@ def chat_example(traj: Trajectory, with_prompt: bool = False) -> dict:
         messages = traj.messages if with_prompt else traj.messages[1:]
         return {"messages": [openai_message(m) for m in messages], "tools": list(shipped_tools())}
     messages = [{"role": "system", "content": traj.prompt.rstrip("\n")}] if with_prompt else []
-    messages.append({"role": "user", "content": f"Question: {traj.question}"})
+    messages.append({"role": "user", "content": f"{traj.header}: {traj.question}"})
     shown = [s for s in traj.steps if s.calls]  # not the reference loop's closing finish[]
     for n, step in enumerate(shown):
         message = {"role": "assistant", "content": (_cue(step) + _answer(step))}

@@ -281,7 +281,10 @@ def _prompts(records: dict[str, list[dict]]) -> str:
 
 def _trajectory(traj: Trajectory) -> str:
     label = "System message" if traj.loop == "tools" else "Few-shot prompt"
-    out = [_prompt(traj.prompt, label), f'<p><span class="tag">Question</span> {escape(traj.question)}</p>']
+    out = [
+        _prompt(traj.prompt, label),
+        f'<p><span class="tag">{escape(traj.header)}</span> {escape(traj.question)}</p>',
+    ]
     out += [_step(step, traj.loop) for step in traj.steps]
     return "".join(out)
 

@@ -41,6 +41,7 @@ def react(
     thoughts: bool = True,
     repeats: str = "off",
     budget: int | None = None,
+    header: str = "Question",
 ) -> Trajectory:
     """Run one ReAct episode on `question` and return its trajectory.
 
@@ -52,13 +53,15 @@ def react(
 
     `thoughts=False` runs Act, the paper's baseline without thoughts: each step is one call on
     `transcript + "Action i:"`, stopped at `\\nObservation i:`, under the action grammar if any.
-    `repeats` and `budget` are the guardrails (see `guardrails.Guard`).
+    `repeats` and `budget` are the guardrails (see `guardrails.Guard`). `header` is the word the
+    question line starts with ("Claim" for FEVER).
     """
     prompt = load_prompt() if prompt is None else prompt
     grammar = load_grammar(grammar) if isinstance(grammar, str) else grammar
     if grammar is not None and not getattr(model, "supports_grammar", True):
         raise GrammarError(f"model {model.name} cannot apply a grammar; run it without one")
-    traj = Trajectory(question=one_line(question), prompt=prompt if isinstance(prompt, str) else prompt.text)
+    text = prompt if isinstance(prompt, str) else prompt.text
+    traj = Trajectory(question=one_line(question), prompt=text, header=header)
     take = _react_step if thoughts else _act_step
     run_steps(
         traj,

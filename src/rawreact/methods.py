@@ -18,7 +18,7 @@ from rawreact.loop import LOOPS, react
 from rawreact.metrics import normalize_answer
 from rawreact.models.base import Completion, Model
 from rawreact.prompts import Prompt
-from rawreact.record import Step, Trajectory, token_totals
+from rawreact.record import Step, Trajectory, header_entry, token_totals
 from rawreact.reference import reference_react
 from rawreact.tools import tool_react
 
@@ -82,6 +82,7 @@ class Reasoning:
     seed: int | None = None
     ended: str = ""
     seconds: float = 0.0  # wall time of all samples (server samples run at once)
+    header: str = "Question"  # the word before the question: "Claim" for FEVER
 
     @property
     def vote(self) -> answers.Vote:
@@ -101,7 +102,7 @@ class Reasoning:
     def transcript(self, sample: int = 0) -> str:
         """The prompt text and one sample's completion, as the model saw and wrote it."""
         text = self.samples[sample].call.text if self.samples else ""
-        return f"{self.prompt}Question: {self.question}\n{self.cue}{text}"
+        return f"{self.prompt}{self.header}: {self.question}\n{self.cue}{text}"
 
     def to_dict(self) -> dict:
         """A JSON-ready dict; `from_dict` reads it back."""
@@ -119,14 +120,15 @@ class Reasoning:
             "seed": self.seed,
             "seconds": self.seconds,
             "samples": [{"answer": s.answer, "call": s.call.to_dict()} for s in self.samples],
-        }
+        } | header_entry(self.header)
 
     @classmethod
     def from_dict(cls, data: dict) -> "Reasoning":
         """The inverse of `to_dict` (the vote is recomputed from the samples)."""
         samples = [Sample(s["answer"], Completion(**s["call"])) for s in data["samples"]]
         fields = ("method", "question", "prompt", "temperature", "seed", "ended")
-        return cls(samples=samples, seconds=data.get("seconds", 0.0), **{k: data[k] for k in fields})
+        extra = {"seconds": data.get("seconds", 0.0), "header": data.get("header", "Question")}
+        return cls(samples=samples, **extra, **{k: data[k] for k in fields})
 
 
 def reason(
@@ -139,20 +141,27 @@ def reason(
     temperature: float = 0.7,
     seed: int = 0,
     max_tokens: int = 100,
+    header: str = "Question",
 ) -> Reasoning:
     """Answer from the prompt alone: Standard and CoT in one greedy call, CoT-SC by `samples` samples.
 
     A Standard completion follows `Answer:` and ends at the line break; a CoT completion follows
-    `Thought:` and ends before the next `Question:` or a blank line. `parse_answer` reads each.
+    `Thought:` and ends before the next `Question:` (the next `header` line) or a blank line.
+    `parse_answer` reads each.
     """
     if method not in REASONING:
         raise ValueError(f"reason() answers standard, cot and cot-sc, not {method!r}")
     sampled = method == "cot-sc"
     text = prompt if isinstance(prompt, str) else prompt.text
     result = Reasoning(
-        method, one_line(question), text, temperature=temperature if sampled else None, seed=seed if sampled else None
+        method,
+        one_line(question),
+        text,
+        temperature=temperature if sampled else None,
+        seed=seed if sampled else None,
+        header=header,
     )
-    stop = STOPS["standard" if method == "standard" else "cot"]
+    stop = STOPS["standard"] if method == "standard" else [f"\n{header}:", "\n\n"]
     start = time.perf_counter()
     try:
         if sampled:
@@ -280,6 +289,7 @@ def solve(
     max_tokens: int = 100,
     on_step: Callable[[Step], None] | None = None,
     loop: str = "tolerant",
+    header: str = "Question",
     **loop_options,
 ) -> Outcome:
     """Answer `question` by `method` (see METHODS) and return the outcome.
@@ -289,6 +299,7 @@ def solve(
     `samples`, `sample_temperature` and `seed` are CoT-SC's; `loop_options` (max_steps, grammar)
     go to the loop. `loop` "reference" runs the ReAct part in the reference notebook's loop
     (`reference.reference_react`, over a `ReferenceEnv`), which has no grammar and no Act.
+    `header` is the word the question line starts with ("Claim" for FEVER).
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; the methods are {', '.join(METHODS)}")
@@ -300,7 +311,8 @@ def solve(
     if problem:
         raise ValueError(problem)
     sampling = {"samples": samples, "temperature": sample_temperature, "seed": seed, "max_tokens": max_tokens}
-    options = {"max_tokens": max_tokens, "on_step": on_step, **loop_options}
+    sampling["header"] = header
+    options = {"max_tokens": max_tokens, "on_step": on_step, "header": header, **loop_options}
     if loop == "reference":
         options.pop("grammar", None)
 
@@ -314,6 +326,9 @@ def solve(
     if method == "tools":
         text = prompt if isinstance(prompt, str) else prompt.text
         options.pop("grammar", None)
+        if header != "Question":
+            raise ValueError("the tools method answers questions; run FEVER claims with the paper's methods")
+        options.pop("header")
         return Outcome(method, method, trajectory=tool_react(question, env, model, text, **options))
     if method in REASONING:
         return Outcome(method, method, reasoning=reason(question, model, prompt, method=method, **sampling))

@@ -18,6 +18,20 @@ from rawreact.resources import resource
 _BLOCKS = re.compile(r"\n[ \t]*\n")
 # Where each method's shipped instruction and exemplars are, under prompts/ (ReAct's at the top).
 FOLDERS = {"react": "", "act": "act/", "standard": "standard/", "cot": "cot/", "cot-sc": "cot/", "tools": "tools/"}
+TASKS = {"qa": ("", "Question"), "fever": ("fever/", "Claim")}  # each task's prompt folder and question header
+
+
+def _relative(method: str, task: str, name: str) -> str:
+    """A shipped prompt file under prompts/: ReAct's QA files at the top, FEVER's in fever/react/ and the like."""
+    if task == "qa":
+        return f"{FOLDERS[method]}{name}"
+    if method == "tools":
+        raise PromptError("the tools method answers questions; run FEVER claims with the paper's methods")
+    return f"{TASKS[task][0]}{FOLDERS[method] or 'react/'}{name}"
+
+
+def _shipped(method: str, task: str, name: str) -> Path:
+    return resource("prompts", _relative(method, task, name))
 
 
 @dataclass(frozen=True)
@@ -43,15 +57,17 @@ def _read(path: Path) -> str:
         raise PromptError(f"{path}: not UTF-8 text; save the prompt file as UTF-8") from None
 
 
-def read_exemplars(path: str | Path | None = None, method: str = "react") -> list[str]:
-    """The exemplars of a file (by default the method's): blocks separated by blank lines, each starting `Question:`."""
-    path = Path(path) if path else resource("prompts", f"{FOLDERS[method]}exemplars.txt")
+def read_exemplars(path: str | Path | None = None, method: str = "react", task: str = "qa") -> list[str]:
+    """The exemplars of a file (by default the method's for the task): blocks separated by blank
+    lines, each starting `Question:` (`Claim:` for FEVER)."""
+    path = Path(path) if path else _shipped(method, task, "exemplars.txt")
+    header = TASKS[task][1]
     text = _read(path).replace("\r\n", "\n").strip("\n")
     exemplars, line = [], 1
     for block in _BLOCKS.split(text):
-        if not block.startswith("Question:"):
+        if not block.startswith(f"{header}:"):
             raise PromptError(
-                f"{path} line {line}: an exemplar must start with 'Question:', found {block[:40]!r}; "
+                f"{path} line {line}: an exemplar must start with '{header}:', found {block[:40]!r}; "
                 "separate exemplars with one blank line"
             )
         exemplars.append(block.strip("\n") + "\n")
@@ -59,9 +75,9 @@ def read_exemplars(path: str | Path | None = None, method: str = "react") -> lis
     return exemplars
 
 
-def read_instruction(path: str | Path | None = None, method: str = "react") -> str:
-    """The instruction text (by default the method's), ending with one newline; an empty file gives ""."""
-    path = Path(path) if path else resource("prompts", f"{FOLDERS[method]}instruction.txt")
+def read_instruction(path: str | Path | None = None, method: str = "react", task: str = "qa") -> str:
+    """The instruction text (by default the method's for the task), ending with one newline; an empty file gives ""."""
+    path = Path(path) if path else _shipped(method, task, "instruction.txt")
     text = _read(path).rstrip("\n")
     return text + "\n" if text.strip() else ""
 
@@ -74,11 +90,12 @@ def load_prompt(
     key: str | None = None,
     order: int | None = None,
     method: str = "react",
+    task: str = "qa",
 ) -> Prompt:
     """Build a prompt: instruction, then the first `k` exemplars (all when k is None).
 
-    The files default to the `method`'s shipped ones (see FOLDERS); an empty instruction file
-    means no instruction.
+    The files default to the `method`'s shipped ones for the `task` (see FOLDERS and TASKS: FEVER's
+    are under prompts/fever/); an empty instruction file means no instruction.
 
     `order` = S shuffles the chosen exemplars with `random.Random(S)`, for order ablations.
 
@@ -90,17 +107,19 @@ def load_prompt(
     """
     if method not in FOLDERS:
         raise PromptError(f"no prompt for method {method!r}; the methods with prompts are {', '.join(FOLDERS)}")
+    if task not in TASKS:
+        raise PromptError(f"no prompts for task {task!r}; the tasks are {', '.join(TASKS)}")
     if method == "tools":  # native tool calls: a system message alone, no exemplars
         if exemplars is not None or key is not None or k is not None or order is not None:
             raise PromptError(
                 "the tools method has no exemplars: its prompt is the system message; give it with --instruction"
             )
-        text = read_instruction(instruction, "tools")
+        text = read_instruction(instruction, "tools", task)
         return Prompt(text=text, source=str(instruction or "prompts/tools/instruction.txt"), exemplars=0)
     reference = exemplars is not None and str(exemplars).endswith(".json")
     # The reference prepends its instruction to its ReAct prompt only; its other prompts stand alone.
     instruction_text = (
-        "" if reference and instruction is None and method != "react" else read_instruction(instruction, method)
+        "" if reference and instruction is None and method != "react" else read_instruction(instruction, method, task)
     )
     if reference:
         if order is not None:
@@ -108,8 +127,8 @@ def load_prompt(
         return _reference_prompt(Path(exemplars), key, k, instruction_text)
     if key is not None:
         raise PromptError(f"--key {key!r} applies to a reference JSON prompt file, not to {exemplars}")
-    blocks = read_exemplars(exemplars, method)
-    source = str(exemplars or f"prompts/{FOLDERS[method]}exemplars.txt")
+    blocks = read_exemplars(exemplars, method, task)
+    source = str(exemplars or f"prompts/{_relative(method, task, 'exemplars.txt')}")
     if k is not None and not 0 <= k <= len(blocks):
         raise PromptError(f"k={k} exemplars asked for, but {source} has {len(blocks)}")
     chosen = blocks if k is None else blocks[:k]
@@ -133,4 +152,5 @@ def _reference_prompt(path: Path, key: str | None, k: int | None, instruction: s
     if k is not None:
         raise PromptError(f"k={k}: a reference prompt ({path}, {key}) is used whole; drop -k")
     text = prompts[key]
-    return Prompt(text=instruction + text, source=f"{path}#{key}", exemplars=text.count("Question:"))
+    exemplars = text.count("Question:") + text.count("Claim:")
+    return Prompt(text=instruction + text, source=f"{path}#{key}", exemplars=exemplars)

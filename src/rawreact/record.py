@@ -103,7 +103,8 @@ class Trajectory:
     the model's context window), "repeat" or "budget" (a guardrail ended it), or "text" (the tools
     method's model answered in plain text). `loop` is the loop that ran: "tolerant" (`react`),
     "reference" (`reference.reference_react`) or "tools" (`tools.tool_react`, native tool calls,
-    whose `prompt` is the system message and `messages` the whole chat history).
+    whose `prompt` is the system message and `messages` the whole chat history). `header` is the
+    word the question line starts with: "Question", or "Claim" for a FEVER claim.
     """
 
     question: str
@@ -113,6 +114,7 @@ class Trajectory:
     ended: str = ""
     loop: str = "tolerant"
     messages: list[dict] | None = None
+    header: str = "Question"  # the word before the question in the prompt: "Claim" for FEVER
 
     @property
     def model_calls(self) -> int:
@@ -171,19 +173,23 @@ class Trajectory:
 
             return history_text(self.messages)
         shown = "".join(s.render() for s in self.steps[:steps] if s.calls)  # not the closing finish[]
-        return self.prompt + f"Question: {self.question}\n" + shown
+        return self.prompt + f"{self.header}: {self.question}\n" + shown
 
     def to_dict(self) -> dict:
         """A JSON-ready dict; `from_dict` reads it back."""
-        return {
-            "question": self.question,
-            "prompt": self.prompt,
-            "answer": self.answer,
-            "ended": self.ended,
-            "loop": self.loop,
-            "model_calls": self.model_calls,
-            "steps": [s.to_dict() for s in self.steps],
-        } | ({} if self.messages is None else {"messages": self.messages})
+        return (
+            {
+                "question": self.question,
+                "prompt": self.prompt,
+                "answer": self.answer,
+                "ended": self.ended,
+                "loop": self.loop,
+                "model_calls": self.model_calls,
+                "steps": [s.to_dict() for s in self.steps],
+            }
+            | ({} if self.messages is None else {"messages": self.messages})
+            | header_entry(self.header)
+        )
 
     def to_json(self) -> str:
         """The trajectory as one line of JSON."""
@@ -198,5 +204,10 @@ class Trajectory:
     def from_dict(cls, data: dict) -> "Trajectory":
         """The inverse of `to_dict`."""
         steps = [Step.from_dict(s) for s in data["steps"]]
-        loop, messages = data.get("loop", "tolerant"), data.get("messages")
-        return cls(data["question"], data["prompt"], steps, data["answer"], data["ended"], loop, messages)
+        loop, messages, header = data.get("loop", "tolerant"), data.get("messages"), data.get("header", "Question")
+        return cls(data["question"], data["prompt"], steps, data["answer"], data["ended"], loop, messages, header)
+
+
+def header_entry(header: str) -> dict:
+    """The header as a record keeps it: only when it is not "Question", so QA records stay as they were."""
+    return {} if header == "Question" else {"header": header}

@@ -10,15 +10,19 @@ replayed in both by tests/test_reference.py.
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from rawreact.actions import Action
-from rawreact.env import NOT_FOUND, Titles, title_key
+from rawreact.env import NOT_FOUND, Pages
 from rawreact.guardrails import Guard
 from rawreact.loop import LOOPS, MAX_TOKENS, run_steps
 from rawreact.metrics import normalize_answer
 from rawreact.models.base import Model
 from rawreact.prompts import Prompt, load_prompt
 from rawreact.record import Step, Trajectory
+
+if TYPE_CHECKING:
+    from rawreact.store import PassageStore
 
 N_FIRST = LOOPS["reference"]  # sentences a search shows: the reference environment's first five
 # The reference's verbs, in the order its environment tries them; each is exactly `verb[...]`.
@@ -61,27 +65,23 @@ class ReferenceEnv:
     wrapper's reward (exact match, 0 or 1); without one it is the bare environment's, 0.
     """
 
-    def __init__(self, pages: Mapping[str, str], n_first: int = N_FIRST, gold: str | None = None) -> None:
+    def __init__(
+        self, pages: "Mapping[str, str] | Pages | PassageStore", n_first: int = N_FIRST, gold: str | None = None
+    ) -> None:
         if n_first < 1:
             raise ValueError(f"n_first must be at least 1, not {n_first}")
         self.n_first, self.gold = n_first, gold
-        self.index = Titles(pages)
-        self._pages: dict[str, str] = {}
-        for title, text in pages.items():
-            self._pages.setdefault(title_key(title), _as_page(text))
+        self.pages = Pages(pages) if isinstance(pages, Mapping) else pages
         self.reset()
 
     @property
-    def titles(self) -> list[str]:
-        """Every page title, in the collection's order."""
-        return self.index.titles
+    def titles(self) -> list[str] | None:
+        """Every page title, in the collection's order (None for a store)."""
+        return self.pages.titles
 
     def fresh(self, gold: str | None = None) -> "ReferenceEnv":
         """A new environment over the same pages, sharing their index, for a question with `gold`."""
-        env = object.__new__(ReferenceEnv)
-        env.n_first, env.gold, env.index, env._pages = self.n_first, gold, self.index, self._pages
-        env.reset()
-        return env
+        return ReferenceEnv(self.pages, self.n_first, gold)
 
     def reset(self) -> None:
         """Close the page and forget the answer, ready for a new episode."""
@@ -130,11 +130,12 @@ class ReferenceEnv:
         return int(normalize_answer(self.gold) == normalize_answer(self.answer))
 
     def _search(self, entity: str) -> None:
-        page = self._pages.get(title_key(entity))
-        if page is None:  # the open page and the lookup stay as they were
-            self.obs = f"{NOT_FOUND}{entity}. Similar: {self.index.similar(entity)}."
+        passage = self.pages.passage(entity)
+        if passage is None:  # the open page and the lookup stay as they were
+            self.obs = f"{NOT_FOUND}{entity}. Similar: {self.pages.similar(entity)}."
             return
-        self.page = page
+        # A store keeps sentences without their leading spaces, so they are joined by one.
+        self.page = page = _as_page(page_text(passage, " "))
         self.obs = " ".join(page_sentences(page)[: self.n_first])
         self._keyword, self._found, self._count = None, [], 0
 
@@ -161,6 +162,7 @@ def reference_react(
     on_step: Callable[[Step], None] | None = None,
     repeats: str = "off",
     budget: int | None = None,
+    header: str = "Question",
 ) -> Trajectory:
     """Run one episode as the reference notebook's `webthink` does, and return its trajectory.
 
@@ -177,7 +179,8 @@ def reference_react(
     if repeats == "note":
         raise ValueError("the reference loop shows the notebook's observations, so repeats=note cannot add to them")
     prompt = load_prompt() if prompt is None else prompt
-    traj = Trajectory(question, prompt if isinstance(prompt, str) else prompt.text, loop="reference")
+    # The notebook's question line is its environment's first observation: "Question: ..." or, for FEVER, "Claim: ...".
+    traj = Trajectory(question, prompt if isinstance(prompt, str) else prompt.text, loop="reference", header=header)
 
     def take(i: int, text: str) -> Step:
         return _step(i, text, env, model, max_tokens)

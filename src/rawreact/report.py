@@ -358,7 +358,7 @@ def reasoning_text(reasoning: Reasoning, with_prompt: bool) -> str:
         "votes: " + (", ".join(f"{answer!r} {count}" for answer, count in tally.counts.items()) or "no answers"),
     ]
     if with_prompt:
-        lines.append(reasoning.prompt + f"Question: {reasoning.question}\n{reasoning.cue}")
+        lines.append(reasoning.prompt + f"{reasoning.header}: {reasoning.question}\n{reasoning.cue}")
     for k, sample in enumerate(reasoning.samples, 1):
         lines.append(f"\n[sample {k}] answer {sample.answer!r}\n{reasoning.cue}{sample.call.text}")
     return "\n".join(lines) + "\n"

@@ -322,11 +322,18 @@ def _versions() -> dict[str, str | None]:
 
 # Settings that name a file, and the key of the file's content hash: a run that names the same
 # content by another path is the same run.
-_BY_CONTENT = {"model": "model_sha256", "prompt": "prompt_sha256", "grammar": "grammar_sha256"}
+_BY_CONTENT = {
+    "model": "model_sha256",
+    "prompt": "prompt_sha256",
+    "grammar": "grammar_sha256",
+    "passages": "passages_sha256",
+}
 _ADDED = ("model_sha256", "grammar_sha256", "shuffle_seed")  # settings that rawreact 0.1 did not record
 # Settings added after rawreact 0.1, and the value every run made before them had: ReAct with no
 # samples (the methods), the tolerant loop, no guardrails.
-_BEFORE = dict.fromkeys(("samples", "sample_temperature", "backoff_prompt", "backoff_prompt_sha256")) | {
+_BEFORE = dict.fromkeys(
+    ("samples", "sample_temperature", "backoff_prompt", "backoff_prompt_sha256", "passages", "passages_sha256")
+) | {
     "method": "react",
     "loop": "tolerant",
     "repeats": "off",

@@ -12,6 +12,7 @@ from pathlib import Path
 from rawreact.collection import Question
 from rawreact.env import PassageEnv
 from rawreact.errors import ModelError
+from rawreact.fever import label_score, read_label
 from rawreact.methods import BACKOFFS, CUES, Outcome, first_method, solve
 from rawreact.metrics import exact_match, f1_score
 from rawreact.models.base import WORKER, Model
@@ -32,12 +33,16 @@ class Result:
 
     @property
     def em(self) -> float:
-        """Exact match of the prediction against the gold answer."""
+        """Exact match of the prediction against the gold answer (for a FEVER claim, of its label)."""
+        if self.question.task == "fever":
+            return label_score(self.outcome.answer, self.question.answer)
         return exact_match(self.outcome.answer, self.question.answer)
 
     @property
     def f1(self) -> float:
-        """Token F1 of the prediction against the gold answer."""
+        """Token F1 of the prediction against the gold answer (for a FEVER claim, label accuracy again)."""
+        if self.question.task == "fever":
+            return label_score(self.outcome.answer, self.question.answer)
         return f1_score(self.outcome.answer, self.question.answer)
 
     def to_dict(self) -> dict:
@@ -78,7 +83,7 @@ class Result:
             "seconds": out.seconds,
             "trajectory": None if out.trajectory is None else out.trajectory.to_dict(),
             "reasoning": None if reasoning is None else reasoning.to_dict(),
-        }
+        } | ({} if self.question.task == "qa" else {"task": self.question.task, "label": read_label(out.answer)})
 
 
 def refuse_workers(name: str) -> ModelError:
@@ -154,7 +159,16 @@ def run_questions(
     def answer(question: Question) -> Result:
         step_hook = None if on_step is None else (lambda step: on_step(question, step))
         return Result(
-            question, solve(question.question, env(question), model, prompt, on_step=step_hook, **solve_options)
+            question,
+            solve(
+                question.question,
+                env(question),
+                model,
+                prompt,
+                on_step=step_hook,
+                header=question.header,
+                **solve_options,
+            ),
         )
 
     results = _sequential(pending, answer, stop) if workers <= 1 else _parallel(pending, answer, stop, workers)

@@ -27,8 +27,9 @@ class _ByQuestion:
         self.scripts, self.name = scripts, name
 
     def __call__(self, prompt: str) -> str:
-        line = ("\n" + prompt).rfind("\nQuestion: ")  # the start of the last Question line of the prompt
-        question = prompt[line + len("Question: ") :].split("\n", 1)[0] if line >= 0 else ""
+        # The start of the last Question (or FEVER's Claim) line of the prompt.
+        line, header = max((("\n" + prompt).rfind(f"\n{h}: "), h) for h in ("Question", "Claim"))
+        question = prompt[line + len(header) + 2 :].split("\n", 1)[0] if line >= 0 else ""
         question = one_line(question.removesuffix(END))  # a ChatML user turn ends with <|im_end|>
         step = _STEP.search(prompt)
         turns = prompt.count(f"{START}assistant\n")  # the tools method: the assistant turn to write

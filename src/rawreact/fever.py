@@ -1,0 +1,92 @@
+"""FEVER: claims to check against Wikipedia, labelled SUPPORTS, REFUTES or NOT ENOUGH INFO.
+
+A claim file is JSON lines (or a JSON list) of `{"id", "claim", "label", ...}` rows, as FEVER
+distributes them (`verifiable` and `evidence` are read past). A claim is asked as `Claim: ...`
+instead of `Question: ...`, over a passage store of FEVER's `wiki-pages` (`rawreact index`), and
+scored by label accuracy: the answer, read tolerantly by `read_label`, against the gold label.
+"""
+
+import re
+from pathlib import Path
+
+from rawreact.collection import Collection, Question, check_unique_ids
+from rawreact.errors import DataError
+
+LABELS = ("SUPPORTS", "REFUTES", "NOT ENOUGH INFO")
+HEADER = "Claim"
+_WORDS = re.compile(r"[a-z]+")
+# How an answer may spell a label: the first words of the answer, lower-cased, decide.
+_SPELLINGS = {
+    "SUPPORTS": ("supports", "support", "supported", "supporting", "true"),
+    "REFUTES": ("refutes", "refute", "refuted", "refuting", "false"),
+    "NOT ENOUGH INFO": ("not enough", "nei", "not enough info", "not enough information", "insufficient"),
+}
+
+
+def read_label(answer: str) -> str | None:
+    """The label an answer gives, or None: `SUPPORTS`, `Supported.`, `refutes`, `NEI`, `Not enough
+    information` and the like are read; anything else is no label."""
+    words = " ".join(_WORDS.findall(answer.lower()))
+    for label, spellings in _SPELLINGS.items():
+        for spelling in spellings:
+            if words == spelling or words.startswith(spelling + " "):
+                return label
+    return None
+
+
+def label_score(answer: str, gold: str) -> float:
+    """1.0 when the answer's label is the gold label, else 0.0."""
+    return float(read_label(answer) == gold)
+
+
+def label_table(runs: dict[str, list[dict]]) -> list[dict[str, str]]:
+    """Per run and gold label: how many claims, the share labelled right, and what the run answered.
+
+    Only the runs with FEVER records are counted; `predicted` counts the labels read from the answers
+    (`none`: no label could be read).
+    """
+    rows = []
+    for name, records in runs.items():
+        claims = [r for r in records if r.get("task") == "fever"]
+        for gold in LABELS:
+            of_label = [r for r in claims if r["answer"] == gold]
+            if not of_label:
+                continue
+            answered = {}
+            for r in of_label:
+                key = r.get("label") or "none"
+                answered[key] = answered.get(key, 0) + 1
+            rows.append(
+                {
+                    "run": name,
+                    "gold label": gold,
+                    "n": str(len(of_label)),
+                    "accuracy": f"{sum(r['em'] for r in of_label) / len(of_label):.3f}",
+                    "predicted": ", ".join(f"{label} {n}" for label, n in sorted(answered.items())),
+                }
+            )
+    return rows
+
+
+def is_claim_row(row: object) -> bool:
+    """Whether a parsed row is a FEVER claim."""
+    return isinstance(row, dict) and "claim" in row and "context" not in row
+
+
+def from_rows(path: Path, digest: str, rows: list[tuple[int, object]], unit: str = "line") -> Collection:
+    """A collection of FEVER claims; they have no passages of their own (give a store with --passages)."""
+    questions = []
+    for number, row in rows:
+        where = f"{path} {unit} {number}"
+        if not isinstance(row, dict) or not isinstance(row.get("claim"), str):
+            raise DataError(f"{where}: a FEVER row needs a string 'claim'")
+        label = row.get("label")
+        if label not in LABELS:
+            raise DataError(
+                f"{where}: label {label!r} is not one of {', '.join(LABELS)}; rawreact scores labelled claims "
+                "(FEVER's train and dev files, not its unlabelled test file)"
+            )
+        raw_id = row.get("id")
+        questions.append(Question(str(number) if raw_id is None else str(raw_id), row["claim"], label, task="fever"))
+    check_unique_ids(path, questions)
+    return Collection(path.stem, {}, tuple(questions), "fever", str(path), digest)
