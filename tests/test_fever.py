@@ -237,6 +237,12 @@ def test_claims_need_a_store_to_act_on_and_the_report_counts_labels(fever, tmp_p
         "cot.jsonl,REFUTES,1,0.000,SUPPORTS 1",
         "cot.jsonl,NOT ENOUGH INFO,1,0.000,SUPPORTS 1",
     ]
+    html = tmp_path / "report.html"
+    subprocess.run(
+        [sys.executable, "-m", "rawreact", "report", str(out), "--html", str(html)], check=True, capture_output=True
+    )
+    page = html.read_text()
+    assert "<h3>Labels</h3>" in page and "<td>NOT ENOUGH INFO</td><td>1</td><td>0.000</td><td>SUPPORTS 1</td>" in page
     tools = subprocess.run(
         list(
             map(

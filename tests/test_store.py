@@ -249,6 +249,25 @@ def test_the_index_command(tmp_path):
     assert (tmp_path / "a.sqlite").read_bytes() == before  # the old store is kept when the new one fails
 
 
+def test_hotpotqa_questions_leave_their_own_paragraphs_for_the_store(tmp_path, rows):
+    """The open setting: a question that brings paragraphs is still answered over the store."""
+    data = tmp_path / "dev.json"
+    data.write_text(json.dumps(rows[:3]))
+    extra = tmp_path / "extra.jsonl"
+    extra.write_text('{"title": "Far Island", "text": "Far Island lies in the north sea."}\n')
+    store = tmp_path / "wiki.sqlite"
+    build_store(read_sources([data, extra]), store)
+    collection = load_collection(data)
+    own_title = next(iter(collection.questions[0].passages))
+    for loop in ("tolerant", "reference"):
+        env = Variant("open", loop=loop, passages=str(store)).env(collection)(collection.questions[0])
+        assert isinstance(env.pages, PassageStore)
+        assert env.step("search[Far Island]")[0].startswith("Far Island lies")
+        assert not env.step(f"search[{own_title}]")[0].startswith("Could not find")  # pooled into the store
+        own = Variant("own", loop=loop).env(collection)(collection.questions[0])
+        assert own.step("search[Far Island]")[0].startswith("Could not find Far Island")
+
+
 def test_runs_and_comparisons_over_a_store(tmp_path):
     """Demo questions over a store of other passages plus the demo's: the manifest names the store."""
     extra = tmp_path / "extra.jsonl"

@@ -93,6 +93,7 @@ class Collection:
     layout: str = "envs"
     source: str = ""
     sha256: str = ""
+    own: bool = True  # whether a question with paragraphs of its own is answered over them (False: `over`)
     _shared: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
@@ -114,7 +115,7 @@ class Collection:
             raise ValueError(f"unknown loop {loop!r}; the loops are {', '.join(LOOPS)}")
         n_first = LOOPS[loop] if n_first is None else n_first
         gold = None if question is None else question.answer
-        if question is not None and question.passages is not None:
+        if question is not None and question.passages is not None and self.own:
             return self._new_env(question.passages, n_first, loop, gold)
         shared = self._shared.get((loop, n_first))
         if shared is None:
@@ -132,9 +133,13 @@ class Collection:
         return ReferenceEnv(pages, n_first=n_first, gold=gold)
 
     def over(self, passages: "Passages") -> "Collection":
-        """These questions asked over `passages` instead of their own paragraphs (the open setting)."""
+        """These questions asked over `passages` instead of their own paragraphs (the open setting).
+
+        Every question is then answered over `passages`, its own paragraphs or not, including the
+        questions of the original collection that a run holds on to.
+        """
         questions = tuple(replace(q, passages=None) for q in self.questions)
-        return replace(self, passages=passages.pages, questions=questions)
+        return replace(self, passages=passages.pages, questions=questions, own=False)
 
     def pooled(self) -> "Collection":
         """This collection with shared passages: its own, or else every question's paragraphs together.

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from rawreact import __version__, svg
 from rawreact.errors import DataError
+from rawreact.fever import label_table
 from rawreact.guardrails import ENDINGS
 from rawreact.methods import BACKOFFS, Reasoning
 from rawreact.record import Step, Trajectory
@@ -54,6 +55,7 @@ def page(runs: dict[str, str | Path], *, resamples: int = RESAMPLES, seed: int =
         "<h2>Summary</h2>",
         _split(drop_unused([row_of(name, *read) for name, read in loaded.items()]), _SCORES),
         _inputs(runs, {name: manifest for name, (manifest, _) in loaded.items()}),
+        _labels(records),
         _comparison(records, resamples, seed),
         "<h2>Charts</h2>",
         _charts(records, resamples, seed),
@@ -109,11 +111,23 @@ def _inputs(runs: dict[str, str | Path], manifests: dict[str, dict | None]) -> s
                 "data sha256": str(config.get("data_sha256") or "-")[:12],
                 "model sha256": str(config.get("model_sha256") or "-")[:12],
                 "prompt sha256": str(config.get("prompt_sha256") or "-")[:12],
+                "passages": str(config.get("passages") or "own"),
+                "passages sha256": str(config.get("passages_sha256") or "-")[:12],
                 "rawreact": str((manifest or {}).get("rawreact", "?")),
             }
         )
     return '<h3>Inputs</h3><p class="note">From each run\'s manifest ("?": the manifest is missing).</p>' + _table(
         rows, "inputs"
+    )
+
+
+def _labels(records: dict[str, list[dict]]) -> str:
+    """FEVER runs: label accuracy per gold label, and what was answered; empty for other runs."""
+    rows = label_table(records)
+    if not rows:
+        return ""
+    return '<h3>Labels</h3><p class="note">FEVER claims by gold label ("none": no label could be read).</p>' + _table(
+        rows, "labels"
     )
 
 

@@ -57,7 +57,8 @@ def _as_page(text: str) -> str:
 
 
 class ReferenceEnv:
-    """The reference's Wikipedia environment over `pages` (title -> page text), with its HotpotQA wrapper.
+    """The reference's Wikipedia environment over `pages` (title -> page text, or a passage store),
+    with its HotpotQA wrapper.
 
     Which page a search opens is decided as in `PassageEnv` (the title, ignoring case and white
     space; the reference asked Wikipedia's search); what it shows, and every other observation,

@@ -87,8 +87,8 @@ class PassageStore:
         Candidates come from the full-text index, cheapest first: titles with every word of the
         search, then titles with any of its rarer words (BM25-ranked while the words' pages are
         few enough to rank in a few milliseconds; a word in more titles than that, such as "the",
-        only joins the every-word query), then, if none, titles with a word that begins as one
-        of its words does (its first two thirds). `env.similarity` orders them, the full-text
+        only joins the every-word query), then, if none, titles with the commonest words that
+        begin as its words do (their first two thirds). `env.similarity` orders them, the full-text
         order breaking ties. A misspelling early in a one-word search finds nothing, where the
         in-memory scan (`env.Titles`) would still list the nearest titles.
         """
@@ -112,8 +112,9 @@ class PassageStore:
             candidates += [t for t in found if t not in candidates]
         if not candidates:  # no word in common: a misspelt or longer word may still begin like one
             stems = dict.fromkeys(w[: max(3, 2 * len(w) // 3)] for w in words if len(w) >= 3)
-            if stems:
-                candidates = self._match(" OR ".join(f"{_quote(w)}*" for w in stems), ranked=False)
+            completions = [t for stem in stems for t in self._completions(stem)]
+            if completions:
+                candidates = self._match(" OR ".join(map(_quote, completions)), ranked=False)
         query = title_key(entity)
         order = {title: rank for rank, title in enumerate(candidates)}
         return sorted(order, key=lambda t: (-similarity(query, t), order[t]))[:n]
@@ -125,6 +126,14 @@ class PassageStore:
         marks = ",".join("?" * len(words))
         with self._lock:
             return dict(self._db.execute(f"SELECT term, docs FROM terms WHERE term IN ({marks})", words))
+
+    def _completions(self, stem: str, n: int = 10) -> list[str]:
+        """The `n` words in most titles that begin with `stem` (a range of the word table, not FTS5's
+        prefix query, which would gather every such word's titles in memory)."""
+        end = stem[:-1] + chr(ord(stem[-1]) + 1)
+        sql = "SELECT term FROM terms WHERE term >= ? AND term < ? ORDER BY docs DESC LIMIT ?"
+        with self._lock:
+            return [row[0] for row in self._db.execute(sql, (stem, end, n))]
 
     def _match(self, expression: str, ranked: bool) -> list[str]:
         order = "ORDER BY rank " if ranked else ""
