@@ -2,10 +2,12 @@
 
 Writes its own synthetic corpus (JSON-lines of {"title", "sentences"}) with the shape of HotpotQA's
 intro paragraphs: titles of 1-5 words drawn from a Zipf vocabulary of 200,000 invented words, a
-fifth of them with a disambiguation such as "(1994 film)"; 2-6 sentences of 8-30 words. It then
+fifth of them with a disambiguation such as "(1994 film)", and a title that repeats made longer by a
+word until it is unique; 2-6 sentences of 8-30 words. It then
 builds stores of 100,000 and 1,000,000 pages with `rawreact index` and measures, in one run:
 
-- build rate (pages/s) against reading and parsing the same corpus alone (the readers' cost);
+- build rate (pages/s) against reading and parsing the same corpus alone (the readers' cost), and
+  the building process's peak memory;
 - size on disk, against the corpus's JSON-lines size;
 - search latency through `PassageEnv.step`, p50 and p99: a hit (an existing title in another case)
   and a miss (a title with a word dropped, a word added or a letter changed, which lists the
@@ -29,7 +31,7 @@ import numpy as np
 
 from rawreact.corpus import read_sources
 from rawreact.env import PassageEnv
-from rawreact.store import PassageStore, build_store
+from rawreact.store import PassageStore
 
 LETTERS = "etaoinshrdlcumwfgypbvkjxqz"
 WEIGHTS = np.array(
@@ -79,6 +81,7 @@ def write_corpus(path: Path, pages: int, seed: int = 0) -> None:
     rng = np.random.default_rng(seed)
     words = vocabulary(rng)
     zipf = lambda n: np.minimum(rng.zipf(1.3, n), len(words)) - 1  # noqa: E731
+    seen: set[str] = set()
     with path.open("w", encoding="utf-8") as file:
         for start in range(0, pages, 10_000):
             n = min(10_000, pages - start)
@@ -91,6 +94,9 @@ def write_corpus(path: Path, pages: int, seed: int = 0) -> None:
                 at += title_lengths[i]
                 if rng.random() < 0.2:
                     title += f" ({rng.integers(1900, 2020)} {KINDS[rng.integers(len(KINDS))]})"
+                while title.lower() in seen:  # titles are unique, as in Wikipedia: a longer one
+                    title = f"{title} {words[zipf(1)[0]].capitalize()}"
+                seen.add(title.lower())
                 lengths = rng.integers(8, 31, sentence_counts[i])
                 body = zipf(int(lengths.sum()))
                 sentences, k = [], 0
@@ -165,6 +171,22 @@ print(json.dumps({"base": base, "rss": rss()}))
 """
 
 
+BUILD = """
+import json, resource, sys
+from rawreact.corpus import read_sources
+from rawreact.store import build_store
+info = build_store(read_sources([sys.argv[1]]), sys.argv[2])
+print(json.dumps({"info": info, "peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def built(corpus: Path, store: Path) -> tuple[dict, float]:
+    """Build in a child process: the store's info and the child's peak resident memory in MB."""
+    out = subprocess.run([sys.executable, "-c", BUILD, str(corpus), str(store)], check=True, capture_output=True)
+    result = json.loads(out.stdout)
+    return result["info"], result["peak"]
+
+
 def resident(kind: str, path: Path, searches: list[str], pages: int = 0) -> float:
     """MB resident after opening and searching, above a bare interpreter that imported rawreact."""
     out = subprocess.run(
@@ -203,7 +225,7 @@ def main() -> None:
         store = folder / f"store-{pages}.sqlite"
         store.unlink(missing_ok=True)
         start = time.perf_counter()
-        info = build_store(read_sources([corpus]), store)
+        info, build_peak = built(corpus, store)
         build_seconds = time.perf_counter() - start
         titles = titles_of(corpus, pages)
         hits, misses = queries(titles, args.queries, rng)
@@ -214,6 +236,8 @@ def main() -> None:
             "read_rate": read / read_seconds,
             "build_rate": info["pages"] / build_seconds,
             "build_seconds": build_seconds,
+            "build_peak": build_peak,
+            "pages": info["pages"],
             "size_mb": store.stat().st_size / 1e6,
             "corpus_mb": corpus.stat().st_size / 1e6,
             "hit": hit,
@@ -235,7 +259,9 @@ def main() -> None:
     for label, key, form in (
         ("build, pages/s", "build_rate", "{:,.0f}"),
         ("  reading alone, pages/s", "read_rate", "{:,.0f}"),
+        ("pages in the store", "pages", "{:,}"),
         ("build, s", "build_seconds", "{:.0f}"),
+        ("build, peak memory, MB", "build_peak", "{:.0f}"),
         ("store on disk, MB", "size_mb", "{:,.0f}"),
         ("  corpus JSON-lines, MB", "corpus_mb", "{:,.0f}"),
         ("resident memory, MB", "rss", "{:.1f}"),

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rawreact import load_collection, load_prompt
+from rawreact import htmlreport, load_collection, load_prompt
 from rawreact.actions import parse_action, parse_step
 from rawreact.answers import parse_answer
 from rawreact.corpus import read_sources
@@ -211,61 +211,23 @@ def test_claims_need_a_store_to_act_on_and_the_report_counts_labels(fever, tmp_p
     answers = {c["claim"]: [" x\nAnswer: SUPPORTS"] for c in CLAIMS}
     script.write_text(json.dumps({"questions": answers}))
     out = tmp_path / "cot.jsonl"
-    run = [
-        sys.executable,
-        "-m",
-        "rawreact",
-        "run",
-        claims,
-        "--method",
-        "cot",
-        "--model",
-        f"scripted:{script}",
-        "--out",
-        out,
-        "-q",
-    ]
-    done = subprocess.run(list(map(str, run)), capture_output=True, text=True)
+    done = _rawreact("run", claims, "--method", "cot", "--model", f"scripted:{script}", "--out", out, "-q")
     assert done.returncode == 0, done.stderr
-    report = subprocess.run(
-        [sys.executable, "-m", "rawreact", "report", str(out), "--format", "csv"], capture_output=True, text=True
-    )
-    lines = report.stdout.splitlines()
+    lines = _rawreact("report", out, "--format", "csv").stdout.splitlines()
     at = lines.index("run,gold label,n,accuracy,predicted")
     assert lines[at + 1 :] == [
         "cot.jsonl,SUPPORTS,1,1.000,SUPPORTS 1",
         "cot.jsonl,REFUTES,1,0.000,SUPPORTS 1",
         "cot.jsonl,NOT ENOUGH INFO,1,0.000,SUPPORTS 1",
     ]
-    html = tmp_path / "report.html"
-    subprocess.run(
-        [sys.executable, "-m", "rawreact", "report", str(out), "--html", str(html)], check=True, capture_output=True
-    )
-    page = html.read_text()
+    page = htmlreport.page({"cot": out})
     assert "<h3>Labels</h3>" in page and "<td>NOT ENOUGH INFO</td><td>1</td><td>0.000</td><td>SUPPORTS 1</td>" in page
-    tools = subprocess.run(
-        list(
-            map(
-                str,
-                [
-                    sys.executable,
-                    "-m",
-                    "rawreact",
-                    "run",
-                    claims,
-                    "--method",
-                    "tools",
-                    "--passages",
-                    store,
-                    "--model",
-                    f"scripted:{script}",
-                ],
-            )
-        ),
-        capture_output=True,
-        text=True,
-    )
+    tools = _rawreact("run", claims, "--method", "tools", "--passages", store, "--model", f"scripted:{script}")
     assert tools.returncode == 2 and "the tools method answers questions" in tools.stderr
+
+
+def _rawreact(*args):
+    return subprocess.run([sys.executable, "-m", "rawreact", *map(str, args)], capture_output=True, text=True)
 
 
 def test_gemma_checks_a_claim_over_a_store(gemma, fever, recorder):

@@ -98,7 +98,7 @@ class Collection:
 
     @property
     def task(self) -> str:
-        """ "fever" for FEVER claims, else "qa"."""
+        """The task of its questions: "fever" for FEVER claims, else "qa"."""
         return "fever" if self.layout == "fever" else "qa"
 
     def env(
