@@ -26,7 +26,7 @@ from rawreact.terminal import Stopper, plural, printable, progress
 def _questions(args: argparse.Namespace) -> tuple[Collection, list[Question]]:
     if args.question is not None:
         # Over --passages (see Variant.collection), else over the demo's passages.
-        collection = Collection("question", {}, ()) if args.passages else load_collection().pooled()
+        collection = Collection("--question", {}, ()) if args.passages else load_collection().pooled()
         return collection, [Question("question-1", args.question, args.answer)]
     collection = load_collection(args.data)
     return collection, choose_questions(collection, limit=args.limit, shuffle=args.shuffle, seed=args.shuffle_seed)
