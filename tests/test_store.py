@@ -139,6 +139,7 @@ def test_repeated_titles_case_variants_and_unicode(tmp_path):
     assert sorted(store.similar("Apple pie")) == ["APPLE", "Apple"]  # both variants listed, as in memory
     assert store.sentences("ZÜRICH") == ["A city on a lake."] and store.sentences("東京") == ["The capital of Japan."]
     assert store.similar("Zurich")[0] == "Zürich"  # diacritics do not count in the full-text match
+    assert store.similar("Zürich lake")[0] == store.similar("ZURICH LAKE")[0] == "Zürich"
     assert store.similar("alesund")[0] == "Ålesund Church"
     assert store.similar("Church of Alesund")[0] == "Ålesund Church"
     assert store.similar("Zur") == ["Zürich"] and store.similar("Zurichers") == ["Zürich"]  # how a word begins

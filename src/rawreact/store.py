@@ -18,6 +18,7 @@ import os
 import sqlite3
 import threading
 import time
+import unicodedata
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -101,14 +102,14 @@ class PassageStore:
         candidates: list[str] = []
         if len(narrow) > 1:
             candidates = self._match(" AND ".join(map(_quote, narrow)), ranked=docs[narrow[0]] <= RANKED)
-        rare, total = [], 0
+        rare, total = [], 0  # the rarest words, together in at most RANKED titles (or the rarest alone)
         for word in present:
-            total += docs[word]
-            if total > RANKED and rare:
+            if rare and total + docs[word] > RANKED:
                 break
             rare.append(word)
+            total += docs[word]
         if rare and len(candidates) < CANDIDATES:
-            found = self._match(" OR ".join(map(_quote, rare)), ranked=total <= RANKED or len(rare) > 1)
+            found = self._match(" OR ".join(map(_quote, rare)), ranked=total <= RANKED)
             candidates += [t for t in found if t not in candidates]
         if not candidates:  # no word in common: a misspelt or longer word may still begin like one
             stems = dict.fromkeys(w[: max(3, 2 * len(w) // 3)] for w in words if len(w) >= 3)
@@ -160,9 +161,11 @@ def _quote(word: str) -> str:
 
 
 def _words(text: str) -> list[str]:
-    """The words FTS5's unicode61 tokenizer would index: runs of letters and digits."""
+    """The words as FTS5's unicode61 tokenizer indexes them (`remove_diacritics 2`): runs of letters
+    and digits, lower case, without diacritics, so "Zürich" is looked up as the index's "zurich"."""
+    bare = "".join(c for c in unicodedata.normalize("NFKD", text.lower()) if not unicodedata.combining(c))
     word, words = [], []
-    for char in text + " ":
+    for char in bare + " ":
         if char.isalnum():
             word.append(char)
         elif word:
