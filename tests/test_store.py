@@ -14,8 +14,11 @@ import sys
 import tarfile
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rawreact import load_collection
+from rawreact.actions import Action
 from rawreact.collection import open_passages
 from rawreact.corpus import read_sources
 from rawreact.env import PassageEnv
@@ -300,3 +303,30 @@ def test_runs_and_comparisons_over_a_store(tmp_path):
     with pytest.raises(GrammarError, match="--grammar titles writes every passage title"):
         Variant("t", grammar="titles", passages=str(store)).collection(demo)
     assert open_passages(resource("envs", "demo.json")).kind == "collection"
+
+
+# A store keeps no page without a title or text, so every title and sentence here has some.
+_TITLE = st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), min_size=1, max_size=12).filter(
+    str.strip
+)
+_SENTENCE = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=30).filter(str.strip)
+
+
+@settings(max_examples=60)
+@given(st.dictionaries(_TITLE, st.lists(_SENTENCE, min_size=1, max_size=4), min_size=1, max_size=6), st.data())
+def test_any_collection_answers_the_same_from_memory_and_from_a_store(tmp_path_factory, pages, data):
+    """Random titles and sentences (any Unicode, repeats in other case): every search that opens a
+    page, and every lookup after it, observes the same from a store as from memory."""
+    folder = tmp_path_factory.mktemp("store")
+    source = folder / "pages.jsonl"
+    source.write_bytes(_lines([{"title": t, "sentences": s} for t, s in pages.items()]))
+    build_store(read_sources([source]), folder / "s.sqlite")
+    memory, stored = PassageEnv(pages), PassageEnv(PassageStore(folder / "s.sqlite"))
+    for title in pages:
+        keyword = data.draw(st.text(max_size=3))
+        for action in (Action("search", title), Action("lookup", keyword), Action("lookup", keyword)):
+            seen = memory.step(action)
+            if not (action.name == "search" and seen[0].startswith("Could not find")):
+                assert stored.step(action) == seen, action
+            else:
+                assert stored.step(action)[0].startswith(f"Could not find {title}. Similar: ")
