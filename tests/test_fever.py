@@ -14,7 +14,7 @@ from rawreact.actions import parse_action, parse_step
 from rawreact.answers import parse_answer
 from rawreact.corpus import read_sources
 from rawreact.errors import DataError, PromptError
-from rawreact.experiments import Variant, compare
+from rawreact.experiments import Variant, ablation, compare
 from rawreact.fever import LABELS, read_label
 from rawreact.methods import PAPER
 from rawreact.prompts import read_exemplars
@@ -245,3 +245,10 @@ def test_gemma_checks_a_claim_over_a_store(gemma, fever, recorder):
             opened = PassageStore(store).sentences(step.action.arg)
             assert step.observation.startswith("Could not find") == (opened is None)
     assert result.em == (read_label(traj.answer) == "SUPPORTS")
+
+
+def test_the_prompt_ablations_count_the_fever_prompt_files():
+    (fever,) = ablation("instructions", Variant("b"), task="fever")
+    assert fever.name == "instruction" and fever.instruction.endswith("fever/react/instruction.txt")
+    assert len(ablation("instructions", Variant("b"))) == 2  # the QA instructions: instruction and -brief
+    assert [v.k for v in ablation("exemplars", Variant("b", method="cot"), task="fever")] == [0, 1, 2, 3, 4]

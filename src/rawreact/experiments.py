@@ -278,22 +278,24 @@ def _convert(key: str, value: str, where: str):
 _ONLY_ACTING = {"grammar": None, "grammar_file": None, "repeats": "off", "budget": None}
 
 
-def ablation(kind: str, base: Variant, *, orders: int = 3) -> list[Variant]:
+def ablation(kind: str, base: Variant, *, orders: int = 3, task: str = "qa") -> list[Variant]:
     """The built-in ablations, on top of `base`: exemplars (k = 0..N), orders (the file's order and
     `orders` shuffles), instructions (every prompts/instruction*.txt), grammar (off, step, titles),
     methods (the paper's seven, PAPER, each with its shipped prompts), loops (the tolerant loop and
     the reference's; each shows its own default number of sentences unless `base` sets n_first),
-    repeats (the repeat policies off, note and stop).
+    repeats (the repeat policies off, note and stop). `task` ("qa" or "fever") picks the shipped
+    exemplars and instructions that the exemplars and instructions ablations count.
     """
     if kind == "exemplars":
-        count = len(read_exemplars(base.prompt, first_method(base.method)))
+        count = len(read_exemplars(base.prompt, first_method(base.method), task))
         return [replace(base, name=f"k{k}", k=k) for k in range(count + 1)]
     if kind == "orders":
         return [replace(base, name="file-order", order=None)] + [
             replace(base, name=f"order{s}", order=s) for s in range(1, orders + 1)
         ]
     if kind == "instructions":
-        default = resource("prompts", "instruction.txt")  # first, so it is the base of the differences
+        # The default first, so it is the base of the differences.
+        default = resource("prompts", "instruction.txt" if task == "qa" else "fever/react/instruction.txt")
         shipped = sorted(default.parent.glob("instruction*.txt"), key=lambda path: (path != default, path.name))
         return [replace(base, name=path.stem, instruction=str(path)) for path in shipped]
     if kind == "grammar":

@@ -118,10 +118,10 @@ def check_context(
     questions = list(questions)
     if tokenize is None or not isinstance(n_ctx, int) or not questions:
         return
-    longest = max(questions, key=lambda q: len(q.question)).question
+    longest = max(questions, key=lambda q: len(q.question))
     parts = [(prompt, first_method(method))] + ([(backoff, BACKOFFS[method][1])] if backoff is not None else [])
     for part_prompt, part in parts:
-        needed = len(tokenize(f"{part_prompt.text}Question: {longest}\n{CUES[part]}")) + max_tokens
+        needed = len(tokenize(f"{part_prompt.text}{longest.header}: {longest.question}\n{CUES[part]}")) + max_tokens
         if needed > n_ctx:
             raise ModelError(
                 f"the prompt ({part_prompt.source}) with the longest question and --max-tokens {max_tokens} needs "
