@@ -159,7 +159,7 @@ def test_every_method_checks_claims_over_a_store(fever, tmp_path, method):
     assert [r["label"] for r in records] == [c["label"] for c in CLAIMS] and all(
         r["em"] == 1.0 == r["f1"] for r in records
     )
-    assert all(r["task"] == "fever" for r in records)
+    assert all(r["task"] == "fever" and r["supported"] is None for r in records)  # a label is never "seen"
     assert manifest["config"]["prompt"].startswith("prompts/fever/")
     part = records[0]["trajectory"] or records[0]["reasoning"]
     assert (

@@ -270,5 +270,5 @@ def _result_line(n: int, total: int, result: Result) -> str:
         f"result [{n}/{total}] {result.question.id}: {verdict} (EM {result.em:.0f}, F1 {result.f1:.2f}) "
         f"answer {out.answer!r}{branch}, gold {result.question.answer!r}; ended by {out.ended} after "
         f"{len(out.steps)} steps, {out.model_calls} calls, {out.invalid_actions} invalid, "
-        f"{out.fallback_calls} fallback, {out.repeats} repeats{_support(out.supported)}, {out.seconds:.1f} s"
+        f"{out.fallback_calls} fallback, {out.repeats} repeats{_support(result.supported)}, {out.seconds:.1f} s"
     )

@@ -45,6 +45,11 @@ class Result:
             return label_score(self.outcome.answer, self.question.answer)
         return f1_score(self.outcome.answer, self.question.answer)
 
+    @property
+    def supported(self) -> bool | None:
+        """Whether the answer occurs in what the episode saw; None for a FEVER label, which never would."""
+        return self.outcome.supported if self.question.task == "qa" else None
+
     def to_dict(self) -> dict:
         """One JSON line of a run file.
 
@@ -75,7 +80,7 @@ class Result:
             "invalid_actions": out.invalid_actions,
             "fallback_calls": out.fallback_calls,
             "repeats": out.repeats,
-            "supported": out.supported,
+            "supported": self.supported,
             "searches": out.searches,
             "search_hits": out.search_hits,
             "vote_share": reasoning.vote.share if reasoning is not None and reasoning.method == "cot-sc" else None,
