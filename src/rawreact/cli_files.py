@@ -47,12 +47,13 @@ def _named(items: list[str], suffix: bool = False) -> dict[str, str]:
 def report(args: argparse.Namespace) -> int:
     """`rawreact report`: one row per run file; with --html, the whole report as one web page."""
     runs = _named(args.runs, suffix=True)
-    rows = [row_of(name, *read_run(path)) for name, path in runs.items()]
+    loaded = {name: read_run(path) for name, path in runs.items()}
+    rows = [row_of(name, *read) for name, read in loaded.items()]
     if args.html:
         written = write_page(runs, args.html, resamples=args.resamples, seed=args.stats_seed)
         print(f"rawreact: wrote the report of {plural(len(runs), 'run')} to {written}", file=sys.stderr)
     print(printable(table(drop_unused(rows), args.format)), end="")
-    labels = label_table({name: read_run(path)[1] for name, path in runs.items()})
+    labels = label_table({name: records for name, (_, records) in loaded.items()})
     if labels:  # FEVER runs: label accuracy per gold label, and what was answered
         print("\n" + printable(table(labels, args.format)), end="")
     return 0

@@ -170,8 +170,9 @@ def compare_command(args: argparse.Namespace) -> int:
     """`rawreact compare`: every variant on the same questions, then the table with intervals."""
     base = replace(Variant("base", seed=args.seed), **parse_spec(args.base, f"--base {args.base!r}"))
     variants = [parse_variant(text, base) for text in args.variant]
+    collection = load_collection(args.data)  # read once: its task picks the prompt files an ablation counts
     for kind in args.ablation:
-        variants += ablation(kind, base, orders=args.orders, task=_task(args.data, args.ablation))
+        variants += ablation(kind, base, orders=args.orders, task=collection.task)
     if not variants:
         raise DataError("name the variants to compare: --variant NAME=SPEC (twice or more), or --ablation KIND")
     if args.workers > 1:
@@ -194,7 +195,7 @@ def compare_command(args: argparse.Namespace) -> int:
                 bar.write(f"{variant.name} {result.question.id}: {verdict}, F1 {result.f1:.2f}", file=sys.stdout)
 
         comparison = compare(
-            args.data,
+            collection,
             variants,
             args.out,
             limit=args.limit,
@@ -237,11 +238,6 @@ def _loop(variant: Variant) -> str:
 
 def _support(value: bool | None) -> str:
     return "" if value is None else ", answer seen" if value else ", answer not seen"
-
-
-def _task(data: str | None, ablations: list[str]) -> str:
-    """The task of the data, read only when an ablation counts the task's shipped prompt files."""
-    return load_collection(data).task if {"exemplars", "instructions"} & set(ablations) else "qa"
 
 
 def _sampling(variant: Variant) -> str:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from rawreact.env import PassageEnv
 from rawreact.errors import DataError
 from rawreact.loop import LOOPS
+from rawreact.prompts import TASKS
 from rawreact.reference import ReferenceEnv, page_text
 from rawreact.resources import resource
 
@@ -49,7 +50,7 @@ class Question:
     @property
     def header(self) -> str:
         """The word the question line starts with: "Question", or "Claim" for a FEVER claim."""
-        return "Claim" if self.task == "fever" else "Question"
+        return TASKS[self.task][1]
 
 
 @dataclass(frozen=True)
@@ -125,9 +126,9 @@ class Collection:
     def _new_env(self, passages: Mapping, n_first: int, loop: str, gold: str | None) -> PassageEnv | ReferenceEnv:
         if loop == "tolerant":
             return PassageEnv(passages, n_first=n_first)
-        # HotpotQA sentences carry their own leading spaces; a collection's sentence lists do not.
         if not isinstance(passages, Mapping):  # a store, which joins its sentences itself
             return ReferenceEnv(passages, n_first=n_first, gold=gold)
+        # HotpotQA sentences carry their own leading spaces; a collection's sentence lists do not.
         joiner = "" if self.layout.startswith("hotpotqa") else " "
         pages = {title: page_text(passage, joiner) for title, passage in passages.items()}
         return ReferenceEnv(pages, n_first=n_first, gold=gold)

@@ -109,7 +109,6 @@ def _is_question_file(path: Path) -> bool:
 
 def _finish(description: dict, pages: Iterator[Page], hashing: _Hashing, file) -> Iterator[Page]:
     formats: set[str] = set()
-    description["format"] = formats
     try:
         for page, kind in pages:
             formats.add(kind)
@@ -154,14 +153,12 @@ def _line_pages(where: Path, file) -> Iterator[tuple[Page, str]]:
                 raise DataError(
                     f"{where} line {number}: not a JSON object ({error}); a corpus has one page per line"
                 ) from None
-            page = _page(where, number, row)
-            if page is not None:
-                yield page
+            yield _page(where, number, row)
     except (OSError, EOFError) as error:  # a truncated or corrupt compressed file
         raise DataError(f"{where}: cannot read it to the end ({error}); download it again") from None
 
 
-def _page(where: Path, number: int, row: object) -> tuple[Page, str] | None:
+def _page(where: Path, number: int, row: object) -> tuple[Page, str]:
     if not isinstance(row, dict):
         raise DataError(f"{where} line {number}: a page must be a JSON object, not {type(row).__name__}")
     if "lines" in row and "id" in row:

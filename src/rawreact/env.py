@@ -27,15 +27,20 @@ def _trigrams(text: str) -> frozenset[str]:
     return frozenset(padded[i : i + 3] for i in range(len(padded) - 2))
 
 
+def _score(
+    grams: frozenset[str], words: frozenset[str], title_grams: frozenset[str], title_words: frozenset[str]
+) -> float:
+    """The share of the query's words in the title plus the Dice overlap of their character trigrams."""
+    dice = 2 * len(grams & title_grams) / (len(grams) + len(title_grams))
+    return len(words & title_words) / max(len(words), 1) + dice
+
+
 def similarity(query: str, title: str) -> float:
     """How like `title` a search for `query` (a `title_key`) is: the share of the query's words in
     the title plus the Dice overlap of their character trigrams (cheap, and robust to misspellings
     and partial names)."""
     key = title_key(title)
-    grams, title_grams = _trigrams(query), _trigrams(key)
-    dice = 2 * len(grams & title_grams) / (len(grams) + len(title_grams))
-    words = frozenset(query.split())
-    return len(words & frozenset(key.split())) / max(len(words), 1) + dice
+    return _score(_trigrams(query), frozenset(query.split()), _trigrams(key), frozenset(key.split()))
 
 
 class Titles:
@@ -53,9 +58,7 @@ class Titles:
         grams, words = _trigrams(query), frozenset(query.split())
 
         def score(item: tuple[str, frozenset[str], frozenset[str]]) -> float:  # `similarity`, trigrams kept
-            _, title_grams, title_words = item
-            dice = 2 * len(grams & title_grams) / (len(grams) + len(title_grams))
-            return len(words & title_words) / max(len(words), 1) + dice
+            return _score(grams, words, item[1], item[2])
 
         return [title for title, _, _ in sorted(self._grams, key=score, reverse=True)[:n]]
 

@@ -22,9 +22,8 @@ from rawreact.guardrails import REPEATS
 from rawreact.loop import LOOPS
 from rawreact.methods import BACKOFFS, METHODS, PAPER, REASONING, SAMPLING, first_method, guard_problem, loop_problem
 from rawreact.models import DEFAULT_MODEL, load_model, model_sha256
-from rawreact.prompts import Prompt, load_prompt, read_exemplars
+from rawreact.prompts import Prompt, load_prompt, read_exemplars, shipped
 from rawreact.report import Comparison
-from rawreact.resources import resource
 from rawreact.runs import Result, RunFile, check_context, run_questions
 from rawreact.stats import RESAMPLES
 
@@ -295,19 +294,19 @@ def ablation(kind: str, base: Variant, *, orders: int = 3, task: str = "qa") -> 
         ]
     if kind == "instructions":
         # The default first, so it is the base of the differences.
-        default = resource("prompts", "instruction.txt" if task == "qa" else "fever/react/instruction.txt")
-        shipped = sorted(default.parent.glob("instruction*.txt"), key=lambda path: (path != default, path.name))
-        return [replace(base, name=path.stem, instruction=str(path)) for path in shipped]
+        default = shipped("react", task, "instruction.txt")
+        found = sorted(default.parent.glob("instruction*.txt"), key=lambda path: (path != default, path.name))
+        return [replace(base, name=path.stem, instruction=str(path)) for path in found]
     if kind == "grammar":
         return [replace(base, name=f"grammar-{mode or 'off'}", grammar=mode) for mode in (None, "step", "titles")]
     if kind == "methods":  # each method with its shipped prompts; a grammar stays on the methods that act
-        shipped = dict.fromkeys(("prompt", "key", "instruction", "k", "order"))
+        unset_prompt = dict.fromkeys(("prompt", "key", "instruction", "k", "order"))
         variants = []
         for m in PAPER:
             # The reference loop stays on the methods it can run, and a grammar on those that act.
             loop = base.loop if loop_problem(base.loop, m, False) is None else "tolerant"
             unset = _ONLY_ACTING if m in REASONING else {}
-            variants.append(replace(base, name=m, method=m, loop=loop, **shipped, **unset))
+            variants.append(replace(base, name=m, method=m, loop=loop, **unset_prompt, **unset))
         return variants
     if kind == "loops":
         return [replace(base, name=loop, loop=loop) for loop in LOOPS]

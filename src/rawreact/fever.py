@@ -7,13 +7,13 @@ scored by label accuracy: the answer, read tolerantly by `read_label`, against t
 """
 
 import re
+from collections import Counter
 from pathlib import Path
 
 from rawreact.collection import Collection, Question, check_unique_ids
 from rawreact.errors import DataError
 
 LABELS = ("SUPPORTS", "REFUTES", "NOT ENOUGH INFO")
-HEADER = "Claim"
 _WORDS = re.compile(r"[a-z]+")
 # How an answer may spell a label: the first words of the answer, lower-cased, decide.
 _SPELLINGS = {
@@ -52,10 +52,7 @@ def label_table(runs: dict[str, list[dict]]) -> list[dict[str, str]]:
             of_label = [r for r in claims if r["answer"] == gold]
             if not of_label:
                 continue
-            answered = {}
-            for r in of_label:
-                key = r.get("label") or "none"
-                answered[key] = answered.get(key, 0) + 1
+            answered = Counter(r.get("label") or "none" for r in of_label)
             rows.append(
                 {
                     "run": name,

@@ -30,7 +30,8 @@ def _relative(method: str, task: str, name: str) -> str:
     return f"{TASKS[task][0]}{FOLDERS[method] or 'react/'}{name}"
 
 
-def _shipped(method: str, task: str, name: str) -> Path:
+def shipped(method: str, task: str, name: str) -> Path:
+    """The path of a shipped prompt file of `method` for `task`, such as its instruction.txt."""
     return resource("prompts", _relative(method, task, name))
 
 
@@ -60,7 +61,7 @@ def _read(path: Path) -> str:
 def read_exemplars(path: str | Path | None = None, method: str = "react", task: str = "qa") -> list[str]:
     """The exemplars of a file (by default the method's for the task): blocks separated by blank
     lines, each starting `Question:` (`Claim:` for FEVER)."""
-    path = Path(path) if path else _shipped(method, task, "exemplars.txt")
+    path = Path(path) if path else shipped(method, task, "exemplars.txt")
     header = TASKS[task][1]
     text = _read(path).replace("\r\n", "\n").strip("\n")
     exemplars, line = [], 1
@@ -77,7 +78,7 @@ def read_exemplars(path: str | Path | None = None, method: str = "react", task: 
 
 def read_instruction(path: str | Path | None = None, method: str = "react", task: str = "qa") -> str:
     """The instruction text (by default the method's for the task), ending with one newline; an empty file gives ""."""
-    path = Path(path) if path else _shipped(method, task, "instruction.txt")
+    path = Path(path) if path else shipped(method, task, "instruction.txt")
     text = _read(path).rstrip("\n")
     return text + "\n" if text.strip() else ""
 

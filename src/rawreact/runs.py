@@ -42,7 +42,7 @@ class Result:
     def f1(self) -> float:
         """Token F1 of the prediction against the gold answer (for a FEVER claim, label accuracy again)."""
         if self.question.task == "fever":
-            return label_score(self.outcome.answer, self.question.answer)
+            return self.em
         return f1_score(self.outcome.answer, self.question.answer)
 
     @property

@@ -11,6 +11,7 @@ from rawreact.env import one_line
 from rawreact.errors import DataError, ModelError
 from rawreact.models.base import ChatReply, Completion, cut_at_stop
 from rawreact.models.chatml import END, START, ChatML
+from rawreact.prompts import TASKS
 
 _TOKEN = re.compile(r"\s*\S+")
 _STEP = re.compile(r"(?:Thought|Action) (\d+):$|(?:Thought|Answer):$")  # Standard and CoT prompts: step 1
@@ -28,7 +29,7 @@ class _ByQuestion:
 
     def __call__(self, prompt: str) -> str:
         # The start of the last Question (or FEVER's Claim) line of the prompt.
-        line, header = max((("\n" + prompt).rfind(f"\n{h}: "), h) for h in ("Question", "Claim"))
+        line, header = max((("\n" + prompt).rfind(f"\n{h}: "), h) for _, h in TASKS.values())
         question = prompt[line + len(header) + 2 :].split("\n", 1)[0] if line >= 0 else ""
         question = one_line(question.removesuffix(END))  # a ChatML user turn ends with <|im_end|>
         step = _STEP.search(prompt)
