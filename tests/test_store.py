@@ -241,7 +241,7 @@ def test_the_index_command(tmp_path):
     done = _cli("index", pages, "--out", "a.sqlite", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert (
-        done.stdout.startswith("a.sqlite: 1 pages from 1 source in ") and "(1 repeated titles kept once)" in done.stdout
+        done.stdout.startswith("a.sqlite: 1 page from 1 source in ") and "(1 repeated title kept once)" in done.stdout
     )
     before = (tmp_path / "a.sqlite").read_bytes()
     again = _cli("index", pages, "--out", "a.sqlite", cwd=tmp_path)

@@ -114,11 +114,12 @@ def index_command(args: argparse.Namespace) -> int:
             bar.close()
             print(f"\nrawreact: interrupted; {out} was not written", file=sys.stderr)
             return 130
-    dropped = [f"{info['duplicates']:,} repeated titles kept once"] if info["duplicates"] else []
-    skipped = sum(source["skipped"] for source in info["sources"])
-    dropped += [f"{skipped:,} pages without title or text skipped"] if skipped else []
+    repeats, skipped = info["duplicates"], sum(source["skipped"] for source in info["sources"])
+    dropped = [f"{plural(repeats, 'repeated title')} kept once"] if repeats else []
+    dropped += [f"{plural(skipped, 'page')} without title or text skipped"] if skipped else []
     print(
-        f"{out}: {info['pages']:,} pages from {plural(len(info['sources']), 'source')} in {info['build_seconds']} s, "
+        f"{out}: {plural(info['pages'], 'page')} from {plural(len(info['sources']), 'source')} "
+        f"in {info['build_seconds']} s, "
         f"{out.stat().st_size / 1e6:.1f} MB"
         + (f" ({'; '.join(dropped)})" if dropped else "")
         + f"; content sha256 {info['content_sha256'][:16]}"

@@ -45,5 +45,5 @@ def printable(text: str) -> str:
 
 
 def plural(n: int, word: str) -> str:
-    """`n word`, with an s unless n is 1."""
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+    """`n word`, with an s unless n is 1, and n's thousands separated (`5,233,329 pages`)."""
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
