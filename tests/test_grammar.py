@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from rawreact import VERBS, Action, GrammarError, ScriptedModel, format_action, load_grammar, parse_step, react
 from rawreact.actions import parse_action
-from rawreact.models.llama import LlamaModel, check_grammar
+from rawreact.models.gbnf import check_grammar
+from rawreact.models.llama import LlamaModel
 
 STEP, ACTION, TITLES = load_grammar("step"), load_grammar("action"), load_grammar("titles")
 REAL = settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -83,7 +83,8 @@ def _parser() -> argparse.ArgumentParser:
         "--workers",
         type=_positive,
         default=1,
-        help="questions in flight at once, for a server model (ollama:, openai:); default: %(default)s",
+        help="questions in flight at once: decoded together by the embedded model, sent at once to a server; "
+        "default: %(default)s",
     )
     run.add_argument(
         "--method",
@@ -239,7 +240,7 @@ def _compare_parser(commands) -> None:
     compare.add_argument("--shuffle", action="store_true", help="shuffle the questions before --limit")
     compare.add_argument("--shuffle-seed", type=int, default=0, help="seed of --shuffle (default: 0)")
     compare.add_argument("--seed", type=int, default=0, help="seed of sampling, unless a variant sets it (default: 0)")
-    compare.add_argument("--workers", type=_positive, default=1, help="questions in flight at once (server models)")
+    compare.add_argument("--workers", type=_positive, default=1, help="questions in flight at once")
     compare.add_argument("--ollama-host", help="where Ollama listens (default: OLLAMA_HOST)")
     compare.add_argument("--timeout", type=_seconds, default=300.0, help="seconds a server may take per call")
     compare.add_argument("--format", choices=("text", "markdown", "csv"), default="text", help="table on stdout")

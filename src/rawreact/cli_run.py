@@ -12,14 +12,14 @@ from rawreact.errors import DataError, GrammarError
 from rawreact.experiments import Variant, ablation, compare, parse_spec, parse_variant
 from rawreact.grammar import MODES
 from rawreact.methods import REASONING, SAMPLING, Reasoning
-from rawreact.models import is_concurrent, load_model
+from rawreact.models import load_model
 from rawreact.record import Step
 from rawreact.report import (
     context_warning,
     summarize,
     summary_line,
 )
-from rawreact.runs import Result, RunFile, check_context, refuse_workers, run_questions
+from rawreact.runs import Result, RunFile, check_context, run_questions
 from rawreact.terminal import Stopper, plural, printable, progress
 
 
@@ -54,8 +54,6 @@ def run(args: argparse.Namespace) -> int:
         raise DataError("--resume continues the run file given with --out; add --out RUN.jsonl")
     if args.out and Path(args.out).is_dir():
         raise DataError(f"{args.out} is a folder; give --out a file name, such as {Path(args.out) / 'run.jsonl'}")
-    if args.workers > 1 and not is_concurrent(args.model):
-        raise refuse_workers(args.model)
     mode = _grammar_mode(args)
     collection, questions = _questions(args)
     variant = Variant(
@@ -97,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
         shuffle_seed=args.shuffle_seed,
     )
     options = {"n_ctx": args.n_ctx, "seed": args.seed, "temperature": args.temperature, "host": args.ollama_host}
+    options["workers"] = args.workers
     model = load_model(args.model, **options, timeout=args.timeout)
     if grammar is not None and not model.supports_grammar:
         raise GrammarError(f"model {model.name} cannot apply a grammar; drop --grammar, or use a llama.cpp model")
@@ -175,10 +174,6 @@ def compare_command(args: argparse.Namespace) -> int:
         variants += ablation(kind, base, orders=args.orders, task=collection.task)
     if not variants:
         raise DataError("name the variants to compare: --variant NAME=SPEC (twice or more), or --ablation KIND")
-    if args.workers > 1:
-        for variant in variants:
-            if not is_concurrent(variant.model):
-                raise refuse_workers(variant.model)
     with Stopper(args.workers) as stopper, progress(0, 0) as bar:
 
         def started(variant: Variant, done: int, total: int) -> None:

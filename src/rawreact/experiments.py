@@ -366,7 +366,7 @@ def compare(
         sink = RunFile(out / f"{variant.name}.jsonl", config, resume=True, details=details)
         plans.append((variant, (prompt, grammar, backoff), sink, sum(q.id in sink.done for q in questions)))
     try:
-        models = _models(plans, questions, host, timeout)
+        models = _models(plans, questions, host, timeout, workers)
         for variant, (prompt, grammar, backoff), sink, done in plans:
             if on_variant is not None:
                 on_variant(variant, done, len(questions))
@@ -397,7 +397,9 @@ def _model_key(variant: Variant) -> tuple:
     return variant.model, variant.n_ctx, variant.temperature, variant.seed
 
 
-def _models(plans: list, questions: list[Question], host: str | None, timeout: float | None) -> dict[tuple, object]:
+def _models(
+    plans: list, questions: list[Question], host: str | None, timeout: float | None, workers: int
+) -> dict[tuple, object]:
     """Load each model that a variant with questions left needs, once, and check it can do the job."""
     models: dict[tuple, object] = {}
     for variant, (prompt, grammar, backoff), _, done in plans:
@@ -406,6 +408,7 @@ def _models(plans: list, questions: list[Question], host: str | None, timeout: f
         key = _model_key(variant)
         if key not in models:
             options = {"n_ctx": variant.n_ctx, "temperature": variant.temperature, "seed": variant.seed, "host": host}
+            options["workers"] = workers
             models[key] = load_model(variant.model, **options, timeout=timeout)
         if grammar is not None and not models[key].supports_grammar:
             raise GrammarError(f"variant {variant.name}: model {models[key].name} cannot apply a grammar")

@@ -8,7 +8,7 @@ from rawreact.env import PassageEnv, one_line
 from rawreact.errors import ContextLengthExceeded, GrammarError
 from rawreact.grammar import Grammar, load_grammar
 from rawreact.guardrails import Guard
-from rawreact.models.base import Model
+from rawreact.models.base import Model, keep_prefix
 from rawreact.prompts import Prompt, load_prompt
 from rawreact.record import Step, Trajectory
 
@@ -61,6 +61,7 @@ def react(
     if grammar is not None and not getattr(model, "supports_grammar", True):
         raise GrammarError(f"model {model.name} cannot apply a grammar; run it without one")
     text = prompt if isinstance(prompt, str) else prompt.text
+    keep_prefix(model, text)
     traj = Trajectory(question=one_line(question), prompt=text, header=header)
     take = _react_step if thoughts else _act_step
     run_steps(

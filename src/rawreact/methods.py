@@ -16,7 +16,7 @@ from rawreact.errors import ContextLengthExceeded, ModelError
 from rawreact.guardrails import setting_problem, supported
 from rawreact.loop import LOOPS, react
 from rawreact.metrics import normalize_answer
-from rawreact.models.base import Completion, Model
+from rawreact.models.base import Completion, Model, keep_prefix
 from rawreact.prompts import Prompt
 from rawreact.record import Step, Trajectory, header_entry, token_totals
 from rawreact.reference import reference_react
@@ -153,6 +153,7 @@ def reason(
         raise ValueError(f"reason() answers standard, cot and cot-sc, not {method!r}")
     sampled = method == "cot-sc"
     text = prompt if isinstance(prompt, str) else prompt.text
+    keep_prefix(model, text)
     result = Reasoning(
         method,
         one_line(question),

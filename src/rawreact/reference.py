@@ -17,7 +17,7 @@ from rawreact.env import NOT_FOUND, Pages
 from rawreact.guardrails import Guard
 from rawreact.loop import LOOPS, MAX_TOKENS, run_steps
 from rawreact.metrics import normalize_answer
-from rawreact.models.base import Model
+from rawreact.models.base import Model, keep_prefix
 from rawreact.prompts import Prompt, load_prompt
 from rawreact.record import Step, Trajectory
 
@@ -182,6 +182,7 @@ def reference_react(
     prompt = load_prompt() if prompt is None else prompt
     # The notebook's question line is its environment's first observation: "Question: ..." or, for FEVER, "Claim: ...".
     traj = Trajectory(question, prompt if isinstance(prompt, str) else prompt.text, loop="reference", header=header)
+    keep_prefix(model, traj.prompt)
 
     def take(i: int, text: str) -> Step:
         return _step(i, text, env, model, max_tokens)

@@ -91,12 +91,11 @@ class Result:
         } | ({} if self.question.task == "qa" else {"task": self.question.task, "label": read_label(out.answer)})
 
 
-def refuse_workers(name: str) -> ModelError:
-    """The error for --workers above 1 on a model that answers one question at a time."""
+def refuse_workers(name: str, workers: int) -> ModelError:
+    """The error for workers above 1 on a model loaded for one question at a time."""
     return ModelError(
-        f"model {name} answers one question at a time (an in-process llama.cpp model already uses "
-        "every core); drop --workers, or serve the model (python -m llama_cpp.server --model FILE) and run "
-        "it as openai:http://127.0.0.1:8000/v1"
+        f"model {name} was loaded for one question at a time; load it with load_model(..., workers={workers}) "
+        f"to decode {workers} questions together"
     )
 
 
@@ -157,7 +156,7 @@ def run_questions(
     starts: once it says True no question starts, and the ones under way finish and are written.
     """
     if workers > 1 and not getattr(model, "concurrent", False):
-        raise refuse_workers(model.name)
+        raise refuse_workers(model.name, workers)
     sink = RunFile(out) if isinstance(out, (str, Path)) else out  # opened now: a bad path fails early
     pending = (q for q in questions if sink is None or q.id not in sink.done)
 

@@ -15,7 +15,6 @@ __all__ = [
     "load_model",
     "model_path",
     "model_sha256",
-    "is_concurrent",
     "EMBEDDED_MODELS",
 ]
 
@@ -71,11 +70,6 @@ def model_file(spec: str) -> Path | None:
     return Path(spec).expanduser()
 
 
-def is_concurrent(spec: str) -> bool:
-    """Whether the model a spec names can take several questions at once, known before it loads."""
-    return spec.startswith("scripted:") or spec.split(":", 1)[0] in ("ollama", *SERVERS)
-
-
 def model_sha256(spec: str) -> str | None:
     """The SHA-256 of the file behind a model spec, or None for a served model or a missing file."""
     path = model_file(spec)
@@ -99,7 +93,8 @@ def load_model(spec: str = DEFAULT_MODEL, **options) -> Model:
     """Load a model by spec: an embedded name, a .gguf path, `ollama:NAME`, `openai:[MODEL@]URL`
     (or `vllm:`/`llamacpp:` to name the server family), or `scripted:FILE.json`.
 
-    `options` go to the backend: for llama-cpp n_ctx, temperature, seed, reuse_cache, n_threads;
+    `options` go to the backend: for llama-cpp n_ctx, temperature, seed, reuse_cache, n_threads,
+    workers (the questions it decodes together);
     for Ollama host, n_ctx, temperature, seed, timeout; for servers temperature, seed, timeout,
     retries. Options a backend has no use for (n_ctx for a server) are dropped.
     """

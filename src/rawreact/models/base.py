@@ -92,6 +92,13 @@ class Model(Protocol):
         ...
 
 
+def keep_prefix(model, text: str) -> None:
+    """Tell a model that keeps prefix states (the embedded one) that episodes will begin with `text`."""
+    keep = getattr(model, "keep_prefix", None)
+    if keep is not None:
+        keep(text)
+
+
 def cut_at_stop(text: str, stop: list[str]) -> tuple[str, bool]:
     """`text` up to the earliest stop sequence, and whether one was found."""
     cut = min((found for s in stop if s and (found := text.find(s)) >= 0), default=-1)

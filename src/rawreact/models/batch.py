@@ -1,0 +1,335 @@
+"""Several sequences in one llama.cpp context: each decode step batched across the calls in flight.
+
+llama-cpp-python's high-level `Llama` drives one sequence; this drives a context of `streams`
+sequences through its low-level API. Each thread's call is a `Request` on the stream of its
+worker (`base.WORKER`); whichever waiting thread finds no one decoding takes the next step for
+all of them, so one thread alone simply decodes its own call, and several share every step.
+
+A call evaluates its prompt in whole chunks of `n_batch` tokens and then generates one token per
+step; the chunks of one prompt always start at the same places, so that one stream alone always
+computes the same numbers. Prefixes given to `keep_prefix` (the few-shot prompt of a run) are
+computed once, in chunks from position 0, and their state is copied into a stream whenever a
+new episode begins with them: a new episode costs only what follows its prefix, and its greedy
+trajectory cannot depend on the episodes before it.
+"""
+
+import contextlib
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rawreact.errors import ModelError
+from rawreact.models.base import WORKER
+from rawreact.models.gbnf import llama_cpp_module
+
+N_BATCH = 512  # prompt tokens per chunk, llama-cpp-python's default
+PREFIXES = 2  # prefixes kept, each in a sequence of its own (a back-off run has two prompts)
+
+
+@dataclass
+class Prefix:
+    """A registered prefix: the sequence that holds its cells, and whether they are computed."""
+
+    seq: int
+    length: int
+    ready: bool = False
+    building: bool = False
+
+
+@dataclass(eq=False)
+class Request:
+    """One completion under way: its prompt, how it picks and stops, and what it wrote so far."""
+
+    prompt: str
+    tokens: list[int]
+    choose: Callable[[np.ndarray], int]  # picks a token from logits; a negative one ends the text
+    stop: list[bytes]
+    max_tokens: int
+    stream: int = 0
+    reuse: bool = True
+    start: float = field(default_factory=time.perf_counter)
+    cuts: list[int] = field(default_factory=list)  # where the prompt's chunks start, then its end
+    position: int = 0  # of the next token to evaluate
+    feed: int | None = None  # the generated token to evaluate next
+    reused: int = 0
+    completion: list[int] = field(default_factory=list)
+    unfinished: int = 0
+    text: str = ""
+    finish: str = ""
+    error: BaseException | None = None
+    done: bool = False
+    build: "Prefix | None" = None  # the prefix this request computes, in the prefix's own sequence
+    forks: list["Request"] = field(default_factory=list)  # requests that start from this one's prompt
+
+
+class Engine:
+    """A llama.cpp context with `streams` sequences, each holding up to `n_ctx` tokens."""
+
+    def __init__(self, llm, *, streams: int, n_ctx: int, n_threads: int, unified: bool = False) -> None:
+        llama_cpp = self._llama_cpp = llama_cpp_module()
+        params = llama_cpp.llama_context_default_params()
+        params.n_ctx = n_ctx * (1 if unified else streams + PREFIXES)
+        params.n_seq_max = streams + PREFIXES  # the prefixes' sequences come after the streams
+        params.n_batch = params.n_ubatch = N_BATCH + streams  # a prompt chunk and one token of each other stream
+        params.n_threads = params.n_threads_batch = n_threads
+        params.swa_full = True  # without it Gemma 3 cannot reuse a prefix
+        params.kv_unified = unified
+        params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED  # faster here, and the same at every size
+        self.ctx = llama_cpp.llama_init_from_model(llm._model.model, params)
+        if not self.ctx:
+            raise ModelError(f"llama.cpp could not make a context of {streams} x {n_ctx} tokens; lower --n-ctx")
+        self.llm, self.streams, self.n_ctx = llm, streams, n_ctx
+        self.memory = llama_cpp.llama_get_memory(self.ctx)
+        self.batch = llama_cpp.llama_batch_init(params.n_batch, 0, 1)
+        self.n_vocab = llm.n_vocab()
+        self.vocab = llm._model.vocab
+        self.cached: list[list[int]] = [[] for _ in range(streams)]  # the tokens each stream's cells hold
+        self.last: list[str | None] = [None] * streams  # the prompt of each stream's last call
+        self.prefixes: OrderedDict[tuple[int, ...], Prefix] = OrderedDict()
+        self._cond = threading.Condition()
+        self._waiting: list[Request] = []
+        self._active: list[Request] = []
+        self._driving = False
+
+    def close(self) -> None:
+        """Free the context (the model stays loaded)."""
+        if self.ctx:
+            self._llama_cpp.llama_batch_free(self.batch)
+            self._llama_cpp.llama_free(self.ctx)
+            self.ctx = None
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # at interpreter exit llama_cpp may already be gone
+            self.close()
+
+    def keep_prefix(self, tokens: list[int]) -> None:
+        """Remember `tokens` as a prefix whose state is computed once and copied into new episodes."""
+        key = tuple(tokens)
+        with self._cond:
+            if key in self.prefixes:
+                self.prefixes.move_to_end(key)
+                return
+            free = set(range(self.streams, self.streams + PREFIXES)) - {p.seq for p in self.prefixes.values()}
+            # the oldest prefix gives up its sequence, which the next episode to need the new one fills
+            seq = min(free) if free else self.prefixes.popitem(last=False)[1].seq
+            self.prefixes[key] = Prefix(seq, len(key))
+
+    def run(self, request: Request) -> Request:
+        """Decode `request` to its end, sharing each step with the other requests in flight."""
+        request.stream = WORKER.get() % self.streams
+        return self._until_done(request, [request])
+
+    def fork(self, requests: list[Request]) -> None:
+        """Decode requests that share one prompt: it is evaluated once, in stream 0, and every other
+        stream starts from its cells (in a unified context they share them). Each starts cold, so
+        the same requests always give the same texts."""
+        for stream, request in enumerate(requests):
+            request.stream = stream
+            self._llama_cpp.llama_memory_seq_rm(self.memory, stream, -1, -1)
+            self.last[stream] = None
+        requests[0].forks = requests[1:]
+        self._until_done(requests[0], requests)
+
+    def _until_done(self, request: Request, ends: list[Request]) -> Request:
+        with self._cond:
+            self._waiting.append(request)
+            while not all(r.done for r in ends):
+                if self._driving:
+                    self._cond.wait(0.2)  # a timeout keeps the wait interruptible by signals
+                    continue
+                self._driving = True
+                self._cond.release()
+                try:
+                    self._step()
+                finally:
+                    self._cond.acquire()
+                    self._driving = False
+                    self._cond.notify_all()
+        for r in ends:
+            if r.error is not None:
+                raise r.error
+        return request
+
+    def _admit(self) -> None:
+        """Move waiting requests whose stream is free into the batch, their caches set up."""
+        with self._cond:
+            busy = {r.stream for r in self._active}
+            admitted = []
+            for request in self._waiting:
+                if request.stream not in busy:
+                    busy.add(request.stream)
+                    admitted.append(request)
+            self._waiting = [r for r in self._waiting if r not in admitted]
+        for request in admitted:
+            self._begin(request)
+            self._active.append(request)
+
+    def _begin(self, request: Request) -> None:
+        """Keep what the stream's cache shares with the prompt, and plan the prompt's chunks.
+
+        Within an episode (a prompt that extends the stream's last one) the longest shared token
+        prefix is kept. A new episode keeps nothing but a registered prefix: a copy of the cells of
+        the prefix's own sequence, or, the first time, the prefix computed into that sequence (in
+        chunks from position 0, as every later episode will find it) and then copied.
+        """
+        s, tokens, llama_cpp = request.stream, request.tokens, self._llama_cpp
+        last, cached = self.last[s], self.cached[s]
+        keep, prefix = 0, None
+        if request.reuse and last is not None and request.prompt.startswith(last):
+            keep = min(_shared(cached, tokens), len(tokens) - 1)  # the last prompt token must give logits
+        else:
+            llama_cpp.llama_memory_seq_rm(self.memory, s, -1, -1)
+            cached.clear()
+            prefix = self._prefix(tokens) if request.reuse else None
+            entry = self.prefixes.get(prefix) if prefix is not None else None
+            if entry is not None and entry.ready:
+                llama_cpp.llama_memory_seq_cp(self.memory, entry.seq, s, -1, -1)
+                keep, prefix = len(prefix), None
+                cached.extend(tokens[:keep])
+            elif entry is not None and not entry.building:
+                entry.building, request.build = True, entry
+                llama_cpp.llama_memory_seq_rm(self.memory, entry.seq, -1, -1)
+            # else another request is computing it: this one computes it too, the same way, in its own stream
+        llama_cpp.llama_memory_seq_rm(self.memory, s, keep, -1)
+        del cached[keep:]
+        self.last[s] = request.prompt
+        request.reused = request.position = keep
+        ends = [len(prefix), len(tokens)] if prefix is not None else [len(tokens)]
+        request.cuts, at = [], keep
+        for end in ends:
+            request.cuts.extend(range(at, end, N_BATCH))
+            at = end
+        request.cuts.append(len(tokens))
+
+    def _prefix(self, tokens: list[int]) -> tuple[int, ...] | None:
+        """The longest registered prefix that `tokens` begin with and go beyond."""
+        fits = [p for p in self.prefixes if len(p) < len(tokens) and tuple(tokens[: len(p)]) == p]
+        return max(fits, key=len, default=None)
+
+    def _step(self) -> None:
+        """One decode: a token of every generating request and the next prompt chunk of the others."""
+        self._admit()
+        if not self._active:
+            return
+        batch, rows, size = self.batch, [], 0
+        try:  # the generated tokens first: prompt chunks take what room is left
+            for request in sorted(self._active, key=lambda r: r.feed is None):
+                if request.feed is not None:
+                    pieces = [request.feed]
+                else:
+                    end = next(c for c in request.cuts if c > request.position)
+                    if size + end - request.position > N_BATCH + self.streams:
+                        continue  # the whole chunk waits for the next step: chunks never move
+                    pieces = request.tokens[request.position : end]
+                seq = request.build.seq if request.build is not None else request.stream
+                for k, token in enumerate(pieces):
+                    batch.token[size] = token
+                    batch.pos[size] = request.position + k
+                    batch.n_seq_id[size] = 1
+                    batch.seq_id[size][0] = seq
+                    batch.logits[size] = k == len(pieces) - 1
+                    size += 1
+                rows.append((request, size - 1, pieces))
+            batch.n_tokens = size
+            code = self._llama_cpp.llama_decode(self.ctx, batch)
+            if code != 0:
+                raise ModelError(f"llama.cpp could not decode a batch of {size} tokens (code {code})")
+            for request, row, pieces in rows:
+                request.position += len(pieces)
+                self.cached[request.stream].extend(pieces)
+                request.feed = None
+                if request.position < len(request.tokens):
+                    if request.build is not None and request.position == request.build.length:
+                        self._built(request)
+                    continue
+                pointer = self._llama_cpp.llama_get_logits_ith(self.ctx, row)
+                logits = np.ctypeslib.as_array(pointer, shape=(self.n_vocab,))
+                for other in request.forks:
+                    self._share(request, other)
+                    self._advance(other, logits)
+                self._active.extend(request.forks)
+                request.forks = []
+                self._advance(request, logits)
+        except BaseException as error:  # the cache is in an unknown state: every request in it fails
+            for request in self._active + [f for r in self._active for f in r.forks]:
+                request.error, request.done = error, True
+                self.last[request.stream] = None
+                if request.build is not None:
+                    request.build.building = request.build.ready = False
+            self._active = []
+            raise
+        finished = [r for r in self._active if r.done]
+        self._active = [r for r in self._active if not r.done]
+        if finished:
+            with self._cond:
+                self._cond.notify_all()
+
+    def _share(self, request: Request, other: Request) -> None:
+        """Give `other`'s stream the cells of `request`'s, which has just evaluated their shared prompt."""
+        llama_cpp = self._llama_cpp
+        llama_cpp.llama_memory_seq_rm(self.memory, other.stream, -1, -1)
+        llama_cpp.llama_memory_seq_cp(self.memory, request.stream, other.stream, -1, -1)
+        self.cached[other.stream] = list(self.cached[request.stream])
+        other.position, other.reused = request.position, request.reused
+        self.last[other.stream] = None  # samples share no episode
+
+    def _built(self, request: Request) -> None:
+        """The prefix that `request` computed is complete: its stream starts from a copy of it."""
+        entry, request.build = request.build, None
+        self._llama_cpp.llama_memory_seq_cp(self.memory, entry.seq, request.stream, -1, -1)
+        entry.ready, entry.building = True, False
+
+    def _advance(self, request: Request, logits: np.ndarray) -> None:
+        """Pick the next token and end the text as `create_completion` does, or feed the token on.
+
+        It ends at an end-of-text token, at a stop sequence outside an unfinished UTF-8
+        character, or at `max_tokens`; the final token is not evaluated.
+        """
+        token = request.choose(logits)
+        if token < 0 or self._llama_cpp.llama_vocab_is_eog(self.vocab, token):
+            self._end(request, self.llm.detokenize(request.completion), "stop")
+            return
+        request.completion.append(token)
+        text = self.llm.detokenize(request.completion)
+        request.unfinished = _multibyte_wait(text, request.unfinished)
+        if request.unfinished > 0:
+            request.unfinished -= 1
+        else:
+            found = next((s for s in request.stop if s in text), None)
+            if found is not None:
+                self._end(request, text[: text.index(found)], "stop")
+                return
+            if len(request.completion) >= request.max_tokens:
+                self._end(request, text, "length")
+                return
+        request.feed = token
+
+    def _end(self, request: Request, text: bytes, finish: str) -> None:
+        request.text, request.finish, request.done = text.decode("utf-8", "ignore"), finish, True
+
+
+def _shared(a: list[int], b: list[int]) -> int:
+    """The length of the longest common prefix of two token lists."""
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    differs = np.flatnonzero(np.asarray(a[:n]) != np.asarray(b[:n]))
+    return int(differs[0])
+
+
+def _multibyte_wait(text: bytes, wait: int) -> int:
+    """How many tokens to wait before checking stops, when `text` may end inside a UTF-8 character.
+
+    This is llama-cpp-python's own rule in `create_completion`, kept as it is, quirks included, so
+    that a completion ends at the same token as it would there.
+    """
+    for k, char in enumerate(text[-3:]):
+        k = 3 - k
+        for num, pattern in ((2, 192), (3, 224), (4, 240)):
+            if num > k and pattern & char == pattern:
+                wait = num - k
+    return wait
