@@ -322,10 +322,10 @@ def test_with_workers_a_stop_or_an_error_keeps_every_finished_question(rows, tmp
     assert 5 <= len(kept) <= 8 and data.questions[5].id not in kept
 
 
-def test_the_embedded_model_refuses_workers_from_python(gemma, demo):
+def test_a_model_loaded_for_one_worker_says_how_to_load_it_for_more(gemma, demo):
     from rawreact import ModelError, load_prompt, run_questions
 
-    with pytest.raises(ModelError, match="answers one question at a time"):
+    with pytest.raises(ModelError, match=r"load it with load_model\(\.\.\., workers=2\)"):
         run_questions(demo.questions, demo.env, gemma, load_prompt(), workers=2)
 
 

@@ -87,12 +87,6 @@ def test_two_workers_answer_every_question_once(server, rows, tmp_path):
         assert record["steps"] >= 1 and record["model_calls"] >= record["steps"]
 
 
-def test_the_embedded_model_refuses_workers(tmp_path):
-    done = _run("--workers", "2", "-q")
-    assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert "answers one question at a time" in done.stderr and "python -m llama_cpp.server" in done.stderr
-
-
 def Stub(replies, owned_by="vllm") -> OpenAIStub:
     """A stub `/v1` server serving models tiny and big: answers from a list of (status, body) in turn."""
     return OpenAIStub(replies, models=("tiny", "big"), owned_by=owned_by)

@@ -2,15 +2,16 @@
 
 llama-cpp-python's high-level `Llama` drives one sequence; this drives a context of `streams`
 sequences through its low-level API. Each thread's call is a `Request` on the stream of its
-worker (`base.WORKER`); whichever waiting thread finds no one decoding takes the next step for
-all of them, so one thread alone simply decodes its own call, and several share every step.
+worker (`base.WORKER`), handed to the engine's one decoder thread, which takes every step for
+all the requests in flight. One thread calls llama.cpp: with OpenMP, each calling thread gets a
+team of CPU threads of its own, and idle teams spin, which on two cores halves the speed.
 
-A call evaluates its prompt in whole chunks of `n_batch` tokens and then generates one token per
+A call evaluates its prompt in whole chunks of `N_BATCH` tokens and then generates one token per
 step; the chunks of one prompt always start at the same places, so that one stream alone always
 computes the same numbers. Prefixes given to `keep_prefix` (the few-shot prompt of a run) are
-computed once, in chunks from position 0, and their state is copied into a stream whenever a
-new episode begins with them: a new episode costs only what follows its prefix, and its greedy
-trajectory cannot depend on the episodes before it.
+computed once, in chunks from position 0, into a sequence of their own, whose cells are copied
+into a stream whenever a new episode begins with them: a new episode costs only what follows
+its prefix, and its greedy trajectory cannot depend on the episodes before it.
 """
 
 import contextlib
@@ -61,7 +62,8 @@ class Request:
     text: str = ""
     finish: str = ""
     error: BaseException | None = None
-    done: bool = False
+    done: threading.Event = field(default_factory=threading.Event)
+    cancelled: bool = False  # its caller stopped waiting (Ctrl-C): it is dropped at the next step
     build: "Prefix | None" = None  # the prefix this request computes, in the prefix's own sequence
     forks: list["Request"] = field(default_factory=list)  # requests that start from this one's prompt
 
@@ -69,10 +71,12 @@ class Request:
 class Engine:
     """A llama.cpp context with `streams` sequences, each holding up to `n_ctx` tokens."""
 
-    def __init__(self, llm, *, streams: int, n_ctx: int, n_threads: int, unified: bool = False) -> None:
+    def __init__(
+        self, llm, *, streams: int, n_ctx: int, n_threads: int, unified: bool = False, cells: int | None = None
+    ) -> None:
         llama_cpp = self._llama_cpp = llama_cpp_module()
         params = llama_cpp.llama_context_default_params()
-        params.n_ctx = n_ctx * (1 if unified else streams + PREFIXES)
+        params.n_ctx = cells or n_ctx * (streams + PREFIXES)  # a unified cache may hold fewer
         params.n_seq_max = streams + PREFIXES  # the prefixes' sequences come after the streams
         params.n_batch = params.n_ubatch = N_BATCH + streams  # a prompt chunk and one token of each other stream
         params.n_threads = params.n_threads_batch = n_threads
@@ -93,7 +97,7 @@ class Engine:
         self._cond = threading.Condition()
         self._waiting: list[Request] = []
         self._active: list[Request] = []
-        self._driving = False
+        self._decoder: threading.Thread | None = None
 
     def close(self) -> None:
         """Free the context (the model stays loaded)."""
@@ -135,38 +139,61 @@ class Engine:
         self._until_done(requests[0], requests)
 
     def _until_done(self, request: Request, ends: list[Request]) -> Request:
+        """Hand `request` to the decoder thread and wait until every request of `ends` is done."""
         with self._cond:
             self._waiting.append(request)
-            while not all(r.done for r in ends):
-                if self._driving:
-                    self._cond.wait(0.2)  # a timeout keeps the wait interruptible by signals
-                    continue
-                self._driving = True
-                self._cond.release()
-                try:
-                    self._step()
-                finally:
-                    self._cond.acquire()
-                    self._driving = False
-                    self._cond.notify_all()
+            if self._decoder is None:
+                self._decoder = threading.Thread(target=self._decode_forever, daemon=True, name="rawreact-decoder")
+                self._decoder.start()
+            self._cond.notify_all()
+        try:
+            for r in ends:
+                while not r.done.wait(0.2):  # a timeout keeps the wait interruptible by signals
+                    pass
+        except BaseException:
+            with self._cond:
+                for r in ends:
+                    r.cancelled = True
+            raise
         for r in ends:
             if r.error is not None:
                 raise r.error
         return request
 
+    def _decode_forever(self) -> None:
+        """The decoder thread: one thread calls llama.cpp, so its CPU threads stay one team."""
+        while True:
+            with self._cond:
+                while not self._waiting and not self._active:
+                    self._cond.wait()
+            with contextlib.suppress(BaseException):  # _step hands an error to every request it concerns
+                self._step()
+
     def _admit(self) -> None:
-        """Move waiting requests whose stream is free into the batch, their caches set up."""
+        """Move waiting requests whose stream is free into the batch, their caches set up.
+
+        A new episode whose prefix another request is computing waits for it, rather than compute it too.
+        """
         with self._cond:
             busy = {r.stream for r in self._active}
             admitted = []
+            self._waiting = [r for r in self._waiting if not r.cancelled]
             for request in self._waiting:
-                if request.stream not in busy:
+                entry = self.prefixes.get(self._prefix(request.tokens)) if self._new(request) else None
+                if request.stream not in busy and not (entry is not None and entry.building):
                     busy.add(request.stream)
                     admitted.append(request)
+                    self._begin(request)  # now, so that the next request sees a prefix this one builds
+                    self._active.append(request)
             self._waiting = [r for r in self._waiting if r not in admitted]
-        for request in admitted:
-            self._begin(request)
-            self._active.append(request)
+
+    def _new(self, request: Request) -> bool:
+        """Whether `request` starts a new episode in its stream: its prompt does not extend the last one.
+
+        The same prompt again is a new episode too (a question asked again), so that it evaluates as the first time.
+        """
+        last = self.last[request.stream]
+        return not (request.reuse and last is not None and request.prompt.startswith(last) and request.prompt != last)
 
     def _begin(self, request: Request) -> None:
         """Keep what the stream's cache shares with the prompt, and plan the prompt's chunks.
@@ -177,9 +204,9 @@ class Engine:
         chunks from position 0, as every later episode will find it) and then copied.
         """
         s, tokens, llama_cpp = request.stream, request.tokens, self._llama_cpp
-        last, cached = self.last[s], self.cached[s]
+        cached = self.cached[s]
         keep, prefix = 0, None
-        if request.reuse and last is not None and request.prompt.startswith(last):
+        if not self._new(request):
             keep = min(_shared(cached, tokens), len(tokens) - 1)  # the last prompt token must give logits
         else:
             llama_cpp.llama_memory_seq_rm(self.memory, s, -1, -1)
@@ -190,10 +217,9 @@ class Engine:
                 llama_cpp.llama_memory_seq_cp(self.memory, entry.seq, s, -1, -1)
                 keep, prefix = len(prefix), None
                 cached.extend(tokens[:keep])
-            elif entry is not None and not entry.building:
+            elif entry is not None:  # no other request is computing it (see _admit)
                 entry.building, request.build = True, entry
                 llama_cpp.llama_memory_seq_rm(self.memory, entry.seq, -1, -1)
-            # else another request is computing it: this one computes it too, the same way, in its own stream
         llama_cpp.llama_memory_seq_rm(self.memory, s, keep, -1)
         del cached[keep:]
         self.last[s] = request.prompt
@@ -213,6 +239,11 @@ class Engine:
     def _step(self) -> None:
         """One decode: a token of every generating request and the next prompt chunk of the others."""
         self._admit()
+        for request in self._active:
+            if request.cancelled:  # its cells stay as they are; the stream's next call starts a new episode
+                self.last[request.stream] = None
+                request.done.set()
+        self._active = [r for r in self._active if not r.cancelled]
         if not self._active:
             return
         batch, rows, size = self.batch, [], 0
@@ -256,17 +287,14 @@ class Engine:
                 self._advance(request, logits)
         except BaseException as error:  # the cache is in an unknown state: every request in it fails
             for request in self._active + [f for r in self._active for f in r.forks]:
-                request.error, request.done = error, True
+                request.error = error
+                request.done.set()
                 self.last[request.stream] = None
                 if request.build is not None:
                     request.build.building = request.build.ready = False
             self._active = []
             raise
-        finished = [r for r in self._active if r.done]
-        self._active = [r for r in self._active if not r.done]
-        if finished:
-            with self._cond:
-                self._cond.notify_all()
+        self._active = [r for r in self._active if not r.done.is_set()]
 
     def _share(self, request: Request, other: Request) -> None:
         """Give `other`'s stream the cells of `request`'s, which has just evaluated their shared prompt."""
@@ -309,7 +337,8 @@ class Engine:
         request.feed = token
 
     def _end(self, request: Request, text: bytes, finish: str) -> None:
-        request.text, request.finish, request.done = text.decode("utf-8", "ignore"), finish, True
+        request.text, request.finish = text.decode("utf-8", "ignore"), finish
+        request.done.set()
 
 
 def _shared(a: list[int], b: list[int]) -> int:

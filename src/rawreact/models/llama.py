@@ -129,8 +129,10 @@ class LlamaModel:
                 f"but the context window is {self.n_ctx}; load the model with a larger n_ctx"
             )
 
-    def _make_engine(self, streams: int, *, unified: bool = False, n_ctx: int | None = None) -> Engine:
-        engine = Engine(self.llm, streams=streams, n_ctx=n_ctx or self.n_ctx, n_threads=self.n_threads, unified=unified)
+    def _make_engine(self, streams: int, *, unified: bool = False, cells: int | None = None) -> Engine:
+        engine = Engine(
+            self.llm, streams=streams, n_ctx=self.n_ctx, n_threads=self.n_threads, unified=unified, cells=cells
+        )
         for tokens in self._prefixes.values():
             engine.keep_prefix(tokens)
         return engine
@@ -140,7 +142,7 @@ class LlamaModel:
         """The context that `complete` decodes in, made on first use: one stream per worker."""
         with self._lock:
             if self._engine is None:
-                self._engine = self._make_engine(self.workers)
+                self._engine = self._make_engine(self.workers, unified=True)
             return self._engine
 
     def complete(
@@ -209,7 +211,7 @@ class LlamaModel:
             if size not in self._samplers:
                 for old in self._samplers.values():
                     old.close()
-                self._samplers = {size: self._make_engine(n, unified=True, n_ctx=size[1])}
+                self._samplers = {size: self._make_engine(n, unified=True, cells=size[1])}
             self._samplers[size].fork(requests)
         first = requests[0]
         return [

@@ -1,0 +1,86 @@
+"""Several questions decoded together by the embedded model, and the few-shot prefix computed once."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+from rawreact import load_model, load_prompt, react, read_run, run_questions
+
+RAWREACT = [sys.executable, "-m", "rawreact"]
+
+
+def _records(model, demo, workers, out):
+    results = run_questions(demo.questions, demo.env, model, load_prompt(), out=out, workers=workers, max_steps=2)
+    return {r.question.id: r for r in results}
+
+
+def test_a_batched_run_writes_the_records_a_sequential_run_writes(gemma, demo, tmp_path):
+    """Three questions decode together; every record is whole and its token counts add up."""
+    batched = load_model("gemma3-270m", workers=3)
+    one, three = _records(gemma, demo, 1, tmp_path / "one.jsonl"), _records(batched, demo, 3, tmp_path / "three.jsonl")
+    assert set(one) == set(three) == {q.id for q in demo.questions}
+    records = read_run(tmp_path / "three.jsonl")[1]
+    assert sorted(r["id"] for r in records) == sorted(one)
+    for record in records:
+        traj = record["trajectory"]
+        calls = [c for step in traj["steps"] for c in step["calls"]]
+        assert record["ended"] in ("finish", "max_steps") and 1 <= record["steps"] == len(traj["steps"]) <= 2
+        assert record["model_calls"] == len(calls) and all(c["completion_tokens"] > 0 for c in calls)
+        assert record["tokens"]["prompt"] == sum(c["prompt_tokens"] for c in calls)
+        assert record["tokens"]["evaluated"] == sum(c["evaluated_tokens"] for c in calls)
+        assert all(0 < c["evaluated_tokens"] <= c["prompt_tokens"] for c in calls)
+    calls = [c for r in records for s in r["trajectory"]["steps"] for c in s["calls"]]
+    assert sum(c["evaluated_tokens"] == c["prompt_tokens"] for c in calls) == 1  # one call computed the prefix
+    for qid, result in three.items():  # each step's observation is what the environment says to its action
+        steps = result.outcome.trajectory.steps
+        assert steps and steps[0].observation and sum(c.completion_tokens for s in steps for c in s.calls) > 0
+        assert result.outcome.trajectory.prompt == one[qid].outcome.trajectory.prompt
+
+
+def test_a_question_does_not_depend_on_the_order_of_the_questions(gemma, demo):
+    """The few-shot prefix is computed once and copied: each question evaluates only what it adds,
+    and gives the same trajectory whatever questions came before it."""
+    prompt, questions = load_prompt(), demo.questions[:3]
+    prefix = len(gemma.tokenize(prompt.text))
+
+    def run(order):
+        out = {}
+        for q in order:
+            traj = react(q.question, demo.env(), gemma, prompt, max_steps=2)
+            first = traj.steps[0].calls[0]
+            assert first.evaluated_tokens == first.prompt_tokens - prefix  # the prefix is copied, never evaluated
+            out[q.id] = traj.transcript()
+        return out
+
+    gemma.keep_prefix(prompt.text)
+    react(questions[0].question, demo.env(), gemma, prompt, max_steps=1)  # the prefix exists before either order
+    forward, backward = run(questions), run(list(reversed(questions)))
+    assert forward == backward and len(set(forward.values())) == 3
+
+
+def test_a_batched_run_killed_midway_resumes_with_every_question_once(demo, tmp_path):
+    out = tmp_path / "run.jsonl"
+    command = [*RAWREACT, "run", "--model", "gemma3-270m", "--out", str(out), "-q", "--max-steps", "2"]
+    run = subprocess.Popen([*command, "--workers", "3"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    while not out.exists() or out.read_text().count("\n") < 2:
+        assert run.poll() is None, run.stderr.read()
+        time.sleep(0.05)
+    run.send_signal(signal.SIGKILL)
+    run.communicate(timeout=60)
+    kept = read_run(out)[1]
+    assert 2 <= len(kept) < len(demo.questions)
+    resumed = subprocess.run([*command, "--workers", "2", "--resume"], capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr
+    ids = [json.loads(line)["id"] for line in out.read_text().splitlines()]
+    assert sorted(ids) == sorted(q.id for q in demo.questions)
+    assert [r["id"] for r in read_run(out)[1][: len(kept)]] == [r["id"] for r in kept]  # nothing written is lost
+
+
+def test_self_consistency_samples_decode_together_and_repeat_with_their_seed(gemma):
+    text = f"{load_prompt(k=2).text}Question: Which lake feeds the river Tam?\nThought:"
+    options = {"n": 4, "temperature": 0.7, "stop": ["\n\n"], "max_tokens": 30}
+    first, again = gemma.sample(text, seed=3, **options), gemma.sample(text, seed=3, **options)
+    assert [c.text for c in first] == [c.text for c in again] and len({c.text for c in first}) > 1
+    assert first[0].evaluated_tokens > 0 and [c.evaluated_tokens for c in first[1:]] == [0, 0, 0]
