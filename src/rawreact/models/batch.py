@@ -28,6 +28,7 @@ from rawreact.models.base import WORKER
 from rawreact.models.gbnf import llama_cpp_module
 
 N_BATCH = 512  # prompt tokens per chunk, llama-cpp-python's default
+IDLE = 1.0  # seconds the decoder thread waits for work before it ends
 PREFIXES = 2  # prefixes kept, each in a sequence of its own (a back-off run has two prompts)
 
 
@@ -161,11 +162,17 @@ class Engine:
         return request
 
     def _decode_forever(self) -> None:
-        """The decoder thread: one thread calls llama.cpp, so its CPU threads stay one team."""
+        """The decoder thread: one thread calls llama.cpp, so its CPU threads stay one team.
+
+        It ends after a second without work, so that it does not keep an unused engine alive.
+        """
         while True:
             with self._cond:
-                while not self._waiting and not self._active:
-                    self._cond.wait()
+                if not self._waiting and not self._active:
+                    self._cond.wait(IDLE)
+                    if not self._waiting and not self._active:
+                        self._decoder = None
+                        return
             with contextlib.suppress(BaseException):  # _step hands an error to every request it concerns
                 self._step()
 

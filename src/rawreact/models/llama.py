@@ -142,7 +142,9 @@ class LlamaModel:
         """The context that `complete` decodes in, made on first use: one stream per worker."""
         with self._lock:
             if self._engine is None:
-                self._engine = self._make_engine(self.workers, unified=True)
+                self._engine = self._make_engine(
+                    self.workers, unified=self.workers > 1
+                )  # see the README on determinism
             return self._engine
 
     def complete(
