@@ -119,9 +119,12 @@ class Engine:
                 self.prefixes.move_to_end(key)
                 return
             free = set(range(self.streams, self.streams + PREFIXES)) - {p.seq for p in self.prefixes.values()}
-            # the oldest prefix gives up its sequence, which the next episode to need the new one fills
-            seq = min(free) if free else self.prefixes.popitem(last=False)[1].seq
-            self.prefixes[key] = Prefix(seq, len(key))
+            if not free:  # the oldest prefix not being computed gives up its sequence
+                old = next((k for k, p in self.prefixes.items() if not p.building), None)
+                if old is None:
+                    return  # every sequence is being filled: episodes with this prefix evaluate it whole
+                free = {self.prefixes.pop(old).seq}
+            self.prefixes[key] = Prefix(min(free), len(key))
 
     def run(self, request: Request) -> Request:
         """Decode `request` to its end, sharing each step with the other requests in flight."""

@@ -11,7 +11,7 @@ import numpy as np
 
 from rawreact.errors import ContextLengthExceeded, ModelError
 from rawreact.models.base import ChatReply, Completion
-from rawreact.models.batch import Engine, Request
+from rawreact.models.batch import PREFIXES, Engine, Request
 from rawreact.models.chatml import ChatML
 from rawreact.models.gbnf import GrammarSampler, quiet_log
 from rawreact.models.gbnf import llama_cpp_module as _llama_cpp
@@ -141,10 +141,8 @@ class LlamaModel:
     def engine(self) -> Engine:
         """The context that `complete` decodes in, made on first use: one stream per worker."""
         with self._lock:
-            if self._engine is None:
-                self._engine = self._make_engine(
-                    self.workers, unified=self.workers > 1
-                )  # see the README on determinism
+            if self._engine is None:  # one worker keeps its cells apart: see the README on determinism
+                self._engine = self._make_engine(self.workers, unified=self.workers > 1)
             return self._engine
 
     def complete(
@@ -182,6 +180,8 @@ class LlamaModel:
         every = np.arange(self.llm.n_vocab(), dtype=np.int32)
 
         def choose(logits: np.ndarray) -> int:
+            if sampler is None and temperature <= 0:  # greedy: the first of the highest, as llama.cpp's sampler
+                return int(np.argmax(logits))
             if whole:  # the grammar applied to the whole vocabulary, as llama-cpp-python's sampler applies it
                 allowed = sampler.allowed(every)
                 if not allowed.any():
@@ -201,7 +201,8 @@ class LlamaModel:
         """`n` samples of `prompt`, evaluated once and decoded together as `n` sequences sharing its cells.
 
         Sample k draws with numpy's generator seeded `[seed, k]` (see `pick`), so the same seed
-        gives the same samples. Questions under way in other workers wait while one question samples.
+        gives the same samples. The samples have a context of their own, where one question samples
+        at a time; its cells hold the prompt (and the kept prefixes) once, and each sample's text.
         """
         tokens = self.tokenize(prompt)
         self._check_length(tokens, max_tokens)
@@ -209,7 +210,7 @@ class LlamaModel:
         choosers = [self._chooser(None, temperature, np.random.default_rng([seed, k])) for k in range(n)]
         requests = [Request(prompt, tokens, choose, stops, max_tokens) for choose in choosers]
         with self._sampling:
-            size = (n, self.n_ctx + n * max_tokens)
+            size = (n, self.n_ctx * (1 + PREFIXES) + n * max_tokens)
             if size not in self._samplers:
                 for old in self._samplers.values():
                     old.close()
