@@ -121,8 +121,8 @@ def test_the_grammar_bounds_refuses_the_usual_slips_and_keeps_titles(gemma):
     assert gemma.admits(titles, " Lookup[Ed]")  # lookups stay free
 
 
-def test_fast_greedy_decoding_writes_exactly_what_llama_cpp_python_writes(gemma, demo):
-    """The decoder that asks the grammar only about the best tokens equals full grammar sampling."""
+def test_fast_greedy_decoding_writes_what_the_grammar_over_the_whole_vocabulary_writes(gemma, demo):
+    """The decoder that asks the grammar only about the best tokens equals masking the whole vocabulary first."""
     # Both reuse their caches the same way (the first two cases share the prompt), so only decoding differs.
     slow = LlamaModel(gemma.path, grammar_first=True)
     fast = LlamaModel(gemma.path)
