@@ -87,7 +87,7 @@ class Engine:
         self.ctx = llama_cpp.llama_init_from_model(llm._model.model, params)
         if not self.ctx:
             raise ModelError(f"llama.cpp could not make a context of {streams} x {n_ctx} tokens; lower --n-ctx")
-        self.llm, self.streams, self.n_ctx = llm, streams, n_ctx
+        self.llm, self.streams = llm, streams
         self.memory = llama_cpp.llama_get_memory(self.ctx)
         self.batch = llama_cpp.llama_batch_init(params.n_batch, 0, 1)
         self.n_vocab = llm.n_vocab()
@@ -217,7 +217,9 @@ class Engine:
         cached = self.cached[s]
         keep, prefix = 0, None
         if not self._new(request):
-            keep = min(_shared(cached, tokens), len(tokens) - 1)  # the last prompt token must give logits
+            keep = min(
+                self.llm.longest_token_prefix(cached, tokens), len(tokens) - 1
+            )  # the last prompt token must give logits
         else:
             llama_cpp.llama_memory_seq_rm(self.memory, s, -1, -1)
             cached.clear()
@@ -349,15 +351,6 @@ class Engine:
     def _end(self, request: Request, text: bytes, finish: str) -> None:
         request.text, request.finish = text.decode("utf-8", "ignore"), finish
         request.done.set()
-
-
-def _shared(a: list[int], b: list[int]) -> int:
-    """The length of the longest common prefix of two token lists."""
-    n = min(len(a), len(b))
-    if a[:n] == b[:n]:
-        return n
-    differs = np.flatnonzero(np.asarray(a[:n]) != np.asarray(b[:n]))
-    return int(differs[0])
 
 
 def _multibyte_wait(text: bytes, wait: int) -> int:

@@ -188,6 +188,10 @@ class GrammarSampler:
         llama_cpp.llama_sampler_apply(self._sampler, ctypes.byref(array))
         return np.isfinite(data["logit"])
 
+    def allowed_all(self) -> np.ndarray:
+        """Which tokens of the whole vocabulary the grammar allows next (a boolean array)."""
+        return self.allowed(self._ids)
+
     def best(self, logits: np.ndarray) -> int:
         """The allowed token with the highest logit (the lowest id among equals), as greedy decoding picks.
 
@@ -203,7 +207,7 @@ class GrammarSampler:
         # The 64th best may tie with tokens left out of `first`, and a tie goes to the lowest id.
         if ok.any() and logits[first[ok.argmax()]] > logits[first[-1]]:
             return int(first[ok.argmax()])
-        ok = self.allowed(self._ids)
+        ok = self.allowed_all()
         if not ok.any():
             return -1
         return int(np.argmax(np.where(ok, logits, -np.inf)))

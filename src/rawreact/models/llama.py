@@ -152,20 +152,17 @@ class LlamaModel:
         stop: list[str],
         max_tokens: int,
         grammar: str | None = None,
-        temperature: float | None = None,
-        seed: int | None = None,
     ) -> Completion:
         """Greedy (at temperature 0) completion of `prompt`, cut before the first stop sequence.
 
         Calls from several threads (the workers of a run) are decoded together, each worker's
         in its own stream of the context.
         """
-        temperature = self.temperature if temperature is None else temperature
         tokens = self.tokenize(prompt)
         self._check_length(tokens, max_tokens)
         sampler = self.sampler(grammar) if grammar is not None else None
         try:
-            choose = self._chooser(sampler, temperature, np.random.default_rng([self.seed if seed is None else seed]))
+            choose = self._chooser(sampler, self.temperature, np.random.default_rng([self.seed]))
             request = Request(prompt, tokens, choose, _stops(stop), max_tokens, reuse=self.reuse_cache)
             self.engine.run(request)
         finally:
@@ -177,13 +174,12 @@ class LlamaModel:
         """How each token is picked from the logits: greedy or drawn, under the grammar if any."""
         vocab, is_eog = self.llm._model.vocab, _llama_cpp().llama_vocab_is_eog
         whole = sampler is not None and (self.grammar_first or temperature > 0)
-        every = np.arange(self.llm.n_vocab(), dtype=np.int32)
 
         def choose(logits: np.ndarray) -> int:
             if sampler is None and temperature <= 0:  # greedy: the first of the highest, as llama.cpp's sampler
                 return int(np.argmax(logits))
             if whole:  # the grammar applied to the whole vocabulary, as llama-cpp-python's sampler applies it
-                allowed = sampler.allowed(every)
+                allowed = sampler.allowed_all()
                 if not allowed.any():
                     return -1
                 logits = np.where(allowed, logits, -np.inf)
