@@ -62,12 +62,14 @@ class FakeOllama:
     before the stop sequence, `done_reason` "stop" or "length", token counts, durations in
     nanoseconds); an unknown model gets Ollama's 404, and a prompt that does not fit `num_ctx`
     the 400 Ollama gives when it refuses to truncate. `/api/chat` answers the scripted assistant
-    messages of `chat`, in order. Every request body is kept in `requests`.
+    messages of `chat`, in order. Every request body is kept in `requests`, every generated text
+    in `responses`.
     """
 
     def __init__(self, model, models=("gemma3:270m",), chat=()) -> None:
         self.model, self.models, self.chat = model, set(models), list(chat)
         self.requests: list[dict] = []
+        self.responses: list[str] = []  # the text of every generate reply, in order
         self._lock = threading.Lock()  # one embedded model: one generation at a time
         fake = self
 
@@ -124,6 +126,7 @@ class FakeOllama:
             except ContextLengthExceeded as error:
                 return 400, {"error": str(error)}
         took = time.perf_counter_ns() - started
+        self.responses.append(done.text)
         return 200, {
             "model": body["model"],
             "created_at": "2026-11-29T00:00:00Z",

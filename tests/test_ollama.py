@@ -12,7 +12,16 @@ import sys
 import pytest
 from servers import FakeOllama, free_port
 
-from rawreact import ContextLengthExceeded, ModelError, load_collection, load_model, load_prompt, react, read_run
+from rawreact import (
+    ContextLengthExceeded,
+    ModelError,
+    ScriptedModel,
+    load_collection,
+    load_model,
+    load_prompt,
+    react,
+    read_run,
+)
 
 RAWREACT = [sys.executable, "-m", "rawreact"]
 
@@ -54,10 +63,42 @@ def test_done_reason_maps_to_the_finish_reason(ollama, gemma):
     assert stopped.finish_reason == "stop" and "\n" not in stopped.text and stopped.completion_tokens < 60
 
 
-def test_an_episode_through_ollama_is_the_embedded_models_episode(ollama, gemma):
+def test_an_episode_through_ollama_sends_the_loops_prompts_and_keeps_the_models_words(ollama):
+    """The protocol, on any build: each request is exactly the prompt the loop built, with the stop
+    sequence of its step, and the episode is what the server's completions make of it."""
     demo = load_collection()
     question = demo.questions[0]
     prompt = load_prompt(k=2)
+    model = load_model("ollama:gemma3:270m", host=ollama.url)
+    ollama.requests.clear()
+    ollama.responses.clear()
+    through = react(question.question, demo.env(question), model, prompt, max_steps=3)
+    calls = [c for step in through.steps for c in step.calls]
+    assert [c.text for c in calls] == ollama.responses  # the model's words, as the server sent them
+    requests = iter(ollama.requests)
+    for step in through.steps:
+        before = through.transcript(step.i - 1)
+        first = next(requests)
+        assert first["prompt"] == before + f"Thought {step.i}:"
+        assert first["options"]["stop"] == [f"\nObservation {step.i}:"]
+        if step.fallback:  # the fallback call asks for the action line alone
+            second = next(requests)
+            assert second["prompt"] == before + f"Thought {step.i}: {step.thought}\nAction {step.i}:"
+            assert second["options"]["stop"] == ["\n"]
+    assert next(requests, None) is None
+    replayed = react(question.question, demo.env(question), ScriptedModel(ollama.responses), prompt, max_steps=3)
+    assert [s.render() for s in replayed.steps] == [s.render() for s in through.steps]
+    assert (replayed.answer, replayed.ended) == (through.answer, through.ended)
+
+
+def test_an_episode_through_ollama_is_the_embedded_models_episode(ollama, gemma):
+    """The same model's episode, through Ollama's protocol and in process. Both paths start every call
+    from the same kept few-shot prefix and extend the same stream, so the engine computes the same
+    batches: the equality holds on any build, not only where two batchings happen to round alike."""
+    demo = load_collection()
+    question = demo.questions[0]
+    prompt = load_prompt(k=2)
+    gemma.keep_prefix(prompt.text)  # the server's calls start from it too (the Ollama client keeps no prefix)
     through = react(
         question.question, demo.env(question), load_model("ollama:gemma3:270m", host=ollama.url), prompt, max_steps=3
     )

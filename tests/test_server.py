@@ -41,13 +41,25 @@ def test_specs_name_the_family_the_model_and_the_url():
         parse_spec("openai:localhost:8000")
 
 
-def test_the_server_model_writes_what_the_embedded_model_writes(server, gemma, demo):
+def test_the_server_model_writes_what_llama_cpp_python_writes_for_the_request(server, gemma, demo):
+    """What rawreact sends the server is what it decodes: the server's completion equals llama-cpp-python's
+    own greedy completion of the same prompt and settings (the library the server runs, with the same
+    batch size and threads, so the same arithmetic on any build; rawreact's batched engine is another
+    computation, whose last bits may round otherwise on other CPU kernels)."""
+    import llama_cpp
+
     model = load_model(f"openai:{server}")
     assert model.family == "llamacpp" and model.supports_grammar and model.model.endswith(".gguf")
     prompt = demo.questions[0].question + "\nThought 1:"
-    via, direct = (m.complete(prompt, stop=["\nObservation 1:"], max_tokens=30) for m in (model, gemma))
-    assert via.text == direct.text and via.finish_reason == direct.finish_reason
-    assert via.prompt_tokens == direct.prompt_tokens and via.completion_tokens == direct.completion_tokens
+    via = model.complete(prompt, stop=["\nObservation 1:"], max_tokens=30)
+    library = llama_cpp.Llama(str(gemma.path), n_ctx=8192, n_batch=512, n_threads=2, verbose=False)
+    direct = library.create_completion(
+        prompt, max_tokens=30, stop=["\nObservation 1:"], temperature=0.0, repeat_penalty=1.0, seed=0
+    )
+    assert via.text == direct["choices"][0]["text"]
+    assert via.finish_reason == ("length" if direct["choices"][0]["finish_reason"] == "length" else "stop")
+    assert via.prompt_tokens == direct["usage"]["prompt_tokens"] == len(gemma.tokenize(prompt))
+    assert via.completion_tokens == direct["usage"]["completion_tokens"]
     assert via.evaluated_tokens is None  # llama-cpp-python's server does not say what it computed
 
 
