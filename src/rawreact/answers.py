@@ -5,10 +5,11 @@ The accepted forms are listed in `docs/answers.md`; the tests check that table r
 
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from rawreact.actions import parse_action
-from rawreact.metrics import normalize_answer
+from rawreact.metrics import is_answer, normalize_answer
 
 _ANSWER_LINE = re.compile(r"^\W{0,3}(?:final\s+)?answer\s*[:=]\s*(.*)$", re.IGNORECASE)
 _ANSWER_IS = re.compile(r"\bthe\s+(?:final\s+)?answer\s+is\s*:?\s*(.+?)\s*(?:\.\s|\.?$)", re.IGNORECASE)
@@ -72,14 +73,15 @@ class Vote:
         return self.votes / self.samples if self.samples else 0.0
 
 
-def vote(answers: list[str | None]) -> Vote:
-    """Majority vote over answers under the official normalisation (HotpotQA's EM).
+def vote(answers: list[str | None], key: Callable[[str], str | None] = normalize_answer) -> Vote:
+    """Majority vote over answers, read by `key`: the official normalisation (HotpotQA's EM) by
+    default, the label an answer gives for a FEVER claim (`fever.read_label`).
 
-    Samples without an answer (None, or empty once normalised) vote for nothing. Ties go to the
-    answer whose first vote came earliest in sample order; the answer returned is the text of
-    that first vote. With no answer at all the winner is "" with 0 votes.
+    Samples without an answer (None, no answer by `metrics.is_answer`, or nothing by `key`) vote
+    for nothing. Ties go to the answer whose first vote came earliest in sample order; the answer
+    returned is the text of that first vote. With no answer at all the winner is "" with 0 votes.
     """
-    normal = [None if a is None else normalize_answer(a) or None for a in answers]
+    normal = [key(a) or None if is_answer(a) else None for a in answers]
     counts = Counter(n for n in normal if n is not None)
     if not counts:
         return Vote("", 0, len(answers), {})

@@ -15,6 +15,7 @@ from rawreact.guardrails import REPEATS
 from rawreact.loop import LOOPS, MAX_TOKENS
 from rawreact.methods import METHODS
 from rawreact.models import DEFAULT_MODEL, EMBEDDED_MODELS
+from rawreact.terminal import printable
 
 DESCRIPTION = (
     "Run ReAct agents on completion models (an embedded llama.cpp model, Ollama, or an OpenAI-compatible "
@@ -170,6 +171,7 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument(
         "--html", metavar="FILE", help="also write the whole report (charts, questions, transcripts) as one web page"
     )
+    report.add_argument("--force", action="store_true", help="replace the --html file if it exists")
     report.add_argument("--resamples", type=_positive, default=10_000, help="bootstrap resamples (default: 10000)")
     report.add_argument("--stats-seed", type=int, default=0, help="seed of the bootstrap (default: 0)")
     runs = commands.add_parser(
@@ -195,6 +197,7 @@ def _parser() -> argparse.ArgumentParser:
         help="export the episodes with F1 at least this (default: those with EM 1)",
     )
     export_.add_argument("--prompt", action="store_true", help="keep the few-shot prompt (default: question onwards)")
+    export_.add_argument("--force", action="store_true", help="replace --out and its manifest if they exist")
     index = commands.add_parser(
         "index", help="build a passage store (SQLite, full-text titles) from a corpus, for --passages"
     )
@@ -268,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return commands[args.command](args)
     except RawreactError as error:
-        print(f"rawreact: error: {error}", file=sys.stderr)
+        print(f"rawreact: error: {printable(str(error))}", file=sys.stderr)  # it may quote data or a server
         return 2
     except KeyboardInterrupt:
         out = getattr(args, "out", None)
@@ -281,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get("RAWREACT_DEBUG"):
             raise
         print(
-            f"rawreact: internal error: {type(error).__name__}: {error}; rerun with RAWREACT_DEBUG=1 "
+            f"rawreact: internal error: {type(error).__name__}: {printable(str(error))}; rerun with RAWREACT_DEBUG=1 "
             "for the traceback, and please report it",
             file=sys.stderr,
         )

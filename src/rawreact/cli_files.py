@@ -2,6 +2,7 @@
 --html), `compare-runs`, `show` and `export` read run files; `index` builds a passage store."""
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -10,8 +11,40 @@ from rawreact.export import export
 from rawreact.fever import label_table
 from rawreact.htmlreport import write_page
 from rawreact.report import compare_runs, drop_unused, listing, row_of, show, table
+from rawreact.runfile import manifest_path
 from rawreact.runs import read_run
-from rawreact.terminal import plural, printable
+from rawreact.terminal import plural, printable, terminated_as_interrupt
+
+
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """Whether two paths name one file (through links, or the same path spelled two ways)."""
+    try:
+        return Path(a).resolve() == Path(b).resolve() or os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def refuse_inputs(out: str | Path, inputs: list[str | Path], what: str) -> None:
+    """Refuse an output path that is one of the inputs a command reads (or inside an input folder)."""
+    for source in inputs:
+        if same_file(out, source):
+            raise DataError(f"{out} is {what} this command reads; writing there would destroy it: choose another path")
+        if Path(source).is_dir() and Path(out).resolve().is_relative_to(Path(source).resolve()):
+            raise DataError(f"{out} is inside {source}, a folder this command reads; choose a path outside it")
+
+
+def run_inputs(runs: list[str | Path]) -> list[Path]:
+    """The files a command that reads run files reads: each run file and its manifest (either name)."""
+    found = []
+    for run in map(Path, runs):
+        found += [run, manifest_path(run), run.with_name(run.stem + ".manifest.json")]
+    return found
+
+
+def refuse_overwrite(out: str | Path, force: bool, option: str) -> None:
+    """Refuse to replace an existing output file without --force."""
+    if Path(out).exists() and not force:
+        raise DataError(f"{out} exists; choose another {option}, or add --force to replace it")
 
 
 def intervals_note(args: argparse.Namespace, comparison, where: str = "") -> None:
@@ -47,7 +80,11 @@ def _named(items: list[str], suffix: bool = False) -> dict[str, str]:
 def report(args: argparse.Namespace) -> int:
     """`rawreact report`: one row per run file; with --html, the whole report as one web page."""
     runs = _named(args.runs, suffix=True)
-    loaded = {name: read_run(path) for name, path in runs.items()}
+    if args.html:
+        refuse_inputs(args.html, run_inputs(list(runs.values())), "a run file or manifest")
+    loaded = {name: read_run(path) for name, path in runs.items()}  # a missing or bad run file is named first
+    if args.html:
+        refuse_overwrite(args.html, args.force, "--html path")
     rows = [row_of(name, *read) for name, read in loaded.items()]
     if args.html:
         written = write_page(runs, args.html, resamples=args.resamples, seed=args.stats_seed)
@@ -61,13 +98,17 @@ def report(args: argparse.Namespace) -> int:
 
 def export_command(args: argparse.Namespace) -> int:
     """`rawreact export`: the steps of the selected episodes of run files, as fine-tuning examples."""
-    done = export(args.runs, args.out, layout=args.layout, min_f1=args.min_f1, with_prompt=args.prompt)
+    for out in (args.out, manifest_path(args.out)):  # the examples, and the manifest written beside them
+        refuse_inputs(out, run_inputs(args.runs), "a run file or manifest")
+    options = {"layout": args.layout, "min_f1": args.min_f1, "with_prompt": args.prompt, "force": args.force}
+    done = export(args.runs, args.out, **options)
     chosen = "EM 1" if args.min_f1 is None else f"F1 at least {args.min_f1:g}"
     print(
         f"rawreact: wrote {plural(done.examples, 'example')} ({args.layout}) from {done.questions} of "
         f"{plural(done.records, 'question')} ({chosen}) to {args.out}; {done.not_selected} not selected, "
         f"{done.no_trajectory} with no steps for this layout (answers without actions; tools episodes, which "
-        "export as chat only)",
+        f"export as chat only), {done.no_target} selected with no step to learn from (every action invalid or "
+        "repeated)",
         file=sys.stderr,
     )
     if not done.examples:
@@ -83,9 +124,13 @@ def show_command(args: argparse.Namespace) -> int:
         print(printable(listing(records)), end="")
         return 0
     if args.first_wrong:
-        found = [r for r in records if not r["em"]]
+        found = [r for r in records if r["em"] == 0]
+        if not records:
+            raise DataError(f"{args.run} holds no finished question yet")
         if not found:
-            raise DataError(f"{args.run}: every one of its {len(records)} questions was answered correctly")
+            scored = sum(r["em"] is not None for r in records)
+            unscored = f" ({len(records) - scored} have no gold answer)" if scored < len(records) else ""
+            raise DataError(f"{args.run}: every one of its {scored} scored questions was answered correctly{unscored}")
     else:
         found = [r for r in records if r["id"] == args.id]
     if not found:
@@ -105,18 +150,22 @@ def index_command(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.is_dir():
         raise DataError(f"{out} is a folder; give --out a file name, such as {out / 'wiki.sqlite'}")
+    refuse_inputs(out, args.sources, "a source")
     if out.exists() and not args.force:
         raise DataError(f"{out} exists; give another --out, or add --force to replace it once the new store is built")
     with tqdm(unit=" pages", unit_scale=True, dynamic_ncols=True, disable=None, file=sys.stderr) as bar:
         try:
-            info = build_store(read_sources(args.sources), out, on_pages=bar.update)
+            with terminated_as_interrupt():  # SIGTERM cleans up as Ctrl-C does: no partial build is left
+                info = build_store(read_sources(args.sources), out, on_pages=bar.update, replace=args.force)
         except KeyboardInterrupt:
             bar.close()
             print(f"\nrawreact: interrupted; {out} was not written", file=sys.stderr)
             return 130
     repeats, skipped = info["duplicates"], sum(source["skipped"] for source in info["sources"])
+    unreadable = sum(source.get("unreadable", 0) for source in info["sources"])
     dropped = [f"{plural(repeats, 'repeated title')} kept once"] if repeats else []
     dropped += [f"{plural(skipped, 'page')} without title or text skipped"] if skipped else []
+    dropped += [f"{plural(unreadable, 'page')} with text no UTF-8 can hold skipped"] if unreadable else []
     print(
         f"{out}: {plural(info['pages'], 'page')} from {plural(len(info['sources']), 'source')} "
         f"in {info['build_seconds']} s, "

@@ -6,7 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from rawreact import __version__
-from rawreact.cli_files import intervals_note
+from rawreact.cli_files import intervals_note, refuse_inputs
 from rawreact.collection import Collection, Question, choose_questions, load_collection
 from rawreact.errors import DataError, GrammarError
 from rawreact.experiments import Variant, ablation, compare, parse_spec, parse_variant
@@ -19,7 +19,7 @@ from rawreact.report import (
     summarize,
     summary_line,
 )
-from rawreact.runs import Result, RunFile, check_context, run_questions
+from rawreact.runs import Result, RunFile, check_context, manifest_path, run_questions
 from rawreact.terminal import Stopper, plural, printable, progress
 
 
@@ -54,6 +54,11 @@ def run(args: argparse.Namespace) -> int:
         raise DataError("--resume continues the run file given with --out; add --out RUN.jsonl")
     if args.out and Path(args.out).is_dir():
         raise DataError(f"{args.out} is a folder; give --out a file name, such as {Path(args.out) / 'run.jsonl'}")
+    if args.out:  # the run file and its manifest must not be a file the run reads
+        inputs = [args.data, args.passages, args.prompt, args.instruction, args.grammar_file, args.model]
+        inputs += [args.backoff_prompt, args.backoff_instruction, args.grammar]
+        for out in (args.out, manifest_path(args.out)):
+            refuse_inputs(out, [path for path in inputs if path], "an input")
     mode = _grammar_mode(args)
     collection, questions = _questions(args)
     variant = Variant(
@@ -141,7 +146,8 @@ def run(args: argparse.Namespace) -> int:
             **variant.solve_options(grammar, backoff),
         )
         records = list(done)
-        em, f1 = sum(r["em"] for r in done), sum(r["f1"] for r in done)  # running sums for the bar
+        scored = [r for r in done if r["em"] is not None]  # running sums for the bar, over the scored questions
+        n, em, f1 = len(scored), sum(r["em"] for r in scored), sum(r["f1"] for r in scored)
         for result in results:
             if not args.quiet and not live:
                 for step in result.outcome.steps:
@@ -149,9 +155,10 @@ def run(args: argparse.Namespace) -> int:
             if not args.quiet and result.outcome.reasoning is not None:
                 say(_reasoning_text(result.question, result.outcome.reasoning))
             records.append(result.to_dict())
-            em, f1 = em + result.em, f1 + result.f1
             say(_result_line(len(records), len(questions), result))
-            bar.set_postfix_str(f"EM {em / len(records):.3f} F1 {f1 / len(records):.3f}", refresh=False)
+            if result.em is not None:
+                n, em, f1 = n + 1, em + result.em, f1 + result.f1
+                bar.set_postfix_str(f"EM {em / n:.3f} F1 {f1 / n:.3f}", refresh=False)
             bar.update()
     summary = summarize(records)
     print("\n" + summary_line(summary), flush=True)
@@ -186,8 +193,8 @@ def compare_command(args: argparse.Namespace) -> int:
             bar.set_postfix_str(variant.name, refresh=False)
             bar.update()
             if not args.quiet:
-                verdict = "correct" if result.em else "wrong"
-                bar.write(f"{variant.name} {result.question.id}: {verdict}, F1 {result.f1:.2f}", file=sys.stdout)
+                line = f"{variant.name} {result.question.id}: {_verdict(result.em)}, F1 {_score(result.f1, '{:.2f}')}"
+                bar.write(printable(line), file=sys.stdout)
 
         comparison = compare(
             collection,
@@ -253,12 +260,20 @@ def _reasoning_text(question: Question, reasoning: Reasoning) -> str:
     return text
 
 
+def _verdict(em: float | None) -> str:
+    return "not scored (no gold answer)" if em is None else "correct" if em else "wrong"
+
+
+def _score(value: float | None, form: str) -> str:
+    return "-" if value is None else form.format(value)
+
+
 def _result_line(n: int, total: int, result: Result) -> str:
     out = result.outcome
-    verdict = "correct" if result.em else "wrong"
     branch = f" (answered by {out.branch})" if out.branch != out.method else ""
     return (
-        f"result [{n}/{total}] {result.question.id}: {verdict} (EM {result.em:.0f}, F1 {result.f1:.2f}) "
+        f"result [{n}/{total}] {result.question.id}: {_verdict(result.em)} (EM {_score(result.em, '{:.0f}')}, "
+        f"F1 {_score(result.f1, '{:.2f}')}) "
         f"answer {out.answer!r}{branch}, gold {result.question.answer!r}; ended by {out.ended} after "
         f"{len(out.steps)} steps, {out.model_calls} calls, {out.invalid_actions} invalid, "
         f"{out.fallback_calls} fallback, {out.repeats} repeats{_support(result.supported)}, {out.seconds:.1f} s"

@@ -80,6 +80,11 @@ def open_passages(path: str | Path) -> Passages:
     if is_store(path):
         store = PassageStore(path)
         return Passages(str(path), store, store.sha256, "store")
+    if Path(path).suffix.lower() in (".sqlite", ".sqlite3", ".db"):
+        raise DataError(
+            f"{path}: not an SQLite file, so not a passage store; build one with "
+            f"`rawreact index SOURCE... --out {path}`"
+        )
     collection = load_collection(path).pooled()
     return Passages(str(path), collection.passages, collection.sha256, "collection")
 

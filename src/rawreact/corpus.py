@@ -87,12 +87,17 @@ def _source(path: Path) -> Iterator[tuple[dict, Iterator[Page]]]:
 
 
 def _is_question_file(path: Path) -> bool:
-    """A file `load_collection` reads: a JSON list (HotpotQA), an envs/ collection, or HotpotQA JSONL rows."""
+    """A file `load_collection` reads: a JSON list (HotpotQA), an envs/ collection, or JSONL question rows.
+
+    JSON lines are told apart by their first line's keys: a question row has a `question` and its
+    `context` (HotpotQA) or a `claim` (FEVER), a page has a `title`. The whole first line is read,
+    however long: a page of a few megabytes is still one line of a corpus.
+    """
     if path.name.lower().endswith((".bz2", ".gz", ".tar")):
         return False
     try:
         with open(path, "rb") as file:
-            head = file.readline(1 << 22)
+            head = file.readline()
     except OSError as error:
         raise DataError(f"{path}: cannot read it: {error.strerror}") from None
     start = head.lstrip()[:1]
@@ -104,7 +109,9 @@ def _is_question_file(path: Path) -> bool:
         row = json.loads(head)
     except ValueError:  # one JSON document over many lines: an envs/ collection
         return True
-    return isinstance(row, dict) and ("passages" in row or "context" in row)
+    if not isinstance(row, dict):
+        return False
+    return "passages" in row or ("question" in row and "context" in row) or ("claim" in row and "title" not in row)
 
 
 def _finish(description: dict, pages: Iterator[Page], hashing: _Hashing, file) -> Iterator[Page]:

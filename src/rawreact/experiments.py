@@ -21,7 +21,7 @@ from rawreact.grammar import MODES, Grammar, load_grammar
 from rawreact.guardrails import REPEATS
 from rawreact.loop import LOOPS
 from rawreact.methods import BACKOFFS, METHODS, PAPER, REASONING, SAMPLING, first_method, guard_problem, loop_problem
-from rawreact.models import DEFAULT_MODEL, load_model, model_sha256
+from rawreact.models import DEFAULT_MODEL, load_model, model_sha256, sequences_problem
 from rawreact.prompts import Prompt, load_prompt, read_exemplars, shipped
 from rawreact.report import Comparison
 from rawreact.runs import Result, RunFile, check_context, run_questions
@@ -90,6 +90,7 @@ class Variant:
         problem = check_settings(
             {f.name: getattr(self, f.name) for f in fields(self) if f.name in _LEAST or "temperature" in f.name}
         )
+        problem = problem or sequences_problem(self.model, self.samples if self.method in SAMPLING else 1, "samples")
         if problem:
             raise DataError(f"variant {self.name}: {problem}" if self.name != "run" else problem)
 
@@ -212,7 +213,9 @@ class Variant:
 
 _FIELDS = {f.name: f for f in fields(Variant) if f.name != "name"}
 # The least value each count may take: one validation for `rawreact run`, `compare` specs and Python.
-_LEAST = {"n_first": 1, "max_steps": 1, "max_tokens": 1, "n_ctx": 1, "k": 0, "samples": 1, "budget": 1}
+_LEAST = {"n_first": 1, "max_steps": 1, "max_tokens": 1, "n_ctx": 1, "k": 0, "samples": 1, "budget": 1, "seed": 0}
+# The largest seed every backend takes: llama.cpp, vLLM and Ollama read it as an unsigned 32-bit number.
+SEED_MAX = 2**32 - 1
 _OPTIONS = {
     "n_first": "--n-first",
     "max_steps": "--max-steps",
@@ -223,9 +226,20 @@ _OPTIONS = {
 }
 
 
-@functools.cache
 def _passages(path: str) -> Passages:
-    """A store or collection opened once per process, so variants and questions share it."""
+    """A store or collection opened once per process, so variants and questions share it; a file
+    rebuilt or replaced since it was opened (another size or time) is opened again, so its new
+    digest is what a resume compares."""
+    try:
+        stat = Path(path).stat()
+        version = (stat.st_size, stat.st_mtime_ns, stat.st_ino)
+    except OSError:
+        version = None  # open_passages names the missing file
+    return _opened(path, version)
+
+
+@functools.cache
+def _opened(path: str, version: tuple | None) -> Passages:
     return open_passages(path)
 
 
@@ -235,6 +249,8 @@ def check_settings(values: dict) -> str | None:
         value = values.get(key)
         if value is not None and value < least:
             return f"{key}={value} ({_OPTIONS.get(key, key)}) must be at least {least}"
+    if values.get("seed", 0) > SEED_MAX:
+        return f"seed={values['seed']} (--seed) must be at most {SEED_MAX}"
     for key in ("temperature", "sample_temperature"):
         value = values.get(key, 0.0)
         if not math.isfinite(value) or value < 0:
@@ -351,22 +367,38 @@ def compare(
         raise DataError(f"variant names must differ, and {', '.join(n for n in names if names.count(n) > 1)} repeat")
     questions = choose_questions(collection, limit=limit, shuffle=shuffle, seed=shuffle_seed)
     out = Path(out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise DataError(f"{out}: cannot make the comparison folder: {error.strerror}") from None
-    plans = []
+    checked = []  # every variant loaded and checked before anything is written
     for variant in variants:
         task = collection.task
         prompt, grammar = variant.load_prompt(task), variant.load_grammar()
         backoff = variant.load_backoff_prompt(task)
         variant.collection(collection)  # opens its passages now: a bad store fails before any model loads
         config = variant.config(collection, prompt, grammar, backoff, shuffle=shuffle, shuffle_seed=shuffle_seed)
-        details = {"data": collection.source, "layout": collection.layout, "limit": limit, "variant": variant.name}
-        sink = RunFile(out / f"{variant.name}.jsonl", config, resume=True, details=details)
-        plans.append((variant, (prompt, grammar, backoff), sink, sum(q.id in sink.done for q in questions)))
+        checked.append((variant, (prompt, grammar, backoff), config))
+    folder_made = not out.exists()
     try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise DataError(f"{out}: cannot make the comparison folder: {error.strerror}") from None
+    plans, made = [], []  # made: the run files this call starts, removed if the setup fails
+    try:
+        for variant, loaded, config in checked:
+            path = out / f"{variant.name}.jsonl"
+            new = not path.exists()
+            details = {"data": collection.source, "layout": collection.layout, "limit": limit, "variant": variant.name}
+            sink = RunFile(path, config, resume=True, details=details)
+            made += [path, sink.manifest_path] if new else []
+            plans.append((variant, loaded, sink, sum(q.id in sink.done for q in questions)))
         models = _models(plans, questions, host, timeout, workers)
+    except BaseException:
+        for *_, sink, _ in plans:
+            sink.close()
+        for path in made:  # nothing was written to them yet: a failed setup leaves the folder as it was
+            path.unlink(missing_ok=True)
+        if folder_made and not any(out.iterdir()):
+            out.rmdir()
+        raise
+    try:
         for variant, (prompt, grammar, backoff), sink, done in plans:
             if on_variant is not None:
                 on_variant(variant, done, len(questions))

@@ -27,7 +27,7 @@ from rawreact import __version__
 from rawreact.errors import DataError
 from rawreact.models.base import openai_message
 from rawreact.record import Step, Trajectory
-from rawreact.runfile import read_run, write_whole
+from rawreact.runfile import manifest_path, read_run, write_whole
 
 LAYOUTS = ("completion", "chat")
 _ACTING = ("react", "act", "tools")  # the parts that answer through a trajectory
@@ -42,11 +42,17 @@ class Export:
     records: int
     not_selected: int
     no_trajectory: int
+    no_target: int = 0  # selected, but no step of theirs is a target (every action invalid or repeated)
 
 
 def selected(record: dict, min_f1: float | None = None) -> bool:
-    """Whether a record's episode is exported: EM 1 by default, F1 at least `min_f1` when it is given."""
-    return record["em"] == 1 if min_f1 is None else record["f1"] >= min_f1
+    """Whether a record's episode is exported: EM 1 by default, F1 at least `min_f1` when it is given.
+
+    A question without a gold answer has no score (null), so it is never selected.
+    """
+    if min_f1 is None:
+        return record["em"] == 1
+    return record["f1"] is not None and record["f1"] >= min_f1
 
 
 def _target(step: Step) -> bool:
@@ -83,8 +89,8 @@ def chat_example(traj: Trajectory, with_prompt: bool = False) -> dict:
     if traj.messages is not None:
         from rawreact.tools import shipped_tools
 
-        messages = traj.messages if with_prompt else traj.messages[1:]
-        return {"messages": [openai_message(m) for m in messages], "tools": list(shipped_tools())}
+        messages = [openai_message(m) for m in _weighed(traj)]
+        return {"messages": messages if with_prompt else messages[1:], "tools": list(shipped_tools())}
     messages = [{"role": "system", "content": traj.prompt.rstrip("\n")}] if with_prompt else []
     messages.append({"role": "user", "content": f"{traj.header}: {traj.question}"})
     shown = [s for s in traj.steps if s.calls]  # not the reference loop's closing finish[]
@@ -98,6 +104,24 @@ def chat_example(traj: Trajectory, with_prompt: bool = False) -> dict:
     return {"messages": messages}
 
 
+def _weighed(traj: Trajectory) -> list[dict]:
+    """A tools episode's messages, each assistant turn with `"weight": 0` when one of its calls is not a
+    target (an unknown function, arguments that are not a valid object, a repeat), as in the text layout.
+
+    Steps follow the turns' calls in order: a turn with n calls made the next n steps (fewer when the
+    episode ended inside the turn), a turn without calls (a plain-text answer) one step.
+    """
+    steps, out = iter(traj.steps), []
+    for message in traj.messages:
+        message = dict(message)
+        if message["role"] == "assistant":
+            made = [step for _, step in zip(range(len(message.get("tool_calls") or [None])), steps, strict=False)]
+            if any(step.error is not None or step.repeat_of is not None for step in made):
+                message["weight"] = 0
+        out.append(message)
+    return out
+
+
 def export(
     runs: list[str | Path],
     out: str | Path,
@@ -105,13 +129,17 @@ def export(
     layout: str = "completion",
     min_f1: float | None = None,
     with_prompt: bool = False,
+    force: bool = True,
 ) -> Export:
-    """Write the examples of `runs`' selected episodes to `out` (whole or not at all), and a manifest beside it."""
+    """Write the examples of `runs`' selected episodes to `out` (whole or not at all), and a manifest beside it.
+
+    Without `force`, an existing `out` or manifest is refused once the runs are read, before anything is written.
+    """
     if layout not in LAYOUTS:
         raise DataError(f"unknown layout {layout!r}; the layouts are {', '.join(LAYOUTS)}")
     if min_f1 is not None and not 0 <= min_f1 <= 1:
         raise DataError(f"--min-f1 {min_f1} is not between 0 and 1")
-    lines, questions, records, not_selected, no_trajectory = [], 0, 0, 0, 0
+    lines, questions, records, not_selected, no_trajectory, no_target = [], 0, 0, 0, 0, 0
     sources = []
     for path in runs:
         _, found = read_run(path)
@@ -131,8 +159,9 @@ def export(
                 completion_examples(traj, with_prompt) if layout == "completion" else [chat_example(traj, with_prompt)]
             )
             questions += bool(made)
+            no_target += not made
             lines += [json.dumps(example, ensure_ascii=False) for example in made]
-    result = Export(len(lines), questions, records, not_selected, no_trajectory)
+    result = Export(len(lines), questions, records, not_selected, no_trajectory, no_target)
     manifest = {
         "rawreact": __version__,
         "layout": layout,
@@ -143,8 +172,9 @@ def export(
         "questions": result.questions,
     }
     out = Path(out)
+    for path in (out, manifest_path(out)):
+        if path.exists() and not force:
+            raise DataError(f"{path} exists; choose another --out, or add --force to replace it")
     write_whole(out, "".join(line + "\n" for line in lines), "choose another --out")
-    write_whole(
-        out.with_name(out.name + ".manifest.json"), json.dumps(manifest, indent=2) + "\n", "choose another --out"
-    )
+    write_whole(manifest_path(out), json.dumps(manifest, indent=2) + "\n", "choose another --out")
     return result

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from rawreact.actions import Action, format_action
 from rawreact.env import title_key
-from rawreact.metrics import normalize_answer
+from rawreact.metrics import is_answer, normalize_answer
 from rawreact.models.base import Completion
 
 REPEATS = ("off", "note", "stop")  # what a repeated action does: nothing, a note to the model, or the end
@@ -88,10 +88,10 @@ class Guard:
 def supported(answer: str, observations: list[str], opened: bool) -> bool | None:
     """Whether `answer` occurs, as whole words after normalisation, in one of `observations`.
 
-    A yes/no answer counts as supported when a search `opened` a passage. None for an empty answer.
+    A yes/no answer counts as supported when a search `opened` a passage. None for no answer (`metrics.is_answer`).
     """
     wanted = normalize_answer(answer)
-    if not wanted:
+    if not is_answer(answer):  # "", "。", a zero-width space: no answer to look for
         return None
     if wanted in ("yes", "no"):
         return opened

@@ -18,7 +18,7 @@ from rawreact.fever import label_table
 from rawreact.guardrails import ENDINGS
 from rawreact.methods import BACKOFFS, Reasoning
 from rawreact.record import Step, Trajectory
-from rawreact.report import Comparison, drop_unused, reasoning_text, row_of, summarize
+from rawreact.report import Comparison, drop_unused, reasoning_text, row_of, score, summarize
 from rawreact.runfile import read_run, write_whole
 from rawreact.stats import RESAMPLES, bootstrap
 from rawreact.terminal import plural
@@ -39,7 +39,12 @@ def page(runs: dict[str, str | Path], *, resamples: int = RESAMPLES, seed: int =
     records = {name: found for name, (_, found) in loaded.items()}
     script = (_ASSETS / "report.js").read_text(encoding="utf-8")
     digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
-    policy = f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'sha256-{digest}'"
+    # Nothing to load but its own style and script, no <base> to redirect links, no form to send. Markup
+    # could still navigate (<meta http-equiv="refresh">, which no policy blocks): every value is escaped.
+    policy = (
+        f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'sha256-{digest}'; "
+        "base-uri 'none'; form-action 'none'"
+    )
     names = ", ".join(runs)
     total = sum(len(found) for found in records.values())
     parts = [
@@ -156,8 +161,10 @@ def _charts(records: dict[str, list[dict]], resamples: int, seed: int) -> str:
     for metric in ("em", "f1"):
         rows = []
         for name, found in filled.items():
-            interval = bootstrap([r[metric] for r in found], resamples=resamples, seed=seed)
-            rows.append((name, interval.mean, interval.low, interval.high))
+            scored = [r[metric] for r in found if r[metric] is not None]  # no gold answer, no score
+            if scored:
+                interval = bootstrap(scored, resamples=resamples, seed=seed)
+                rows.append((name, interval.mean, interval.low, interval.high))
         charts.append(svg.intervals(f"{metric.upper()} per run, with its 95% interval", rows))
     steps = [(name, Counter(r["steps"] for r in found)) for name, found in filled.items()]
     charts.append(svg.histogram("Questions by steps taken", steps))
@@ -224,8 +231,8 @@ def _question_row(run: str, record: dict, several: bool, width: int) -> str:
         ("q", record["question"], None),
         ("gold", record["answer"], None),
         ("prediction", record["prediction"], None),
-        ("em", f"{record['em']:.0f}", record["em"]),
-        ("f1", f"{record['f1']:.2f}", record["f1"]),
+        ("em", score(record["em"], "{:.0f}"), record["em"]),
+        ("f1", score(record["f1"], "{:.2f}"), record["f1"]),
         ("ended", record["ended"], None),
         ("steps", str(record["steps"]), record["steps"]),
         ("invalid", str(record["invalid_actions"]), record["invalid_actions"]),
@@ -233,15 +240,16 @@ def _question_row(run: str, record: dict, several: bool, width: int) -> str:
         ("s", f"{record['seconds']:.1f}", record["seconds"]),
     ]
     tds = "".join(
-        f'<td class="{cls}"' + ("" if v is None else f' data-v="{v}"') + f">{escape(text)}</td>"
+        f'<td class="{cls}"' + ("" if v is None else f' data-v="{escape(str(v))}"') + f">{escape(text)}</td>"
         for cls, text, v in cells
     )
     data = (
-        f'data-run="{escape(run)}" data-em="{record["em"]:.0f}" data-invalid="{record["invalid_actions"]}" '
-        f'data-ended="{escape(record["ended"])}"'
+        f'data-run="{escape(run)}" data-em="{escape(score(record["em"], "{:.0f}"))}" '
+        f'data-invalid="{escape(str(record["invalid_actions"]))}" data-ended="{escape(record["ended"])}"'
     )
     return (
-        f'<tr class="question {"right" if right else "wrong"}" {data}>{tds}</tr>'
+        f'<tr class="question {"right" if right else "wrong" if record["em"] is not None else "unscored"}" '
+        f"{data}>{tds}</tr>"
         f'<tr class="detail" hidden><td colspan="{width}">{transcript(record)}</td></tr>'
     )
 
@@ -261,7 +269,8 @@ def transcript(record: dict) -> str:
         parts = [f"<h4>{escape(name)}</h4>{part}" for name, part in zip(BACKOFFS[method], parts, strict=True)]
     ending = (
         f'<p class="ending">Ended by {escape(record["ended"])}: answer {escape(repr(record["prediction"]))}, '
-        f"gold {escape(repr(record['answer']))} (EM {record['em']:.0f}, F1 {record['f1']:.2f}).</p>"
+        f"gold {escape(repr(record['answer']))} (EM {score(record['em'], '{:.0f}')}, "
+        f"F1 {score(record['f1'], '{:.2f}')}).</p>"
     )
     return f'<div class="transcript">{"".join(parts)}{ending}</div>'
 
@@ -312,7 +321,7 @@ def _step(step: Step, loop: str) -> str:
     if step.fallback:
         badges.append('<span class="badge warn">fallback call</span>')
     if step.repeat_of is not None:
-        badges.append(f'<span class="badge warn">repeats step {step.repeat_of}</span>')
+        badges.append(f'<span class="badge warn">repeats step {escape(str(step.repeat_of))}</span>')
     if not step.calls:
         closing = "another call of the same reply" if loop == "tools" else "closing step, not shown to the model"
         badges.append(f'<span class="badge">{closing}</span>')
@@ -329,11 +338,11 @@ def _step(step: Step, loop: str) -> str:
     lines.append(_line("observation", f"Observation {step.i}", seen))
     for k, call in enumerate(step.calls, 1):
         evaluated = "?" if call.evaluated_tokens is None else call.evaluated_tokens
-        lines.append(
-            f'<div class="raw"><span class="meta">call {k} of {len(step.calls)}: finish reason '
-            f"{escape(call.finish_reason)}, {call.prompt_tokens} prompt tokens ({evaluated} evaluated), "
-            f"{call.completion_tokens} generated, {call.seconds:.2f} s</span><pre>{escape(call.text)}</pre></div>"
+        meta = (
+            f"call {k} of {len(step.calls)}: finish reason {call.finish_reason}, {call.prompt_tokens} prompt tokens "
+            f"({evaluated} evaluated), {call.completion_tokens} generated, {call.seconds:.2f} s"
         )
+        lines.append(f'<div class="raw"><span class="meta">{escape(meta)}</span><pre>{escape(call.text)}</pre></div>')
     return f'<div class="{classes}">{"".join(lines)}</div>'
 
 

@@ -8,6 +8,7 @@ from rawreact.env import PassageEnv, one_line
 from rawreact.errors import ContextLengthExceeded, GrammarError
 from rawreact.grammar import Grammar, load_grammar
 from rawreact.guardrails import Guard
+from rawreact.metrics import is_answer
 from rawreact.models.base import Model, keep_prefix
 from rawreact.prompts import Prompt, load_prompt
 from rawreact.record import Step, Trajectory
@@ -105,8 +106,8 @@ def run_steps(
             text += step.render()
             if on_step is not None:
                 on_step(step)
-            if env.answer is not None:
-                traj.answer, traj.ended = env.answer, "finish"
+            if env.answer is not None:  # a Finish that says nothing (`Finish[]`, `Finish[。]`) gave no answer
+                traj.answer, traj.ended = env.answer, "finish" if is_answer(env.answer) else "no_answer"
                 return
             if stop:
                 traj.ended = "repeat"

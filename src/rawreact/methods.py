@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 from rawreact import answers
 from rawreact.env import PassageEnv, one_line
 from rawreact.errors import ContextLengthExceeded, ModelError
+from rawreact.fever import read_label
 from rawreact.guardrails import setting_problem, supported
 from rawreact.loop import LOOPS, react
-from rawreact.metrics import normalize_answer
+from rawreact.metrics import is_answer, normalize_answer
 from rawreact.models.base import Completion, Model, keep_prefix
-from rawreact.prompts import Prompt
+from rawreact.prompts import TASKS, Prompt
 from rawreact.record import Step, Trajectory, header_entry, token_totals
 from rawreact.reference import reference_react
 from rawreact.tools import tool_react
@@ -86,8 +87,13 @@ class Reasoning:
 
     @property
     def vote(self) -> answers.Vote:
-        """The majority vote over the samples' answers (one sample: that sample's answer)."""
-        return answers.vote([s.answer for s in self.samples])
+        """The majority vote over the samples' answers (one sample: that sample's answer).
+
+        A FEVER claim's samples vote on the label each answer gives (`SUPPORTS`, `Supported.` and
+        `True` are one vote each for SUPPORTS), the way the claim is scored.
+        """
+        key = read_label if self.header == TASKS["fever"][1] else normalize_answer
+        return answers.vote([s.answer for s in self.samples], key=key)
 
     @property
     def answer(self) -> str:
@@ -180,7 +186,7 @@ def reason(
     result.seconds = time.perf_counter() - start
     prefix = "Answer:" if method == "standard" else ""
     result.samples = [Sample(answers.parse_answer(prefix + call.text), call) for call in calls]
-    result.ended = "finish" if normalize_answer(result.answer) else "no_answer"
+    result.ended = "finish" if is_answer(result.answer) else "no_answer"
     return result
 
 
@@ -335,7 +341,7 @@ def solve(
         return Outcome(method, method, reasoning=reason(question, model, prompt, method=method, **sampling))
     if method == "react-cot-sc":
         trajectory = act(prompt)
-        if trajectory.ended == "finish" and normalize_answer(trajectory.answer):
+        if trajectory.ended == "finish" and is_answer(trajectory.answer):
             return Outcome(method, "react", trajectory=trajectory)
         reasoning = reason(question, model, backoff_prompt, method="cot-sc", **sampling)
         return Outcome(method, "cot-sc", trajectory=trajectory, reasoning=reasoning)

@@ -28,6 +28,7 @@ def summarize(records: list[dict]) -> dict:
         return sum(r[key] for r in records) / n
 
     endings = _endings(records)
+    scored = [r for r in records if r["em"] is not None]  # a question without a gold answer has no score
 
     searches = sum(r.get("searches", 0) for r in records)
     evaluated = [r["tokens"].get("evaluated") for r in records]
@@ -36,8 +37,13 @@ def summarize(records: list[dict]) -> dict:
     methods = sorted({r.get("method", "react") for r in records})
     return {
         "questions": n,
-        "em": mean("em"),
-        "f1": mean("f1"),
+        "scored": len(scored),
+        # Means over the scored questions; absent (shown "-") when no question had a gold answer.
+        **(
+            {"em": sum(r["em"] for r in scored) / len(scored), "f1": sum(r["f1"] for r in scored) / len(scored)}
+            if scored
+            else {}
+        ),
         "finished": sum(r["ended"] == "finish" for r in records) / n,
         "invalid_per_question": mean("invalid_actions"),
         "fallback_per_question": _known_mean(records, "fallback_calls"),
@@ -71,7 +77,7 @@ def _support(records: list[dict]) -> dict:
 
     Over the records that have a verdict (an answer from a method that searched); absent when none has.
     """
-    judged = [r for r in records if r.get("supported") is not None]
+    judged = [r for r in records if r.get("supported") is not None and r["em"] is not None]
     if not judged:
         return {}
     found = [r["em"] for r in judged if r["supported"]]
@@ -118,8 +124,14 @@ def summary_line(summary: dict) -> str:
     support = f", {s['supported']:.0%} of answers seen in an observation" if "supported" in s else ""
     context = f", {s['context_ended']} ended by the context window" if s["context_ended"] else ""
     fallback = _cell(s, "fallback_per_question", "{:.2f}")
+    unscored = s["questions"] - s["scored"]
+    scores = (
+        f"EM {s['em']:.3f}, F1 {s['f1']:.3f}" + (f" over {s['scored']} scored" if unscored else "")
+        if "em" in s
+        else "EM -, F1 - (no gold answers)"
+    )
     return (
-        f"{s['questions']} question{'s' if s['questions'] != 1 else ''}: EM {s['em']:.3f}, F1 {s['f1']:.3f}, "
+        f"{s['questions']} question{'s' if s['questions'] != 1 else ''}: {scores}, "
         f"finished {round(s['finished'] * s['questions'])}/{s['questions']}{context}, "
         f"{s['invalid_per_question']:.2f} invalid actions, {fallback} fallback calls, {s['steps']:.1f} steps, "
         f"{s['calls']:.1f} calls, "
@@ -142,10 +154,16 @@ def context_warning(summary: dict, n_ctx: int | None = None) -> str | None:
     )
 
 
+def score(value: float | None, form: str) -> str:
+    """A question's EM or F1 as text: "-" when it has no gold answer, so no score."""
+    return "-" if value is None else form.format(value)
+
+
 def listing(records: list[dict]) -> str:
     """The questions of a run, one row each: id, EM, F1, how it ended, steps."""
     rows = [
-        {"id": r["id"], "EM": f"{r['em']:.0f}", "F1": f"{r['f1']:.2f}", "ended": r["ended"], "steps": str(r["steps"])}
+        {"id": r["id"], "EM": score(r["em"], "{:.0f}"), "F1": score(r["f1"], "{:.2f}"), "ended": r["ended"]}
+        | {"steps": str(r["steps"])}
         for r in records
     ]
     return table(rows) if rows else "no questions yet\n"
@@ -154,6 +172,7 @@ def listing(records: list[dict]) -> str:
 # Column header -> (summary key or manifest field, format).
 COLUMNS = {
     "n": ("questions", "{:d}"),
+    "scored": ("scored", "{:d}"),
     "EM": ("em", "{:.3f}"),
     "F1": ("f1", "{:.3f}"),
     "finished": ("finished", "{:.0%}"),
@@ -174,13 +193,15 @@ COLUMNS = {
 
 
 # Columns shown only when some run has them, and the values that do not count as having them:
-# CoT-SC's, the back-offs', and the loop once a run used the reference loop.
+# CoT-SC's, the back-offs', and the loop once a run used the reference loop. ("scored" is shown
+# only when some run has questions without a gold answer.)
 OPTIONAL = {"vote share": ("-",), "answered by": ("-",), "loop": ("-", "tolerant")}
 
 
 def drop_unused(rows: list[dict[str, str]]) -> list[dict[str, str]]:
     """The rows without the optional columns that no row fills (see OPTIONAL)."""
     unused = [h for h, empty in OPTIONAL.items() if all(row.get(h, "-") in empty for row in rows)]
+    unused += ["scored"] * all(row.get("scored", row.get("n")) == row.get("n") for row in rows)  # every one scored
     return [{k: v for k, v in row.items() if k not in unused} for row in rows]
 
 
@@ -239,8 +260,9 @@ class Comparison:
 
     @cached_property
     def ids(self) -> list[str]:
-        """The questions all variants answered, in the first variant's order: what is compared."""
-        common = set.intersection(*({r["id"] for r in self.records[n]} for n in self.names))
+        """The questions all variants answered and scored, in the first variant's order: what is compared
+        (a question without a gold answer has no score to compare)."""
+        common = set.intersection(*({r["id"] for r in self.records[n] if r["em"] is not None} for n in self.names))
         return [r["id"] for r in self.records[self.names[0]] if r["id"] in common]
 
     def scores(self, name: str, metric: str) -> list[float]:
@@ -289,7 +311,7 @@ class Comparison:
                     shown = None if diff is None else f"{diff.mean:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}]"
                     row[f"Δ{label}"] = shown or "base"
             for header, (key, form) in COLUMNS.items():
-                if key not in ("questions", "em", "f1"):
+                if key not in ("questions", "scored", "em", "f1"):
                     row[header] = _cell(summary, key, form)
             row["answered by"] = _branch_cell(summary)
             row["ended"] = _endings_cell(summary)
@@ -316,7 +338,8 @@ def show(record: dict, with_prompt: bool = False) -> str:
     answered = f"; answered by {branch}" if method in BACKOFFS else ""
     loop = f", {record['loop']} loop" if record.get("loop") else ""
     head = (
-        f"id {record['id']}: EM {record['em']:.0f}, F1 {record['f1']:.2f}; prediction {record['prediction']!r}, "
+        f"id {record['id']}: EM {score(record['em'], '{:.0f}')}, F1 {score(record['f1'], '{:.2f}')}; "
+        f"prediction {record['prediction']!r}, "
         f"gold {record['answer']!r}; ended by {record['ended']} after {record['steps']} steps, "
         f"{record['model_calls']} calls ({record.get('fallback_calls', '?')} fallback), {record['invalid_actions']} "
         f"invalid actions, {record.get('repeats', '?')} repeats, {record['seconds']:.1f} s; method "

@@ -28,11 +28,14 @@ def write_whole(path: str | Path, text: str, hint: str) -> Path:
     path = Path(path)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        temporary.write_text(text, encoding="utf-8")
+        # A lone surrogate (which a model can write and a run file keeps as a JSON escape) has no UTF-8:
+        # it is written as its escape, `\udc80`, which in JSON is the same string and on a page is visible.
+        temporary.write_bytes(text.encode("utf-8", "backslashreplace"))
         os.replace(temporary, path)
     except OSError as error:
-        temporary.unlink(missing_ok=True)
         raise DataError(f"cannot write {path}: {error.strerror}; {hint}") from None
+    finally:
+        temporary.unlink(missing_ok=True)  # gone once renamed; removed on any error, Ctrl-C included
     return path
 
 
@@ -93,35 +96,140 @@ def read_manifest(out: str | Path) -> dict | None:
     return manifest
 
 
-# The fields of a result line that readers rely on, with the types they must have.
+# What every reader of run files (report, the page, show, compare, export, resume) relies on: each
+# field with the types it may have, checked once, where lines are read. `None` in a tuple allows
+# null; a key in _OPTIONAL may be missing (lines written before it was recorded), not mistyped.
 _NUMBER = (int, float)
-_FIELDS = {
-    "id": str,
-    "em": _NUMBER,
-    "f1": _NUMBER,
-    "ended": str,
-    "steps": int,
-    "model_calls": int,
-    "invalid_actions": int,
+_FIELDS: dict[str, tuple] = {
+    "id": (str,),
+    "question": (str,),
+    "answer": (str,),
+    "prediction": (str,),
+    "em": (*_NUMBER, None),  # null: the question has no gold answer, so no score
+    "f1": (*_NUMBER, None),
+    "ended": (str,),
+    "steps": (int,),
+    "model_calls": (int,),
+    "invalid_actions": (int,),
     "seconds": _NUMBER,
-    "tokens": dict,
+    "tokens": (dict,),
 }
-# The parts of a record that carry a prompt, which the manifest stores once, and their readers.
-_PARTS = {"trajectory": Trajectory.from_dict, "reasoning": Reasoning.from_dict}
+_OPTIONAL: dict[str, tuple] = {
+    "method": (str,),
+    "branch": (str,),
+    "loop": (str, None),
+    "fallback_calls": (int,),
+    "repeats": (int,),
+    "searches": (int,),
+    "search_hits": (int,),
+    "supported": (bool, None),
+    "vote_share": (*_NUMBER, None),
+    "task": (str,),
+    "label": (str, None),
+}
+_CALL = {"text": (str,), "finish_reason": (str,)}
+_CALL_OPTIONAL = {
+    "prompt_tokens": (int,),
+    "completion_tokens": (int,),
+    "evaluated_tokens": (int, None),
+    "seconds": _NUMBER,
+}
+_STEP = {
+    "i": (int,),
+    "thought": (str, None),
+    "action": (list, None),
+    "action_text": (str,),
+    "observation": (str,),
+    "error": (str, None),
+    "seconds": _NUMBER,
+    "calls": (list,),
+}
+_STEP_OPTIONAL = {"fallback": (bool,), "repeat_of": (int, None), "note": (str,)}
+_TRAJECTORY = {"question": (str,), "prompt": (str,), "answer": (str,), "ended": (str,), "steps": (list,)}
+_TRAJECTORY_OPTIONAL = {"loop": (str,), "messages": (list, None), "header": (str,)}
+_REASONING = {
+    "method": (str,),
+    "question": (str,),
+    "prompt": (str,),
+    "temperature": (*_NUMBER, None),
+    "seed": (int, None),
+    "ended": (str,),
+    "samples": (list,),
+}
+_REASONING_OPTIONAL = {"seconds": _NUMBER, "header": (str,)}
+_KIND_NAMES = {str: "a string", int: "a whole number", float: "a number", dict: "an object", list: "a list"}
+_KIND_NAMES |= {bool: "true or false", None: "null"}
+
+
+def _wrong(data: dict, required: dict, optional: dict, where: str = "") -> str | None:
+    """What is wrong with the fields of `data` (missing, or of a type not allowed), or None."""
+    for key in required:
+        if key not in data:
+            return f"has no {where}{key!r}"
+    for key, kinds in (required | optional).items():
+        if key in data and not _is(data[key], kinds):
+            number = int in kinds and float in kinds  # a whole number or not: "a number"
+            names = " or ".join(
+                "a number" if number and k in _NUMBER else _KIND_NAMES[k] for k in kinds if not (number and k is float)
+            )
+            return f"has {where}{key!r} = {json.dumps(data[key])[:40]}, which is not {names}"
+    return None
+
+
+def _is(value: object, kinds: tuple) -> bool:
+    if value is None:
+        return None in kinds
+    if isinstance(value, bool):  # JSON's true is no count
+        return bool in kinds
+    return any(kind is not None and isinstance(value, kind) for kind in kinds)
+
+
+def _calls_problem(calls: list, where: str) -> str | None:
+    for k, call in enumerate(calls, 1):
+        if not isinstance(call, dict):
+            return f"has {where}call {k} that is not an object"
+        problem = _wrong(call, _CALL, _CALL_OPTIONAL, f"{where}call {k} ")
+        if problem:
+            return problem
+        if any((call.get(key) or 0) < 0 for key in ("prompt_tokens", "completion_tokens", "evaluated_tokens")):
+            return f"has {where}call {k} with a negative token count"
+    return None
+
+
+def _part_problem(part: str, data: object) -> str | None:
+    """What is wrong with a record's trajectory or reasoning part, or None."""
+    if not isinstance(data, dict):
+        return f"has a {part} that is not an object"
+    if part == "reasoning":
+        problem = _wrong(data, _REASONING, _REASONING_OPTIONAL)
+        for k, sample in enumerate(data.get("samples", []) if problem is None else [], 1):
+            if not isinstance(sample, dict) or not _is(sample.get("answer"), (str, None)) or "call" not in sample:
+                return f"has sample {k} without an answer (a string or null) and a call"
+            problem = problem or _calls_problem([sample["call"]], f"sample {k} ")
+        return problem
+    problem = _wrong(data, _TRAJECTORY, _TRAJECTORY_OPTIONAL)
+    for step in data.get("steps", []) if problem is None else []:
+        if not isinstance(step, dict):
+            return "has a step that is not an object"
+        where = f"step {step.get('i', '?')} "
+        problem = _wrong(step, _STEP, _STEP_OPTIONAL, where) or _calls_problem(step["calls"], where)
+        action = step["action"] if problem is None else None
+        if action is not None and not (len(action) == 2 and all(isinstance(a, str) for a in action)):
+            problem = f"has {where}action {json.dumps(action)[:40]}, which is not [verb, argument]"
+        if problem:
+            return problem
+    return problem
 
 
 def _problem(record: object) -> str | None:
     """What is wrong with a parsed result line, or None."""
     if not isinstance(record, dict):
         return "is not a result line"
-    for key, kind in _FIELDS.items():
-        value = record.get(key)
-        if key not in record:
-            return f"has no {key!r}"
-        if not isinstance(value, kind) or isinstance(value, bool):
-            return f"has {key!r} = {json.dumps(value)[:40]}, which is not {_KIND_NAMES[kind]}"
-    if not all(v is None or isinstance(v, int) for v in record["tokens"].values()):
-        return "has 'tokens' that are not whole numbers"
+    problem = _wrong(record, _FIELDS, _OPTIONAL)
+    if problem:
+        return problem
+    if not all(v is None or (_is(v, (int,)) and v >= 0) for v in record["tokens"].values()):
+        return "has 'tokens' that are not whole numbers of at least 0"
     if "trajectory" not in record:
         return "has no 'trajectory'"
     if record.get("trajectory") is None and record.get("reasoning") is None:
@@ -129,6 +237,9 @@ def _problem(record: object) -> str | None:
     for part, read in _PARTS.items():
         if record.get(part) is None:
             continue
+        problem = _part_problem(part, record[part])
+        if problem:
+            return f"has a {part} that cannot be read ({problem.removeprefix('has ')})"
         try:
             read(record[part])
         except (KeyError, TypeError, ValueError, AttributeError) as error:
@@ -136,7 +247,8 @@ def _problem(record: object) -> str | None:
     return None
 
 
-_KIND_NAMES = {_NUMBER: "a number", str: "a string", int: "a whole number", dict: "an object"}
+# The parts of a record that carry a prompt, which the manifest stores once, and their readers.
+_PARTS = {"trajectory": Trajectory.from_dict, "reasoning": Reasoning.from_dict}
 
 
 def _records(path: Path, data: bytes, prompts: dict[str, str]) -> list[dict]:
@@ -258,6 +370,8 @@ class RunFile:
             raise DataError(f"{self.manifest_path}: cannot record a setting in JSON ({error})") from None
         except OSError as error:
             raise DataError(f"{self.manifest_path}: cannot write the manifest: {error.strerror}") from None
+        finally:
+            temporary.unlink(missing_ok=True)
 
     def _recover(self) -> None:
         """Read the finished questions, drop a half-written last line, and check the run is the same."""

@@ -14,7 +14,7 @@ from rawreact.env import PassageEnv
 from rawreact.errors import ModelError
 from rawreact.fever import label_score, read_label
 from rawreact.methods import BACKOFFS, CUES, Outcome, first_method, solve
-from rawreact.metrics import exact_match, f1_score
+from rawreact.metrics import scores
 from rawreact.models.base import WORKER, Model
 from rawreact.prompts import Prompt
 from rawreact.record import Step
@@ -32,18 +32,20 @@ class Result:
     outcome: Outcome
 
     @property
-    def em(self) -> float:
-        """Exact match of the prediction against the gold answer (for a FEVER claim, of its label)."""
+    def em(self) -> float | None:
+        """Exact match of the prediction against the gold answer (for a FEVER claim, of its label);
+        None when the question has no gold answer: it is not scored."""
         if self.question.task == "fever":
             return label_score(self.outcome.answer, self.question.answer)
-        return exact_match(self.outcome.answer, self.question.answer)
+        return scores(self.outcome.answer, self.question.answer)[0]
 
     @property
-    def f1(self) -> float:
-        """Token F1 of the prediction against the gold answer (for a FEVER claim, label accuracy again)."""
+    def f1(self) -> float | None:
+        """Token F1 of the prediction against the gold answer (for a FEVER claim, label accuracy again);
+        None when the question has no gold answer."""
         if self.question.task == "fever":
             return self.em
-        return f1_score(self.outcome.answer, self.question.answer)
+        return scores(self.outcome.answer, self.question.answer)[1]
 
     @property
     def supported(self) -> bool | None:

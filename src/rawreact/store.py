@@ -31,6 +31,8 @@ CANDIDATES = 50  # titles the full-text index hands to the similarity ranking
 RANKED = 2_000  # BM25 ranks at most this many matching titles (about 5 microseconds each)
 COMMON = 20_000  # a word in more titles than this is too costly to intersect while a rarer word narrows the search
 _BATCH = 5_000
+WORDS = 64  # distinct words of a search the index looks up: no title needs more, and SQL takes only so many
+TABLES = {"meta", "pages", "titles", "terms"}
 
 
 class PassageStore:
@@ -63,6 +65,43 @@ class PassageStore:
             )
         self.info = info
         self._lock = threading.Lock()
+        self._check()
+
+    def _check(self) -> None:
+        """Refuse a damaged store when it is opened, not at the first search after the model has loaded.
+
+        What is checked takes the same few milliseconds for any size: the tables, the recorded identity
+        and counts, and a sample of pages spread over the whole file (read through the title index and
+        the full-text index as a search reads them). Damage the sample misses is caught where a later
+        search meets it, and named the same way (`_query`).
+        """
+        problem = None
+        if not isinstance(self.info.get("content_sha256"), str) or not isinstance(self.info.get("pages"), int):
+            problem = "its meta table lacks the content digest or the page count"
+        else:
+            tables = {row[0] for row in self._query("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            missing = sorted(TABLES - tables)
+            problem = f"it has no table {', '.join(missing)}" if missing else None
+        if problem is None:
+            last = self._query("SELECT max(id) FROM pages")[0][0] or 0
+            for page in sorted({1 + (last - 1) * k // 16 for k in range(17)}):  # 17 pages, from the first to the last
+                for (title,) in self._query("SELECT title FROM pages WHERE id >= ? ORDER BY id LIMIT 1", (page,)):
+                    if self.sentences(title) is None:
+                        problem = f"page {title!r} is not found by its title"
+            self._query("SELECT title FROM titles WHERE titles MATCH ? LIMIT 1", ('"a"',))
+        if problem is not None:
+            raise DataError(f"{self.path}: a damaged passage store ({problem}); build it again with `rawreact index`")
+
+    def _query(self, sql: str, parameters: tuple = ()) -> list[tuple]:
+        """The rows of one query; any SQLite error is one line naming the store (a damaged or changed file)."""
+        try:
+            with self._lock:
+                return self._db.execute(sql, parameters).fetchall()
+        except sqlite3.Error as error:
+            raise DataError(
+                f"{self.path}: the passage store cannot be read ({error}); it is damaged or was changed while in use: "
+                "build it again with `rawreact index`"
+            ) from None
 
     @property
     def sha256(self) -> str:
@@ -74,11 +113,19 @@ class PassageStore:
 
     def sentences(self, title: str) -> list[str] | None:
         """The sentences of the page whose key is `title`'s, or None when there is none."""
-        with self._lock:
-            row = self._db.execute(
-                "SELECT sentences FROM pages WHERE key = ? ORDER BY id LIMIT 1", (title_key(title),)
-            ).fetchone()
-        return None if row is None else json.loads(row[0])
+        rows = self._query("SELECT sentences FROM pages WHERE key = ? ORDER BY id LIMIT 1", (title_key(title),))
+        if not rows:
+            return None
+        try:
+            sentences = json.loads(rows[0][0])
+        except (TypeError, ValueError):
+            sentences = None
+        if not isinstance(sentences, list) or not all(isinstance(s, str) for s in sentences):
+            raise DataError(
+                f"{self.path}: page {title!r} holds no list of sentences; the store is damaged: build it again "
+                "with `rawreact index`"
+            )
+        return sentences
 
     passage = sentences  # what `ReferenceEnv` reads: a store keeps sentences only
 
@@ -93,7 +140,7 @@ class PassageStore:
         order breaking ties. A misspelling early in a one-word search finds nothing, where the
         in-memory scan (`env.Titles`) would still list the nearest titles.
         """
-        words = list(dict.fromkeys(_words(title_key(entity))))
+        words = list(dict.fromkeys(_words(title_key(entity))))[:WORDS]
         docs = self._docs(words)
         present = sorted((w for w in words if docs.get(w)), key=docs.__getitem__)
         # Titles with every word: a word in very many titles ("the") is left to the ranking when
@@ -125,22 +172,19 @@ class PassageStore:
         if not words:
             return {}
         marks = ",".join("?" * len(words))
-        with self._lock:
-            return dict(self._db.execute(f"SELECT term, docs FROM terms WHERE term IN ({marks})", words))
+        return dict(self._query(f"SELECT term, docs FROM terms WHERE term IN ({marks})", tuple(words)))
 
     def _completions(self, stem: str, n: int = 10) -> list[str]:
         """The `n` words in most titles that begin with `stem` (a range of the word table, not FTS5's
         prefix query, which would gather every such word's titles in memory)."""
         end = stem[:-1] + chr(ord(stem[-1]) + 1)
         sql = "SELECT term FROM terms WHERE term >= ? AND term < ? ORDER BY docs DESC LIMIT ?"
-        with self._lock:
-            return [row[0] for row in self._db.execute(sql, (stem, end, n))]
+        return [row[0] for row in self._query(sql, (stem, end, n))]
 
     def _match(self, expression: str, ranked: bool) -> list[str]:
         order = "ORDER BY rank " if ranked else ""
         sql = f"SELECT title FROM titles WHERE titles MATCH ? {order}LIMIT ?"
-        with self._lock:
-            return [row[0] for row in self._db.execute(sql, (expression, CANDIDATES))]
+        return [row[0] for row in self._query(sql, (expression, CANDIDATES))]
 
     def close(self) -> None:
         """Close the connection."""
@@ -182,6 +226,7 @@ def build_store(
     out: str | Path,
     *,
     on_pages: Callable[[int], None] | None = None,
+    replace: bool = False,
 ) -> dict:
     """Write a store of every source's pages to `out`; returns its info (what `PassageStore.info` reads).
 
@@ -189,10 +234,14 @@ def build_store(
     the store, with the counts of pages read, kept and skipped (no title or no sentences) added once
     its pages are read. Pages whose title repeats exactly are kept once (the first); titles that
     differ only in case are all kept and listed, and a search opens the first. The file appears at
-    `out` only when complete; an error or interruption removes the partial file.
+    `out` only when complete, and replaces a file already there only with `replace`; an error or
+    interruption removes the partial file, and a build starts by removing those of killed builds.
+    A page with text no UTF-8 can hold (a lone surrogate escape in a JSON corpus) is skipped and
+    counted (`unreadable`).
     """
     out = Path(out)
-    temp = out.with_name(f".{out.name}.building-{os.getpid()}")
+    remove_stale_builds(out)
+    temp = out.with_name(f"{_BUILDING.format(name=out.name)}{os.getpid()}")
     temp.unlink(missing_ok=True)
     try:
         db = sqlite3.connect(temp)
@@ -201,12 +250,64 @@ def build_store(
     try:
         info = _fill(db, sources, on_pages)
         db.close()
-        os.replace(temp, out)
+        _place(temp, out, replace)
         return info
     except BaseException:
         db.close()
         temp.unlink(missing_ok=True)
         raise
+
+
+_BUILDING = ".{name}.building-"  # the temporary file of a build, followed by the builder's process id
+
+
+def remove_stale_builds(out: str | Path) -> list[Path]:
+    """Remove the temporary files that killed builds of `out` left (their process is gone); return them.
+
+    A build that a live process is still writing is left alone.
+    """
+    out = Path(out)
+    prefix, removed = _BUILDING.format(name=out.name), []
+    for path in out.parent.glob(f"{prefix}*"):
+        pid = path.name.removeprefix(prefix)
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
+def _place(temp: Path, out: Path, replace: bool) -> None:
+    """Move the finished store into place: over an existing `out` only when `replace`.
+
+    Without it the move is a hard link, which the file system refuses if `out` exists by then, so
+    of two builds of the same `out` started together the second to finish fails instead of silently
+    replacing the first's store.
+    """
+    if replace:
+        os.replace(temp, out)
+        return
+    try:
+        os.link(temp, out)
+    except FileExistsError:
+        raise DataError(
+            f"{out} was written by another build while this one ran; give another --out, or add --force to replace it"
+        ) from None
+    except OSError:  # a file system without hard links: check, then rename
+        if out.exists():
+            raise DataError(f"{out} exists; give another --out, or add --force to replace it") from None
+        os.replace(temp, out)
+        return
+    temp.unlink()
 
 
 def _fill(db: sqlite3.Connection, sources, on_pages) -> dict:
@@ -219,7 +320,7 @@ def _fill(db: sqlite3.Connection, sources, on_pages) -> dict:
     )
     digest, described, total, start = hashlib.sha256(), [], 0, time.perf_counter()
     for description, pages in sources:
-        read = skipped = 0
+        read = skipped = unreadable = 0
         batch = []
         for title, sentences in pages:
             read += 1
@@ -229,12 +330,17 @@ def _fill(db: sqlite3.Connection, sources, on_pages) -> dict:
                 skipped += 1
                 continue
             text = json.dumps(sentences, ensure_ascii=False)
-            digest.update(json.dumps(title, ensure_ascii=False).encode() + b"\t" + text.encode() + b"\n")
+            try:
+                line = json.dumps(title, ensure_ascii=False).encode() + b"\t" + text.encode() + b"\n"
+            except UnicodeEncodeError:  # a lone surrogate: no UTF-8 text, SQLite's included, can hold it
+                unreadable += 1
+                continue
+            digest.update(line)
             batch.append((title, title_key(title), text))
             if len(batch) == _BATCH:
                 total += _insert(db, batch, on_pages)
         total += _insert(db, batch, on_pages)
-        described.append(description | {"read": read, "skipped": skipped})
+        described.append(description | {"read": read, "skipped": skipped, "unreadable": unreadable})
     if total == 0:
         raise DataError("the sources hold no pages with a title and text; nothing to store")
     duplicates = db.execute("DELETE FROM pages WHERE id NOT IN (SELECT MIN(id) FROM pages GROUP BY title)").rowcount

@@ -3,6 +3,8 @@
 import re
 import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 
 class Stopper:
@@ -27,6 +29,20 @@ class Stopper:
         print(f"\nrawreact: stopping after {self.under_way} (again to stop now)", file=sys.stderr, flush=True)
 
 
+@contextmanager
+def terminated_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt inside the block, so the cleanup written for Ctrl-C runs for it too."""
+
+    def interrupt(number: int, frame) -> None:
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
 def progress(total: int, done: int):
     """A progress bar on stderr when it is a terminal (tqdm turns itself off otherwise)."""
     from tqdm import tqdm
@@ -36,11 +52,13 @@ def progress(total: int, done: int):
 
 # Control characters (an escape sequence could move the cursor or retitle the terminal), and the
 # bidirectional overrides that can make text read differently from what it is.
-_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# Lone surrogates too: no terminal (no UTF-8) can show them.
+_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def printable(text: str) -> str:
-    """`text` safe for a terminal: line breaks and tabs kept, other control characters shown as escapes."""
+    """`text` safe for a terminal: line breaks and tabs kept, other control characters (and lone
+    surrogates) shown as escapes."""
     return _UNSAFE.sub(lambda match: match.group(0).encode("unicode_escape").decode("ascii"), text)
 
 

@@ -22,6 +22,7 @@ from rawreact.answers import parse_answer
 from rawreact.env import PassageEnv, one_line
 from rawreact.errors import ContextLengthExceeded, ModelError, PromptError
 from rawreact.guardrails import Guard
+from rawreact.metrics import is_answer
 from rawreact.models.base import ChatReply, ToolCall
 from rawreact.record import Step, Trajectory
 from rawreact.resources import resource
@@ -60,6 +61,8 @@ def check_call(call: ToolCall, tools: tuple[dict, ...]) -> tuple[Action | None, 
             f"Error: the arguments of {call.name} are not valid JSON ({error.msg} at character {error.pos}); "
             f"send one JSON object, such as {_example(schema)}."
         )
+    except RecursionError:  # nested deeper than the JSON reader goes: no call's arguments are
+        return None, f"Error: the arguments of {call.name} are nested too deep; send one flat JSON object."
     if not isinstance(arguments, dict):
         return None, f"Error: the arguments of {call.name} must be a JSON object, such as {_example(schema)}."
     required, known = schema.get("required", []), schema.get("properties", {})
@@ -70,6 +73,8 @@ def check_call(call: ToolCall, tools: tuple[dict, ...]) -> tuple[Action | None, 
     for key in required:
         if not isinstance(arguments[key], str) or not arguments[key].strip():
             return None, f"Error: {key} of {call.name} must be a non-empty string."
+        if call.name == "finish" and not is_answer(arguments[key]):  # `。` or a zero-width space says nothing
+            return None, f"Error: {key} of {call.name} must be an answer, in letters or digits."
     return Action(call.name, one_line(arguments[required[0]])), ""
 
 
@@ -127,7 +132,8 @@ def tool_react(
             traj.steps.append(step)
             if on_step is not None:
                 on_step(step)
-            traj.answer, traj.ended = text_answer(reply.content), "text"
+            traj.answer = text_answer(reply.content)
+            traj.ended = "text" if is_answer(traj.answer) else "no_answer"
             return traj
         for k, call in enumerate(reply.tool_calls):
             if traj.ended:
@@ -141,7 +147,7 @@ def tool_react(
             if on_step is not None:
                 on_step(step)
             if env.answer is not None:
-                traj.answer, traj.ended = env.answer, "finish"
+                traj.answer, traj.ended = env.answer, "finish" if is_answer(env.answer) else "no_answer"
             elif stop:
                 traj.ended = "repeat"
             elif len(traj.steps) >= max_steps and k + 1 < len(reply.tool_calls):

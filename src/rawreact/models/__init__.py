@@ -89,6 +89,29 @@ def model_sha256(spec: str) -> str | None:
     return _HASHES[key]
 
 
+# llama.cpp holds at most this many sequences in one context (LLAMA_MAX_SEQ); the embedded engine
+# keeps two of them for the few-shot prompts it computes once (batch.PREFIXES).
+LLAMA_MAX_SEQUENCES = 256
+STREAMS_MAX = LLAMA_MAX_SEQUENCES - 2
+
+
+def is_embedded(spec: str) -> bool:
+    """Whether a model spec names a GGUF model run in process (an embedded name or a file), not a server."""
+    return not spec.startswith("scripted:") and spec.split(":", 1)[0] not in ("ollama", *SERVERS)
+
+
+def sequences_problem(spec: str, count: int, what: str) -> str | None:
+    """What is wrong with decoding `count` sequences at once (`what`: "workers" or "samples") on the model
+    `spec`, or None: the embedded model decodes each as a llama.cpp sequence, and llama.cpp has 256."""
+    if count <= STREAMS_MAX or not is_embedded(spec):
+        return None
+    return (
+        f"{what}={count}: the embedded model decodes {what} together as sequences of one llama.cpp context, "
+        f"at most {STREAMS_MAX} (llama.cpp's {LLAMA_MAX_SEQUENCES}, less 2 for the kept few-shot prompts); "
+        f"use --{what} {STREAMS_MAX} or fewer"
+    )
+
+
 def load_model(spec: str = DEFAULT_MODEL, **options) -> Model:
     """Load a model by spec: an embedded name, a .gguf path, `ollama:NAME`, `openai:[MODEL@]URL`
     (or `vllm:`/`llamacpp:` to name the server family), or `scripted:FILE.json`.

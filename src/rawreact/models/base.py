@@ -1,9 +1,14 @@
 """The narrow waist every model backend implements."""
 
+import json
+import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
+
+T = TypeVar("T")
 
 # Which worker of a run is calling (0 to workers - 1): a server backend can keep each worker on
 # a cache slot of its own.
@@ -48,6 +53,20 @@ def next_turn(messages: list[dict]) -> int:
 def call_id(turn: int, k: int) -> str:
     """The id rawreact gives the k-th call of an assistant turn when the backend gives it none."""
     return f"call_{turn}_{k}"
+
+
+def arguments_text(arguments: object) -> str:
+    """A tool call's arguments as JSON text, as the tools method checks them: text stays as sent, any
+    other JSON value (an object, or an array, which the check then refuses) is written as JSON. A value
+    nested too deep to write is given as text that is not JSON, so the call is refused as invalid."""
+    if isinstance(arguments, str):
+        return arguments
+    if arguments is None:
+        return ""
+    try:
+        return json.dumps(arguments, ensure_ascii=False)
+    except (RecursionError, TypeError, ValueError):
+        return "(arguments nested too deep to read)"
 
 
 def openai_message(message: dict) -> dict:
@@ -120,3 +139,29 @@ def sample_in_flight(
             for k in range(n)
         ]
         return [future.result() for future in futures]
+
+
+def within(seconds: float, send: Callable[[], T]) -> T:
+    """`send()`'s result, or TimeoutError once `seconds` have passed, however the reply trickles in.
+
+    An HTTP client's timeout bounds each read of the socket, so a server that sends a byte a second
+    holds a call for as long as it likes; this bounds the whole call. `send` runs in a daemon thread,
+    left to end on its own (its socket's timeout ends it if the server goes quiet) while the caller
+    moves on. The wait is interruptible: a second Ctrl-C stops a run at once.
+    """
+    done, box = threading.Event(), {}
+
+    def run() -> None:
+        try:
+            box["value"] = send()
+        except BaseException as error:  # handed to the caller, which raises it
+            box["error"] = error
+        finally:
+            done.set()
+
+    threading.Thread(target=run, daemon=True, name="rawreact-call").start()
+    if not done.wait(seconds):
+        raise TimeoutError(f"no answer within {seconds:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]

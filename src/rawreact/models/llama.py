@@ -53,6 +53,12 @@ class LlamaModel:
             raise ModelError(f"model file {path} does not exist; give the path of a .gguf file")
         if workers < 1:
             raise ModelError(f"workers must be 1 or more, not {workers}")
+        if workers + PREFIXES > _llama_cpp().llama_max_parallel_sequences():
+            from rawreact.models import sequences_problem
+
+            raise ModelError(sequences_problem(str(path), workers, "workers"))
+        if not 0 <= seed < 2**32:  # llama.cpp's seeds are unsigned 32-bit numbers, as numpy's generator needs
+            raise ModelError(f"seed={seed} must be a whole number from 0 to {2**32 - 1}")
         if n_threads is None:  # llama-cpp-python's default, half the cores, leaves a small machine idle
             n_threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         llama_cpp.llama_log_set(quiet_log, ctypes.c_void_p())
@@ -63,6 +69,12 @@ class LlamaModel:
             raise ModelError(f"llama.cpp could not load {path}: {error}; is it a valid GGUF file?") from None
         self.name = name or path.name
         self.path = path
+        trained = llama_cpp.llama_model_n_ctx_train(self.llm._model.model)
+        if n_ctx > trained:  # checked before any context is made: a huge window would take the memory first
+            raise ModelError(
+                f"n_ctx={n_ctx} (--n-ctx): {self.name} was trained with a context window of {trained:,} tokens; "
+                f"give --n-ctx {trained} or less"
+            )
         self.n_ctx = n_ctx  # of each stream: the context window of one question
         self.n_threads = n_threads
         self.temperature = temperature

@@ -7,7 +7,18 @@ import threading
 import time
 
 from rawreact.errors import ContextLengthExceeded, ModelError
-from rawreact.models.base import ChatReply, Completion, ToolCall, call_id, cut_at_stop, next_turn, sample_in_flight
+from rawreact.models.base import (
+    ChatReply,
+    Completion,
+    ToolCall,
+    arguments_text,
+    call_id,
+    cut_at_stop,
+    next_turn,
+    sample_in_flight,
+    within,
+)
+from rawreact.terminal import printable
 
 RETRIED = {408, 429, 500, 502, 503, 504}
 
@@ -97,7 +108,7 @@ class OllamaModel:
         )
         message, turn = reply.message, next_turn(messages)
         calls = [
-            ToolCall(call_id(turn, k), c.function.name, json.dumps(dict(c.function.arguments), ensure_ascii=False))
+            ToolCall(call_id(turn, k), c.function.name, arguments_text(dict(c.function.arguments or {})))
             for k, c in enumerate(message.tool_calls or [])
         ]
         text = json.dumps(message.model_dump(exclude_none=True), ensure_ascii=False, default=str)
@@ -138,12 +149,13 @@ class OllamaModel:
         problem = ""
         for attempt in range(self.retries + 1):
             if attempt:
-                print(f"rawreact: {self.name}: {problem}; retrying ({attempt} of {self.retries})", file=sys.stderr)
+                say = printable(f"rawreact: {self.name}: {problem}; retrying ({attempt} of {self.retries})")
+                print(say, file=sys.stderr)  # the problem may quote the server's error message
             warning = threading.Timer(self.slow, self._still_waiting)
             warning.daemon = True
             warning.start()
             try:
-                reply = send()
+                reply = within(self.timeout, send)  # the client's timeout bounds each read, this the whole call
                 self._answered = True
                 return reply
             except ConnectionError:
@@ -157,7 +169,7 @@ class OllamaModel:
                 if error.status_code not in RETRIED or attempt == self.retries:
                     raise _response_error(self, error) from None
                 problem = f"HTTP {error.status_code}: {getattr(error, 'error', error)}"
-            except httpx.TimeoutException:
+            except (httpx.TimeoutException, TimeoutError):
                 problem = f"no answer within {self.timeout:g} s (--timeout)"
                 if attempt == self.retries:
                     raise ModelError(
@@ -197,7 +209,7 @@ def _ollama_message(message: dict) -> dict:
     for call in message["tool_calls"]:
         try:
             arguments = json.loads(call["function"]["arguments"])
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             arguments = {}
         calls.append({"function": {"name": call["function"]["name"], "arguments": arguments}})
     return {"role": "assistant", "content": message.get("content") or "", "tool_calls": calls}

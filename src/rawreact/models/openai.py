@@ -14,6 +14,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from functools import partial
 
 from rawreact.errors import ContextLengthExceeded, ModelError
 from rawreact.models.base import (
@@ -21,12 +22,15 @@ from rawreact.models.base import (
     ChatReply,
     Completion,
     ToolCall,
+    arguments_text,
     call_id,
     cut_at_stop,
     next_turn,
     openai_message,
     sample_in_flight,
+    within,
 )
+from rawreact.terminal import printable
 
 API_KEY = "RAWREACT_API_KEY"  # sent as a bearer token when set
 RETRIED = {408, 409, 429, 500, 502, 503, 504}
@@ -133,16 +137,15 @@ class OpenAIModel:
         problem = ""
         for attempt in range(self.retries + 1):
             if attempt:
-                print(f"rawreact: {url}: {problem}; retrying ({attempt} of {self.retries})", file=sys.stderr)
+                say = printable(f"rawreact: {url}: {problem}; retrying ({attempt} of {self.retries})")
+                print(say, file=sys.stderr)  # the problem may quote the server's error message
             request = urllib.request.Request(url, data=data, headers=headers, method=method)
             wait = self.backoff * 2**attempt * (1 + random.random() / 4)
             warning = threading.Timer(self.slow, _still_waiting, (url, self.slow, self.timeout))
             warning.daemon = True
             warning.start()
             try:
-                with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                    raw = response.read()
-                return json.loads(raw.decode("utf-8"))
+                return json.loads(within(self.timeout, partial(_fetch, request, self.timeout)).decode("utf-8"))
             except urllib.error.HTTPError as error:
                 said = _said(error.read())
                 if error.code not in RETRIED or attempt == self.retries:
@@ -161,7 +164,7 @@ class OpenAIModel:
                 if attempt == self.retries or (first and refused):
                     tries = f" after {attempt + 1} attempts" if attempt else ""
                     raise ModelError(f"{url}: {problem}{tries}; is the server running at {self.base_url}?") from None
-            except (json.JSONDecodeError, UnicodeDecodeError):
+            except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
                 problem = "the reply is not JSON"
                 if attempt == self.retries:
                     raise ModelError(
@@ -227,7 +230,7 @@ class OpenAIModel:
         try:
             choice = reply["choices"][0]
             message, finish = choice["message"], choice.get("finish_reason")
-            content = message.get("content") or ""
+            content = _content_text(message.get("content"))
             listed = message.get("tool_calls") or []
         except (KeyError, IndexError, TypeError, AttributeError):
             raise ModelError(f"{url} answered without a message in choices[0].message: {str(reply)[:200]}") from None
@@ -237,9 +240,8 @@ class OpenAIModel:
             name = function.get("name") if isinstance(function, dict) else None
             if not isinstance(name, str) or not isinstance(content, str):
                 raise ModelError(f"{url} answered with a malformed tool call: {str(listed_call)[:200]}")
-            arguments = function.get("arguments")
-            arguments = json.dumps(arguments) if isinstance(arguments, dict) else arguments
-            calls.append(ToolCall(str(listed_call.get("id") or call_id(turn, k)), name, str(arguments or "")))
+            arguments = arguments_text(function.get("arguments"))
+            calls.append(ToolCall(str(listed_call.get("id") or call_id(turn, k)), name, arguments))
         usage = _usage(url, reply)
         done = Completion(
             text=json.dumps(message, ensure_ascii=False),
@@ -309,6 +311,22 @@ class OpenAIModel:
         return samples
 
 
+def _fetch(request: urllib.request.Request, timeout: float) -> bytes:
+    """The body of the reply to `request` (each socket read bounded by `timeout`; `within` bounds the whole)."""
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return response.read()
+
+
+def _content_text(content: object) -> str | object:
+    """A chat message's text: a string as sent, or the text parts of a list of content parts joined
+    (`[{"type": "text", "text": ...}]`, as some servers send); anything else is left for the caller to refuse."""
+    if content is None:
+        return ""
+    if isinstance(content, list):
+        return "".join(part["text"] for part in content if isinstance(part, dict) and isinstance(part.get("text"), str))
+    return content
+
+
 def _still_waiting(url: str, slow: float, timeout: float) -> None:
     print(f"rawreact: still waiting for {url} after {slow:g} s (it gives up after {timeout:g} s)", file=sys.stderr)
 
@@ -338,15 +356,24 @@ _USAGE = ("prompt_tokens", "completion_tokens")
 
 
 def _evaluated(reply: dict, usage: dict[str, int]) -> int | None:
-    """Prompt tokens the server computed, where it says (llama.cpp's timings, vLLM's cached tokens); else None."""
+    """Prompt tokens the server computed, where it says (llama.cpp's timings, vLLM's cached tokens); else None.
+
+    A count below 0 (from a server that reports more cached than prompt tokens) is unknown, never a
+    negative cost that a token budget would take as credit.
+    """
+    found = None
     timings = reply.get("timings")
-    if isinstance(timings, dict) and isinstance(timings.get("prompt_n"), int):
-        return timings["prompt_n"]
     usage_reply = reply.get("usage")
     details = usage_reply.get("prompt_tokens_details") if isinstance(usage_reply, dict) else None
-    if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
-        return usage["prompt_tokens"] - details["cached_tokens"]
-    return None
+    if isinstance(timings, dict) and _whole(timings.get("prompt_n")):
+        found = timings["prompt_n"]
+    elif isinstance(details, dict) and _whole(details.get("cached_tokens")):
+        found = usage["prompt_tokens"] - details["cached_tokens"]
+    return None if found is None or found < 0 else found
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _said(raw: bytes) -> str:

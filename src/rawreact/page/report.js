@@ -17,7 +17,7 @@
 
   function keep(row) {
     const d = row.dataset;
-    if (controls.wrong.checked && d.em === "1") return false;
+    if (controls.wrong.checked && d.em !== "0") return false;  // "-": no gold answer, neither right nor wrong
     if (controls.invalid.checked && d.invalid === "0") return false;
     if (controls.steps.checked && d.ended !== "max_steps") return false;
     if (controls.run && controls.run.value && d.run !== controls.run.value) return false;
