@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rawreact import htmlreport, load_collection, load_prompt
+from rawreact import PassageEnv, ScriptedModel, htmlreport, load_collection, load_prompt, solve
 from rawreact.actions import parse_action, parse_step
 from rawreact.answers import parse_answer
 from rawreact.corpus import read_sources
@@ -183,6 +183,8 @@ def test_the_reference_loop_rewards_the_label_and_reads_a_reference_prompt(fever
         prompts, key="webthink_simple3", instruction=resource("prompts", "fever/react/instruction.txt")
     )
     assert prompt.exemplars == 2 and prompt.text.startswith("Check a claim")
+    # The reference's FEVER prompt carries its own instruction: by default nothing goes in front, as in FEVER.ipynb.
+    assert load_prompt(prompts, key="webthink_simple3", task="fever").text == shot + "\n" + shot
     collection = Variant("r", passages=str(store)).collection(load_collection(claims))
     from rawreact.models.scripted import ScriptedModel
 
@@ -214,14 +216,14 @@ def test_claims_need_a_store_to_act_on_and_the_report_counts_labels(fever, tmp_p
     done = _rawreact("run", claims, "--method", "cot", "--model", f"scripted:{script}", "--out", out, "-q")
     assert done.returncode == 0, done.stderr
     lines = _rawreact("report", out, "--format", "csv").stdout.splitlines()
-    at = lines.index("run,gold label,n,accuracy,predicted")
+    at = lines.index("run,gold label,n,accuracy,lenient,predicted")
     assert lines[at + 1 :] == [
-        "cot.jsonl,SUPPORTS,1,1.000,SUPPORTS 1",
-        "cot.jsonl,REFUTES,1,0.000,SUPPORTS 1",
-        "cot.jsonl,NOT ENOUGH INFO,1,0.000,SUPPORTS 1",
+        "cot.jsonl,SUPPORTS,1,1.000,1.000,SUPPORTS 1",
+        "cot.jsonl,REFUTES,1,0.000,0.000,SUPPORTS 1",
+        "cot.jsonl,NOT ENOUGH INFO,1,0.000,0.000,SUPPORTS 1",
     ]
     page = htmlreport.page({"cot": out})
-    assert "<h3>Labels</h3>" in page and "<td>NOT ENOUGH INFO</td><td>1</td><td>0.000</td><td>SUPPORTS 1</td>" in page
+    assert "<h3>Labels</h3>" in page and "<td>NOT ENOUGH INFO</td><td>1</td><td>0.000</td><td>0.000</td><td>SUPPORTS 1</td>" in page
     tools = _rawreact("run", claims, "--method", "tools", "--passages", store, "--model", f"scripted:{script}")
     assert tools.returncode == 2 and "the tools method answers questions" in tools.stderr
 
@@ -252,3 +254,35 @@ def test_the_prompt_ablations_count_the_fever_prompt_files():
     assert fever.name == "instruction" and fever.instruction.endswith("fever/react/instruction.txt")
     assert len(ablation("instructions", Variant("b"))) == 2  # the QA instructions: instruction and -brief
     assert [v.k for v in ablation("exemplars", Variant("b", method="cot"), task="fever")] == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize(
+    "answer, gold, reference",
+    [
+        ("SUPPORTS", "SUPPORTS", 1),
+        ("supports.", "SUPPORTS", 1),
+        ("Not enough info", "NOT ENOUGH INFO", 1),
+        ("SUPPORTED", "SUPPORTS", 0),
+        ("True", "SUPPORTS", 0),
+        ("Refuted", "REFUTES", 0),
+        ("REFUTES because it was built in 1900", "REFUTES", 0),
+        ("NOT ENOUGH INFORMATION", "NOT ENOUGH INFO", 0),
+        ("NEI", "NOT ENOUGH INFO", 0),
+        ("supports, refutes", "SUPPORTS", 0),
+    ],
+)
+def test_a_claims_em_is_the_references_reward_and_the_lenient_reading_has_its_own_column(answer, gold, reference):
+    from rawreact.collection import Question
+    from rawreact.reference import ReferenceEnv
+    from rawreact.runs import Result
+
+    env = ReferenceEnv({}, gold=gold)
+    observation, _ = env.step(f"finish[{answer}]")
+    assert observation == f"Episode finished, reward = {reference}\n"
+    model = ScriptedModel([f" It is so.\nAction 1: Finish[{answer}]"])
+    question = Question("c1", "Orlo is a village.", gold, task="fever")
+    outcome = solve(question.question, PassageEnv({"Orlo": "Orlo is a village."}), model, load_prompt(task="fever"),
+                    header="Claim")  # fmt: skip
+    record = Result(question, outcome).to_dict()
+    assert record["em"] == record["f1"] == reference
+    assert record["lenient_em"] == float(read_label(answer) == gold)

@@ -15,7 +15,7 @@ from rawreact.errors import DataError
 from rawreact.experiments import Variant
 from rawreact.methods import solve
 from rawreact.metrics import exact_match
-from rawreact.reference import ReferenceEnv, page_sentences
+from rawreact.reference import ReferenceEnv, page_sentences, reference_page
 from rawreact.runs import Result
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -238,11 +238,29 @@ def test_observation_whitespace():
 
 @row("escaped-line-breaks")
 def test_escaped_line_breaks():
-    steps = [" t\nAction 1: Search[Orlo]", FINISH.format(i=2)]
+    steps = [" t\nAction 1: Search[Orlo]", " t\nAction 2: Lookup[lake]", FINISH.format(i=3)]
     pages = {"Orlo": "Orlo is a village.\\nIt has a lake."}
     (tol, _, _), (ref, _, _) = both(steps, steps, pages=pages)
     assert "\\n" in tol.steps[0].observation
-    assert ref.steps[0].observation == "Orlo is a village.It has a lake.."
+    # clean_str makes the escape a line break: two paragraphs, each piece given its period
+    assert ref.steps[0].observation == "Orlo is a village.. It has a lake.."
+    assert ref.steps[1].observation == "(Result 1 / 1) It has a lake.."
+
+
+@pytest.mark.parametrize(
+    "text, page",
+    [
+        ("A tab\\there and more.", "A tab\there and more.\n"),
+        ("Quotes \\u0022x\\u0022 are unescaped.", 'Quotes "x" are unescaped.\n'),
+        ("Caf\u00e9 au lait is \\u00e9 here.", "Caf\u00e9 au lait is \\u00e9 here.\n"),  # the reference raises
+        ("Kept in C:\\Users folder.", "Kept in C:\\Users folder.\n"),  # the reference raises
+        ("Ends in a lone backslash \\", "Ends in a lone backslash \\\n"),  # the reference raises
+        ("Two words\nand then three words", "and then three words\n"),  # paragraphs of two words or fewer go
+        ("Caf\u00e9 and \u65e5\u672c are kept.", "Caf\u00e9 and \u65e5\u672c are kept.\n"),
+    ],
+)
+def test_page_text_is_unescaped_as_the_reference_does_or_kept_where_it_raises(text, page):
+    assert reference_page(text) == page
 
 
 @row("short-page")

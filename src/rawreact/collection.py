@@ -22,7 +22,7 @@ from rawreact.env import PassageEnv
 from rawreact.errors import DataError
 from rawreact.loop import LOOPS
 from rawreact.prompts import TASKS
-from rawreact.reference import ReferenceEnv, page_text
+from rawreact.reference import ReferenceEnv
 from rawreact.resources import resource
 
 if TYPE_CHECKING:
@@ -131,12 +131,7 @@ class Collection:
     def _new_env(self, passages: Mapping, n_first: int, loop: str, gold: str | None) -> PassageEnv | ReferenceEnv:
         if loop == "tolerant":
             return PassageEnv(passages, n_first=n_first)
-        if not isinstance(passages, Mapping):  # a store, which joins its sentences itself
-            return ReferenceEnv(passages, n_first=n_first, gold=gold)
-        # HotpotQA sentences carry their own leading spaces; a collection's sentence lists do not.
-        joiner = "" if self.layout.startswith("hotpotqa") else " "
-        pages = {title: page_text(passage, joiner) for title, passage in passages.items()}
-        return ReferenceEnv(pages, n_first=n_first, gold=gold)
+        return ReferenceEnv(passages, n_first=n_first, gold=gold)  # `reference.page_text` reads every passage
 
     def over(self, passages: "Passages") -> "Collection":
         """These questions asked over `passages` instead of their own paragraphs (the open setting).

@@ -3,7 +3,9 @@
 A claim file is JSON lines (or a JSON list) of `{"id", "claim", "label", ...}` rows, as FEVER
 distributes them (`verifiable` and `evidence` are read past). A claim is asked as `Claim: ...`
 instead of `Question: ...`, over a passage store of FEVER's `wiki-pages` (`rawreact index`), and
-scored by label accuracy: the answer, read tolerantly by `read_label`, against the gold label.
+scored as the reference scores it: the normalised answer against the normalised gold label
+(`label_score`, the record's EM); the label `read_label` reads tolerantly (`Supported.`, `NEI`) is
+kept beside it, with its own score (`lenient_em`).
 """
 
 import re
@@ -12,6 +14,7 @@ from pathlib import Path
 
 from rawreact.collection import Collection, Question, check_unique_ids
 from rawreact.errors import DataError
+from rawreact.metrics import exact_match
 
 LABELS = ("SUPPORTS", "REFUTES", "NOT ENOUGH INFO")
 _WORDS = re.compile(r"[a-z]+")
@@ -35,12 +38,20 @@ def read_label(answer: str) -> str | None:
 
 
 def label_score(answer: str, gold: str) -> float:
-    """1.0 when the answer's label is the gold label, else 0.0."""
+    """The reference's score of a claim (its FEVER wrapper's reward): 1.0 when the answer, normalised as
+    HotpotQA's EM normalises, is the gold label normalised, else 0.0. `Supported.` and `NEI` score 0."""
+    return exact_match(answer, gold)
+
+
+def lenient_score(answer: str, gold: str) -> float:
+    """1.0 when the label `read_label` reads in the answer is the gold label: rawreact's lenient reading,
+    reported beside the reference's score (`lenient_em`), never in its place."""
     return float(read_label(answer) == gold)
 
 
 def label_table(runs: dict[str, list[dict]]) -> list[dict[str, str]]:
-    """Per run and gold label: how many claims, the share labelled right, and what the run answered.
+    """Per run and gold label: how many claims, the share right (the reference's score, and the lenient
+    reading's), and what the run answered.
 
     Only the runs with FEVER records are counted; `predicted` counts the labels read from the answers
     (`none`: no label could be read).
@@ -59,10 +70,18 @@ def label_table(runs: dict[str, list[dict]]) -> list[dict[str, str]]:
                     "gold label": gold,
                     "n": str(len(of_label)),
                     "accuracy": f"{sum(r['em'] for r in of_label) / len(of_label):.3f}",
+                    "lenient": _lenient(of_label),
                     "predicted": ", ".join(f"{label} {n}" for label, n in sorted(answered.items())),
                 }
             )
     return rows
+
+
+def _lenient(records: list[dict]) -> str:
+    """The lenient accuracy of claim records ("-" where records written before it was kept lack it)."""
+    if not all("lenient_em" in r for r in records):
+        return "-"
+    return f"{sum(r['lenient_em'] for r in records) / len(records):.3f}"
 
 
 def is_claim_row(row: object) -> bool:

@@ -102,9 +102,10 @@ def load_prompt(
 
     An exemplar file ending in `.json` is read as a reference-style prompt dict, and `key` names
     the prompt inside it; that prompt is used whole, after the instruction, as the reference does.
-    Only ReAct's gets the default instruction: the reference's Standard, CoT and Act prompts
-    (`webqa_simple6`, `cotqa_simple6`, `webact_simple6`) start with their first exemplar, so for
-    them an instruction is added only when one is named.
+    Only HotpotQA's ReAct prompt gets the default instruction: the reference's Standard, CoT and Act
+    prompts (`webqa_simple6`, `cotqa_simple6`, `webact_simple6`) start with their first exemplar, and
+    its FEVER prompts (`fever.json`) carry their own instruction, which FEVER.ipynb sends with
+    nothing in front; for them an instruction is added only when one is named.
     """
     if method not in FOLDERS:
         raise PromptError(f"no prompt for method {method!r}; the methods with prompts are {', '.join(FOLDERS)}")
@@ -118,9 +119,11 @@ def load_prompt(
         text = read_instruction(instruction, "tools", task)
         return Prompt(text=text, source=str(instruction or "prompts/tools/instruction.txt"), exemplars=0)
     reference = exemplars is not None and str(exemplars).endswith(".json")
-    # The reference prepends its instruction to its ReAct prompt only; its other prompts stand alone.
+    # The reference prepends its instruction to its HotpotQA ReAct prompt only; its other prompts, and
+    # its FEVER prompts (which carry their own instruction: FEVER.ipynb sends nothing before them), stand alone.
+    alone = method != "react" or task == "fever"
     instruction_text = (
-        "" if reference and instruction is None and method != "react" else read_instruction(instruction, method, task)
+        "" if reference and instruction is None and alone else read_instruction(instruction, method, task)
     )
     if reference:
         if order is not None:

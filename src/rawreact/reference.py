@@ -9,6 +9,7 @@ replayed in both by tests/test_reference.py.
 """
 
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -29,13 +30,35 @@ N_FIRST = LOOPS["reference"]  # sentences a search shows: the reference environm
 VERBS = ("search", "lookup", "finish", "think")
 
 
-def page_text(passage: str | Sequence[str], joiner: str = "") -> str:
-    """The page text of a passage: its text, or its sentences joined by `joiner`.
+def page_text(passage: str | Sequence[str]) -> str:
+    """The page text of a passage, the one rule every path to `ReferenceEnv` takes: its text as given,
+    or its sentences put back together.
 
-    HotpotQA's sentences carry their own leading spaces, so they are joined as given (""); a
-    collection's list of sentences carries none and is joined by a space.
+    Sentences that carry their own separating white space (HotpotQA's: every sentence after the
+    first starts with the space that followed the one before, where the text had one) are
+    concatenated as given, which is the paragraph as HotpotQA took it from Wikipedia; sentences
+    that carry none (a collection's, a FEVER page's) are joined by one space. A list is read the
+    first way when any sentence after its first starts with white space.
     """
-    return passage if isinstance(passage, str) else joiner.join(passage)
+    if isinstance(passage, str):
+        return passage
+    carried = any(sentence[:1].isspace() for sentence in passage[1:])
+    return ("" if carried else " ").join(passage)
+
+
+def clean_str(text: str) -> str:
+    """The reference environment's unescaping of page text: escapes such as `\\n` and `\\t` become the
+    characters they name (so a literal `\\n` breaks the paragraph there), as UTF-8 bytes read back.
+
+    Where the reference raises (`\\u00e9` in UTF-8 text, `C:\\Users`, a lone backslash at the end),
+    the text stays as written: the notebook stops there, and no other reading is more faithful.
+    """
+    try:
+        with warnings.catch_warnings():  # an unknown escape (`\\q`) stays as written, with a warning
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return text.encode().decode("unicode-escape").encode("latin1").decode("utf-8")
+    except UnicodeError:
+        return text
 
 
 def page_sentences(page: str) -> list[str]:
@@ -50,15 +73,22 @@ def page_sentences(page: str) -> list[str]:
     return [piece.strip() + "." for piece in pieces if piece.strip()]
 
 
-def _as_page(text: str) -> str:
-    """One paragraph as the reference environment keeps it: a line of its own, unless it has two words or fewer."""
-    text = text.strip()
-    return text + "\n" if len(text.split(" ")) > 2 else ""
+def reference_page(text: str) -> str:
+    """A passage's text as the reference environment keeps a page: each line a paragraph, stripped,
+    dropped when it has two words or fewer (counted by single spaces), unescaped (`clean_str`), and
+    ended by a line break of its own."""
+    page = ""
+    for line in text.split("\n"):
+        paragraph = line.strip()
+        if len(paragraph.split(" ")) > 2:
+            page += clean_str(paragraph) + "\n"
+    return page
 
 
 class ReferenceEnv:
-    """The reference's Wikipedia environment over `pages` (title -> page text, or a passage store),
-    with its HotpotQA wrapper.
+    """The reference's Wikipedia environment over `pages` (title -> page text or sentences, their
+    `Pages`, or a passage store), with its HotpotQA wrapper. Every passage becomes page text by
+    `page_text`, and a page as the reference keeps one by `reference_page`.
 
     Which page a search opens is decided as in `PassageEnv` (the title, ignoring case and white
     space; the reference asked Wikipedia's search); what it shows, and every other observation,
@@ -133,10 +163,10 @@ class ReferenceEnv:
     def _search(self, entity: str) -> None:
         passage = self.pages.passage(entity)
         if passage is None:  # the open page and the lookup stay as they were
-            self.obs = f"{NOT_FOUND}{entity}. Similar: {self.pages.similar(entity)}."
+            similar = [clean_str(title) for title in self.pages.similar(entity)]  # as it cleans Wikipedia's titles
+            self.obs = f"{NOT_FOUND}{entity}. Similar: {similar}."
             return
-        # A store keeps sentences without their leading spaces, so they are joined by one.
-        self.page = page = _as_page(page_text(passage, " "))
+        self.page = page = reference_page(page_text(passage))
         self.obs = " ".join(page_sentences(page)[: self.n_first])
         self._keyword, self._found, self._count = None, [], 0
 

@@ -126,6 +126,7 @@ _OPTIONAL: dict[str, tuple] = {
     "vote_share": (*_NUMBER, None),
     "task": (str,),
     "label": (str, None),
+    "lenient_em": _NUMBER,
 }
 _CALL = {"text": (str,), "finish_reason": (str,)}
 _CALL_OPTIONAL = {

@@ -12,7 +12,7 @@ from pathlib import Path
 from rawreact.collection import Question
 from rawreact.env import PassageEnv
 from rawreact.errors import ModelError
-from rawreact.fever import label_score, read_label
+from rawreact.fever import label_score, lenient_score, read_label
 from rawreact.methods import BACKOFFS, CUES, Outcome, first_method, solve
 from rawreact.metrics import scores
 from rawreact.models.base import WORKER, Model
@@ -33,8 +33,8 @@ class Result:
 
     @property
     def em(self) -> float | None:
-        """Exact match of the prediction against the gold answer (for a FEVER claim, of its label);
-        None when the question has no gold answer: it is not scored."""
+        """Exact match of the prediction against the gold answer (for a FEVER claim, against its label, as
+        the reference's reward); None when the question has no gold answer: it is not scored."""
         if self.question.task == "fever":
             return label_score(self.outcome.answer, self.question.answer)
         return scores(self.outcome.answer, self.question.answer)[0]
@@ -90,7 +90,12 @@ class Result:
             "seconds": out.seconds,
             "trajectory": None if out.trajectory is None else out.trajectory.to_dict(),
             "reasoning": None if reasoning is None else reasoning.to_dict(),
-        } | ({} if self.question.task == "qa" else {"task": self.question.task, "label": read_label(out.answer)})
+        } | ({} if self.question.task == "qa" else self._claim())
+
+    def _claim(self) -> dict:
+        """A claim's own fields: the label read leniently from the answer, and that reading's score."""
+        answer, gold = self.outcome.answer, self.question.answer
+        return {"task": self.question.task, "label": read_label(answer), "lenient_em": lenient_score(answer, gold)}
 
 
 def refuse_workers(name: str, workers: int) -> ModelError:

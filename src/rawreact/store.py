@@ -26,7 +26,7 @@ from rawreact.env import one_line, similarity, title_key
 from rawreact.errors import DataError
 
 FORMAT = "rawreact-passages"
-VERSION = 1
+VERSION = 2  # 2: sentences kept as the source gives them (HotpotQA's leading spaces included)
 CANDIDATES = 50  # titles the full-text index hands to the similarity ranking
 RANKED = 2_000  # BM25 ranks at most this many matching titles (about 5 microseconds each)
 COMMON = 20_000  # a word in more titles than this is too costly to intersect while a rarer word narrows the search
@@ -86,7 +86,7 @@ class PassageStore:
             last = self._query("SELECT max(id) FROM pages")[0][0] or 0
             for page in sorted({1 + (last - 1) * k // 16 for k in range(17)}):  # 17 pages, from the first to the last
                 for (title,) in self._query("SELECT title FROM pages WHERE id >= ? ORDER BY id LIMIT 1", (page,)):
-                    if self.sentences(title) is None:
+                    if self.passage(title) is None:
                         problem = f"page {title!r} is not found by its title"
             self._query("SELECT title FROM titles WHERE titles MATCH ? LIMIT 1", ('"a"',))
         if problem is not None:
@@ -112,7 +112,12 @@ class PassageStore:
         return self.info["pages"]
 
     def sentences(self, title: str) -> list[str] | None:
-        """The sentences of the page whose key is `title`'s, or None when there is none."""
+        """The sentences of the page whose key is `title`'s, each on one line, or None (as `env.Pages`)."""
+        found = self.passage(title)
+        return None if found is None else [one_line(s) for s in found if s.strip()]
+
+    def passage(self, title: str) -> list[str] | None:
+        """The page's sentences as the source gave them (what `ReferenceEnv` joins), or None."""
         rows = self._query("SELECT sentences FROM pages WHERE key = ? ORDER BY id LIMIT 1", (title_key(title),))
         if not rows:
             return None
@@ -126,8 +131,6 @@ class PassageStore:
                 "with `rawreact index`"
             )
         return sentences
-
-    passage = sentences  # what `ReferenceEnv` reads: a store keeps sentences only
 
     def similar(self, entity: str, n: int = 5) -> list[str]:
         """At most `n` titles like `entity`, best first, or fewer when fewer share a word with it.
@@ -325,8 +328,8 @@ def _fill(db: sqlite3.Connection, sources, on_pages) -> dict:
         for title, sentences in pages:
             read += 1
             title = one_line(title)
-            sentences = [one_line(s) for s in sentences if s.strip()]
-            if not title or not sentences:
+            sentences = list(sentences)  # as given: HotpotQA's carry the spaces between them (`reference.page_text`)
+            if not title or not any(s.strip() for s in sentences):
                 skipped += 1
                 continue
             text = json.dumps(sentences, ensure_ascii=False)
