@@ -332,8 +332,21 @@ def test_counts():
 def test_grammar_and_act():
     with pytest.raises(DataError, match="the reference loop sends no grammar"):
         Variant("g", loop="reference", grammar="step")
-    with pytest.raises(DataError, match="method act is Act"):
-        Variant("a", loop="reference", method="act")
+    with pytest.raises(DataError, match="method cot takes no action"):
+        Variant("c", loop="reference", method="cot")
+    # Act runs in the reference environment: one call after `Action i:`, its stripped text the action.
+    steps = [" Search[Orlo]", " Lookup[lake]\nmore", " Finish[Orlo]"]
+    (tol, th, tr), (ref, rh, rr) = both(steps, steps, method="act")
+    assert [h["prompt"][-9:] for h in rh] == ["Action 1:", "Action 2:", "Action 3:"]
+    assert [h["stop"] for h in rh] == [["\nObservation 1:"], ["\nObservation 2:"], ["\nObservation 3:"]]
+    assert ref.steps[0].thought is None and ref.steps[0].observation == (
+        "Orlo is a fishing village. It lies on Lake Veshna. Its festival is held in October.."
+    )
+    assert tol.steps[1].action_text == "Lookup[lake]" and ref.steps[1].error == "invalid"  # lines after the action
+    assert ref.steps[1].observation == "Invalid action: lookup[lake]\nmore"
+    assert rh[1]["prompt"].endswith("Action 1: Search[Orlo]\nObservation 1: Orlo is a fishing village. It lies on "
+                                    "Lake Veshna. Its festival is held in October..\nAction 2:")  # fmt: skip
+    assert ref.answer == tol.answer == "Orlo" and rr["loop"] == "reference" and rr["fallback_calls"] == 0
     with pytest.raises(ValueError, match="drop the grammar"):
         replay("reference", [FINISH.format(i=1)], grammar="step")
     tol, history, _ = replay("tolerant", [FINISH.format(i=1)], grammar="step")
@@ -460,7 +473,7 @@ def test_the_loops_ablation_compares_both_loops_and_resumes(rows, tmp_path):
         ("reference", "reference", 5),
     ]
     methods = {v.name: v.loop for v in ablation("methods", Variant("base", loop="reference"))}
-    assert methods == {"react": "reference", "act": "tolerant", "standard": "tolerant", "cot": "tolerant",
+    assert methods == {"react": "reference", "act": "reference", "standard": "tolerant", "cot": "tolerant",
                        "cot-sc": "tolerant", "react-cot-sc": "reference", "cot-sc-react": "reference"}  # fmt: skip
     data, model = _data(rows, tmp_path, 6), _oracle(rows, tmp_path / "o.json", wrong_every=3)
     command = [sys.executable, "-m", "rawreact", "compare", data, "--ablation", "loops", "--base", f"model={model}",

@@ -304,8 +304,8 @@ def solve(
     `prompt` is the method's prompt (for a back-off, the prompt of its first part); a back-off's
     second part uses `backoff_prompt` (a CoT prompt after ReAct, a ReAct prompt after CoT-SC).
     `samples`, `sample_temperature` and `seed` are CoT-SC's; `loop_options` (max_steps, grammar)
-    go to the loop. `loop` "reference" runs the ReAct part in the reference notebook's loop
-    (`reference.reference_react`, over a `ReferenceEnv`), which has no grammar and no Act.
+    go to the loop. `loop` "reference" runs the ReAct or Act part in the reference notebook's loop
+    (`reference.reference_react`, over a `ReferenceEnv`), which has no grammar.
     `header` is the word the question line starts with ("Claim" for FEVER).
     """
     if method not in METHODS:
@@ -325,7 +325,7 @@ def solve(
 
     def act(part_prompt: Prompt | str) -> Trajectory:
         if loop == "reference":
-            return reference_react(question, env, model, part_prompt, **options)
+            return reference_react(question, env, model, part_prompt, thoughts=method != "act", **options)
         return react(question, env, model, part_prompt, thoughts=method != "act", **options)
 
     if method in ("react", "act"):
@@ -378,11 +378,10 @@ def loop_problem(loop: str, method: str, grammar: bool, repeats: str = "off") ->
         return None
     if repeats == "note":
         return "the reference loop shows the notebook's observations, so repeats=note cannot add to them; use stop"
-    if method == "act" or method in REASONING:
+    if method in REASONING:
         return (
-            f"the reference loop runs ReAct (the notebook's webthink), and method {method} "
-            + ("has no ReAct part" if method in REASONING else "is Act")
-            + "; drop the reference loop, or run react, react-cot-sc or cot-sc-react"
+            f"the reference loop runs ReAct and Act (the notebook's webthink, and its Act steps), and method "
+            f"{method} takes no action; drop the reference loop, or run react, act, react-cot-sc or cot-sc-react"
         )
     if grammar:
         return "the reference loop sends no grammar, as the notebook did; drop the grammar, or use the tolerant loop"

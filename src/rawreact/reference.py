@@ -194,6 +194,7 @@ def reference_react(
     repeats: str = "off",
     budget: int | None = None,
     header: str = "Question",
+    thoughts: bool = True,
 ) -> Trajectory:
     """Run one episode as the reference notebook's `webthink` does, and return its trajectory.
 
@@ -203,6 +204,12 @@ def reference_react(
     action goes to the environment with its first letter lower-cased, and thought, action and
     observation go back into the transcript as written. An episode that does not finish is closed
     by `finish[]`, a step with no call that the record keeps and the model never sees.
+
+    With `thoughts=False` it runs Act, which the notebook has no code for (the paper's Act prompt,
+    `webact_simple6`, is `Action i: ...` and `Observation i: ...` steps): each step is one call on
+    `transcript + "Action i:"`, stopped at `\\nObservation i:`; its stripped text is the action, sent
+    and written back as `webthink` sends and writes an action, with no fallback call (there is no
+    thought to fall back on), over the same environment.
 
     The guardrails `repeats` ("off" or "stop"; a note would change the notebook's observations)
     and `budget` end an episode early, and change no call before that.
@@ -215,7 +222,7 @@ def reference_react(
     keep_prefix(model, traj.prompt)
 
     def take(i: int, text: str) -> Step:
-        return _step(i, text, env, model, max_tokens)
+        return (_step if thoughts else _act_step)(i, text, env, model, max_tokens)
 
     run_steps(
         traj, env, take, max_steps=max_steps, max_tokens=max_tokens, guard=Guard(repeats, budget), on_step=on_step
@@ -245,6 +252,20 @@ def _step(i: int, text: str, env: ReferenceEnv, model: Model, max_tokens: int) -
         action = retry.text.strip()
     else:
         thought, action = parts
+    return _acted(i, thought, action, env, calls, start, fallback)
+
+
+def _act_step(i: int, text: str, env: ReferenceEnv, model: Model, max_tokens: int) -> Step:
+    """One Act step: the call after `Action i:`; its stripped text is the action, as webthink takes one."""
+    start = time.perf_counter()
+    call = model.complete(text + f"Action {i}:", stop=[f"\nObservation {i}:"], max_tokens=max_tokens)
+    return _acted(i, None, call.text.strip(), env, [call], start, False)
+
+
+def _acted(
+    i: int, thought: str | None, action: str, env: ReferenceEnv, calls: list, start: float, fallback: bool
+) -> Step:
+    """The step of an action as webthink carries it out and writes it back."""
     # The notebook lower-cases the first letter (and stops with an IndexError on an empty action,
     # which here goes on as an invalid action).
     sent = action[:1].lower() + action[1:]
