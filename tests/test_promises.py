@@ -3,6 +3,7 @@
 
 import json
 import re
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from rawreact import DataError, ModelError, Variant, compare
 from rawreact.corpus import read_sources
 from rawreact.models.openai import OpenAIModel
 from rawreact.resources import resource
-from rawreact.store import build_store
+from rawreact.store import PassageStore, build_store
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -29,6 +30,15 @@ def test_a_rebuilt_store_with_other_pages_is_refused_by_resume(tmp_path):
     build_store(read_sources([resource("envs", "demo.json"), extra]), store, replace=True)  # other pages, same path
     with pytest.raises(DataError, match="--resume would mix two different runs .*passages_sha256"):
         compare(None, [variant], tmp_path / "runs", limit=2)
+
+
+def test_a_store_of_an_earlier_format_is_refused_asking_to_rebuild_it(tmp_path):
+    store = tmp_path / "old.sqlite"
+    build_store(read_sources([resource("envs", "demo.json")]), store)
+    with sqlite3.connect(store) as db:
+        db.execute("UPDATE meta SET value = '1' WHERE name = 'version'")
+    with pytest.raises(DataError, match=f"{store}: store version 1, this rawreact reads 2; rebuild it"):
+        PassageStore(store)
 
 
 def test_a_server_of_an_unknown_family_is_refused_a_grammar_rather_than_sent_one():
@@ -48,7 +58,8 @@ def test_every_promise_of_the_readme_is_listed_with_a_test_that_exists():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     listed = (ROOT / "docs" / "promises.md").read_text(encoding="utf-8")
     promises = len(re.findall(r"\b(never|always|refused|refuses)\b", readme, flags=re.IGNORECASE))
-    rows = [line for line in listed.splitlines() if line.startswith("| ") and not line.startswith("| README")]
+    heads = ("| README", "| ---")
+    rows = [line for line in listed.splitlines() if line.startswith("| ") and not line.startswith(heads)]
     assert len(rows) >= promises, f"the README makes {promises} promises and docs/promises.md lists {len(rows)}"
     tests = {
         f"{path.name}::{name}"

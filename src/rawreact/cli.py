@@ -96,9 +96,14 @@ def _parser() -> argparse.ArgumentParser:
         "calls of a chat model)",
     )
     run.add_argument(
+        "--reference",
+        metavar="DIR",
+        help="the ReAct paper's setup, from your checkout DIR of the reference repository: its prompts and "
+        "instruction, loop, sampling and scoring; options given beside it override their part",
+    )
+    run.add_argument(
         "--loop",
         choices=list(LOOPS),
-        default="tolerant",
         help="tolerant (rawreact's loop, the default) or reference (the reference notebook's loop and environment, "
         "byte for byte; 5 sentences per search unless --n-first; see docs/reference.md)",
     )
@@ -145,12 +150,24 @@ def _parser() -> argparse.ArgumentParser:
         "`rawreact index`, a collection (envs/ layout) or a HotpotQA file (its paragraphs pooled)",
     )
     run.add_argument("--limit", type=_positive, help="run only the first N questions")
-    run.add_argument("--shuffle", action="store_true", help="shuffle the questions before --limit")
-    run.add_argument("--shuffle-seed", type=int, default=0, help="seed of --shuffle (default: %(default)s)")
+    run.add_argument(
+        "--shuffle", action=argparse.BooleanOptionalAction, help="shuffle the questions before --limit (default: no)"
+    )
+    run.add_argument("--shuffle-seed", type=int, help="seed of --shuffle (default: 0)")
+    run.add_argument(
+        "--shuffle-range",
+        type=_positive,
+        metavar="N",
+        help="shuffle the first N questions' indices, as FEVER.ipynb shuffles range(7405) (default: all)",
+    )
     run.add_argument("--seed", type=int, default=0, help="seed of sampling (default: %(default)s)")
     run.add_argument("--out", help="write one JSON line per question to this run file, and a manifest beside it")
     run.add_argument("--resume", action="store_true", help="continue the run in --out, skipping finished questions")
-    run.add_argument("--max-steps", type=_positive, default=7, help="step limit per question (default: %(default)s)")
+    run.add_argument(
+        "--max-steps",
+        type=_positive,
+        help="step limit per question (default: 7, or 5 for the ReAct part of a FEVER react-cot-sc, as the paper)",
+    )
     run.add_argument(
         "--max-tokens", type=_positive, default=MAX_TOKENS, help="token limit per model call (default: %(default)s)"
     )
@@ -242,6 +259,7 @@ def _compare_parser(commands) -> None:
     compare.add_argument("--limit", type=_positive, help="compare on the first N questions")
     compare.add_argument("--shuffle", action="store_true", help="shuffle the questions before --limit")
     compare.add_argument("--shuffle-seed", type=int, default=0, help="seed of --shuffle (default: 0)")
+    compare.add_argument("--shuffle-range", type=_positive, metavar="N", help="shuffle the first N questions' indices")
     compare.add_argument("--seed", type=int, default=0, help="seed of sampling, unless a variant sets it (default: 0)")
     compare.add_argument("--workers", type=_positive, default=1, help="questions in flight at once")
     compare.add_argument("--ollama-host", help="where Ollama listens (default: OLLAMA_HOST)")

@@ -5,7 +5,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from rawreact import __version__
+from rawreact import __version__, paper
 from rawreact.cli_files import intervals_note, refuse_inputs
 from rawreact.collection import Collection, Question, choose_questions, load_collection
 from rawreact.errors import DataError, GrammarError
@@ -27,9 +27,31 @@ def _questions(args: argparse.Namespace) -> tuple[Collection, list[Question]]:
     if args.question is not None:
         # Over --passages (see Variant.collection), else over the demo's passages.
         collection = Collection("--question", {}, ()) if args.passages else load_collection().pooled()
+        _paper(args, collection, 1)
         return collection, [Question("question-1", args.question, args.answer)]
     collection = load_collection(args.data)
-    return collection, choose_questions(collection, limit=args.limit, shuffle=args.shuffle, seed=args.shuffle_seed)
+    _paper(args, collection, len(collection.questions))
+    chosen = {"limit": args.limit, "shuffle": args.shuffle, "seed": args.shuffle_seed}
+    return collection, choose_questions(collection, **chosen, shuffle_range=args.shuffle_range)
+
+
+def _paper(args: argparse.Namespace, collection: Collection, questions: int) -> None:
+    """With --reference, fill every option the user did not give with the paper's; then the defaults.
+
+    What the switch chose, and what was the user's instead, is kept in `args.paper` for the header
+    and the manifest.
+    """
+    args.paper = None
+    if args.reference:
+        options = paper.reference_options(args.reference, collection.task, args.method, questions)
+        given = {name: getattr(args, name) for name in options if getattr(args, name) is not None}
+        for name, value in options.items():
+            if name not in given:
+                setattr(args, name, value)
+        args.paper = {"options": options, "given": given, "task": collection.task}
+    args.loop = args.loop or "tolerant"
+    args.shuffle = bool(args.shuffle)
+    args.shuffle_seed = 0 if args.shuffle_seed is None else args.shuffle_seed
 
 
 def _grammar_mode(args: argparse.Namespace) -> str | None:
@@ -61,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
             refuse_inputs(out, [path for path in inputs if path], "an input")
     mode = _grammar_mode(args)
     collection, questions = _questions(args)
+    if args.paper is not None:
+        _say_paper(args, collection, len(questions))
     variant = Variant(
         "run",
         method=args.method,
@@ -98,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
         question=args.question,
         shuffle=args.shuffle,
         shuffle_seed=args.shuffle_seed,
+        shuffle_range=args.shuffle_range,
     )
     options = {"n_ctx": args.n_ctx, "seed": args.seed, "temperature": args.temperature, "host": args.ollama_host}
     options["workers"] = args.workers
@@ -106,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
         raise GrammarError(f"model {model.name} cannot apply a grammar; drop --grammar, or use a llama.cpp model")
     check_context(model, prompt, questions, args.max_tokens, args.method, backoff)
     details = {
+        **({} if args.paper is None else {"reference": _reference_record(args)}),
         "data": collection.source,
         "layout": collection.layout,
         "limit": args.limit,
@@ -143,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
             on_step=print_step if live else None,
             workers=args.workers,
             stop=lambda: stopper.signal is not None,
-            **variant.solve_options(grammar, backoff),
+            **variant.solve_options(grammar, backoff, task),
         )
         records = list(done)
         scored = [r for r in done if r["em"] is not None]  # running sums for the bar, over the scored questions
@@ -203,6 +229,7 @@ def compare_command(args: argparse.Namespace) -> int:
             limit=args.limit,
             shuffle=args.shuffle,
             shuffle_seed=args.shuffle_seed,
+            shuffle_range=args.shuffle_range,
             workers=args.workers,
             host=args.ollama_host,
             timeout=args.timeout,
@@ -224,6 +251,34 @@ def compare_command(args: argparse.Namespace) -> int:
     print(comparison.table(args.format), end="")
     intervals_note(args, comparison, f"; tables in {out / 'comparison.md'} and {out / 'comparison.csv'}")
     return 0
+
+
+def _say_paper(args: argparse.Namespace, collection: Collection, questions: int) -> None:
+    """Print, part by part, what of this run's setup is the paper's and what is not."""
+    store = f"the store {args.passages}" if args.passages else None
+    own = "each question's own paragraphs (the distractor setting)" if collection.task == "qa" else "none"
+    chosen = {
+        "task": args.paper["task"],
+        "method": args.method,
+        "n_first": args.n_first,
+        "max_steps": args.max_steps,
+        "questions": len(collection.questions),
+        "passages": store or own,
+        "model": args.model,
+    }
+    lines = paper.describe(args.paper["options"], args.paper["given"], chosen)
+    print(f"rawreact: the paper's setup from {args.reference} (--reference), {plural(questions, 'question')}:")
+    print("\n".join(lines), flush=True)
+
+
+def _reference_record(args: argparse.Namespace) -> dict:
+    """What the manifest keeps of --reference: the checkout, its files' hashes, the parts chosen and given."""
+    return {
+        "directory": str(args.reference),
+        "files": paper.files(args.reference, args.paper["task"]),
+        "paper": {k: v for k, v in args.paper["options"].items() if k not in args.paper["given"]},
+        "yours": args.paper["given"],
+    }
 
 
 def _loop(variant: Variant) -> str:

@@ -160,17 +160,29 @@ class Collection:
 
 
 def choose_questions(
-    collection: Collection, *, limit: int | None = None, shuffle: bool = False, seed: int = 0
+    collection: Collection,
+    *,
+    limit: int | None = None,
+    shuffle: bool = False,
+    seed: int = 0,
+    shuffle_range: int | None = None,
 ) -> list[Question]:
     """The questions a run asks: all of them, shuffled with `seed` if asked, then the first `limit`.
 
-    The shuffle is the reference notebook's: `random.Random(233).shuffle` of the indices.
+    The shuffle is the reference notebook's: `random.Random(233).shuffle` of the indices, of all of
+    them or, with `shuffle_range` N, of the first N (FEVER.ipynb shuffles `range(7405)`, the size of
+    HotpotQA's dev set, over the 9,999 claims of `paper_dev.jsonl`, so only those can be drawn).
     """
     questions = list(collection.questions)
     if not questions:
         raise DataError(f"{collection.source} has no questions; add some, or ask one with --question")
+    if shuffle_range is not None and not 1 <= shuffle_range <= len(questions):
+        raise DataError(
+            f"--shuffle-range {shuffle_range}: {collection.source} has {len(questions)} questions; give 1 to "
+            f"{len(questions)}"
+        )
     if shuffle:
-        order = list(range(len(questions)))
+        order = list(range(len(questions) if shuffle_range is None else shuffle_range))
         random.Random(seed).shuffle(order)
         questions = [questions[i] for i in order]
     return questions[:limit]

@@ -59,7 +59,7 @@ class Variant:
     n_first: int | None = None
     repeats: str = "off"
     budget: int | None = None
-    max_steps: int = 7
+    max_steps: int | None = None  # None: the paper's, 7 (5 for FEVER's ReAct -> CoT-SC); see `steps`
     max_tokens: int = 100
     temperature: float = 0.0
     seed: int = 0
@@ -93,6 +93,12 @@ class Variant:
         problem = problem or sequences_problem(self.model, self.samples if self.method in SAMPLING else 1, "samples")
         if problem:
             raise DataError(f"variant {self.name}: {problem}" if self.name != "run" else problem)
+
+    def steps(self, task: str = "qa") -> int:
+        """The step limit: `max_steps`, or the paper's, 7, and 5 for the ReAct part of FEVER's ReAct -> CoT-SC."""
+        if self.max_steps is not None:
+            return self.max_steps
+        return 5 if task == "fever" and self.method == "react-cot-sc" else 7
 
     @property
     def sentences(self) -> int:
@@ -148,8 +154,8 @@ class Variant:
             self.backoff_prompt, key=self.backoff_key, instruction=self.backoff_instruction, method=second, task=task
         )
 
-    def solve_options(self, grammar: Grammar | None, backoff: Prompt | None) -> dict:
-        """The keyword arguments of `solve` (through `run_questions`) for this variant."""
+    def solve_options(self, grammar: Grammar | None, backoff: Prompt | None, task: str = "qa") -> dict:
+        """The keyword arguments of `solve` (through `run_questions`) for this variant, on the task's questions."""
         return {
             "method": self.method,
             "loop": self.loop,
@@ -159,7 +165,7 @@ class Variant:
             "samples": self.samples,
             "sample_temperature": self.sample_temperature,
             "seed": self.seed,
-            "max_steps": self.max_steps,
+            "max_steps": self.steps(task),
             "max_tokens": self.max_tokens,
             "grammar": grammar,
         }
@@ -194,8 +200,9 @@ class Variant:
             "grammar_sha256": grammar.sha256 if grammar else None,
             "shuffle": shuffle,
             "shuffle_seed": run.get("shuffle_seed", 0) if shuffle else None,
+            "shuffle_range": run.get("shuffle_range") if shuffle else None,
             "seed": self.seed,
-            "max_steps": self.max_steps,
+            "max_steps": self.steps(collection.task),
             "max_tokens": self.max_tokens,
             "n_first": self.sentences,
             "repeats": self.repeats,
@@ -340,6 +347,7 @@ def compare(
     limit: int | None = None,
     shuffle: bool = False,
     shuffle_seed: int = 0,
+    shuffle_range: int | None = None,
     workers: int = 1,
     host: str | None = None,
     timeout: float | None = None,
@@ -365,7 +373,9 @@ def compare(
     names = [v.name for v in variants]
     if len(set(names)) != len(names):
         raise DataError(f"variant names must differ, and {', '.join(n for n in names if names.count(n) > 1)} repeat")
-    questions = choose_questions(collection, limit=limit, shuffle=shuffle, seed=shuffle_seed)
+    questions = choose_questions(
+        collection, limit=limit, shuffle=shuffle, seed=shuffle_seed, shuffle_range=shuffle_range
+    )
     out = Path(out)
     checked = []  # every variant loaded and checked before anything is written
     for variant in variants:
@@ -373,7 +383,8 @@ def compare(
         prompt, grammar = variant.load_prompt(task), variant.load_grammar()
         backoff = variant.load_backoff_prompt(task)
         variant.collection(collection)  # opens its passages now: a bad store fails before any model loads
-        config = variant.config(collection, prompt, grammar, backoff, shuffle=shuffle, shuffle_seed=shuffle_seed)
+        shuffled = {"shuffle": shuffle, "shuffle_seed": shuffle_seed, "shuffle_range": shuffle_range}
+        config = variant.config(collection, prompt, grammar, backoff, **shuffled)
         checked.append((variant, (prompt, grammar, backoff), config))
     folder_made = not out.exists()
     try:
@@ -412,7 +423,7 @@ def compare(
                 out=sink,
                 workers=workers,
                 stop=stop,
-                **variant.solve_options(grammar, backoff),
+                **variant.solve_options(grammar, backoff, collection.task),
             )
             for result in results:
                 if on_result is not None:

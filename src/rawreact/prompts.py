@@ -5,6 +5,7 @@ exemplar per block, blocks separated by a blank line), and a JSON file laid out 
 repository's `prompts_naive.json` (a dict of named prompt strings; the user names the key).
 """
 
+import ast
 import hashlib
 import json
 import random
@@ -77,10 +78,42 @@ def read_exemplars(path: str | Path | None = None, method: str = "react", task: 
 
 
 def read_instruction(path: str | Path | None = None, method: str = "react", task: str = "qa") -> str:
-    """The instruction text (by default the method's for the task), ending with one newline; an empty file gives ""."""
+    """The instruction text (by default the method's for the task), ending with one newline; an empty file gives "".
+
+    `NOTEBOOK.ipynb#NAME` is the string a code cell of that notebook assigns to NAME, taken as it is:
+    the reference's HotpotQA instruction is `hotpotqa.ipynb#instruction` in a checkout of its repository.
+    """
+    if path and ".ipynb#" in str(path):
+        notebook, _, name = str(path).rpartition("#")
+        return notebook_string(Path(notebook), name)
     path = Path(path) if path else shipped(method, task, "instruction.txt")
     text = _read(path).rstrip("\n")
     return text + "\n" if text.strip() else ""
+
+
+def notebook_string(path: Path, name: str) -> str:
+    """The string that a code cell of the Jupyter notebook `path` assigns to `name` (`name = "..."`)."""
+    try:
+        cells = json.loads(_read(path)).get("cells", [])
+    except (json.JSONDecodeError, AttributeError):
+        raise PromptError(f"{path}: not a Jupyter notebook (JSON with 'cells')") from None
+    for cell in cells:
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        source = cell.get("source", "")
+        try:
+            tree = ast.parse("".join(source) if isinstance(source, list) else str(source))
+        except SyntaxError:  # a cell of shell or magic commands
+            continue
+        for node in tree.body:
+            if (
+                isinstance(node, ast.Assign)
+                and [getattr(t, "id", None) for t in node.targets] == [name]
+                and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, str)
+            ):
+                return node.value.value
+    raise PromptError(f"{path}: no code cell assigns a string to {name!r}; is it the reference's notebook?")
 
 
 def load_prompt(

@@ -443,7 +443,7 @@ _BY_CONTENT = {
     "grammar": "grammar_sha256",
     "passages": "passages_sha256",
 }
-_ADDED = ("model_sha256", "grammar_sha256", "shuffle_seed")  # settings that rawreact 0.1 did not record
+_ADDED = ("model_sha256", "grammar_sha256", "shuffle_seed", "shuffle_range")  # settings older runs did not record
 # Settings added after rawreact 0.1, and the value every run made before them had: ReAct with no
 # samples (the methods), the tolerant loop, no guardrails.
 _BEFORE = dict.fromkeys(
