@@ -19,7 +19,7 @@ from rawreact.experiments import Variant
 from rawreact.methods import PAPER
 from rawreact.prompts import notebook_string
 from rawreact.record import Trajectory
-from rawreact.store import build_store
+from rawreact.store import PassageStore, build_store
 
 RAWREACT = [sys.executable, "-m", "rawreact"]
 ROOT = Path(__file__).resolve().parent.parent
@@ -114,7 +114,7 @@ def _claims(path: Path, n: int) -> Path:
     return path
 
 
-@pytest.mark.parametrize("method", ["react", "cot", "react-cot-sc"])
+@pytest.mark.parametrize("method", PAPER)
 def test_fever_takes_the_fever_prompt_whole_and_five_steps_for_its_back_off(checkout, tmp_path, method):
     claims = _claims(tmp_path / "claims.jsonl", 3)
     store = tmp_path / "wiki.sqlite"
@@ -128,8 +128,9 @@ def test_fever_takes_the_fever_prompt_whole_and_five_steps_for_its_back_off(chec
     assert done.returncode == 0, done.stderr
     prompts = json.loads((checkout / "prompts" / "fever.json").read_text())
     manifest, records = read_run(out)
-    part, kind, _ = EXPECTED[method][0]
-    assert {r[part]["prompt"] for r in records} == {prompts[f"{kind}_simple3"]}  # nothing in front
+    for part, kind, _ in EXPECTED[method]:
+        assert {r[part]["prompt"] for r in records} == {prompts[f"{kind}_simple3"]}  # nothing in front
+        assert {r[part].get("header") for r in records} == {"Claim"}
     assert manifest["config"]["max_steps"] == (5 if method == "react-cot-sc" else 7)
     if method == "react-cot-sc":
         assert {r["steps"] for r in records} == {6}  # five steps, then the closing finish[]
@@ -184,3 +185,18 @@ def test_the_instruction_is_read_from_the_notebook_as_written(checkout):
     assert notebook_string(checkout / "hotpotqa.ipynb", "instruction") == INSTRUCTION
     with pytest.raises(Exception, match="no code cell assigns a string to 'missing'"):
         notebook_string(checkout / "hotpotqa.ipynb", "missing")
+
+
+def test_the_pooled_protocol_searches_every_questions_paragraphs_in_one_store(rows, tmp_path):
+    from test_runs import _oracle
+
+    data, out = _data(rows, tmp_path, 6), tmp_path / "pooled.jsonl"
+    script = ROOT / "scripts" / "reproduce_hotpotqa.py"
+    command = [sys.executable, script, data, "--model", _oracle(rows, tmp_path / "o.json"), "--pooled", "--out", out]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    store = Path(f"{out}.pooled.sqlite")
+    manifest, records = read_run(out)
+    assert manifest["config"]["passages"] == str(store) and len(records) == 6
+    assert len(PassageStore(store)) == len({t for r in rows[:6] for t, _ in r["context"]})
+    assert "every question's paragraphs pooled" in done.stdout
