@@ -11,7 +11,7 @@ from rawreact.export import export
 from rawreact.fever import label_table
 from rawreact.htmlreport import write_page
 from rawreact.report import compare_runs, drop_unused, listing, row_of, show, table
-from rawreact.runfile import manifest_path
+from rawreact.runfile import legacy_manifest_path, manifest_path, refuse_existing
 from rawreact.runs import read_run
 from rawreact.terminal import plural, printable, terminated_as_interrupt
 
@@ -35,16 +35,7 @@ def refuse_inputs(out: str | Path, inputs: list[str | Path], what: str) -> None:
 
 def run_inputs(runs: list[str | Path]) -> list[Path]:
     """The files a command that reads run files reads: each run file and its manifest (either name)."""
-    found = []
-    for run in map(Path, runs):
-        found += [run, manifest_path(run), run.with_name(run.stem + ".manifest.json")]
-    return found
-
-
-def refuse_overwrite(out: str | Path, force: bool, option: str) -> None:
-    """Refuse to replace an existing output file without --force."""
-    if Path(out).exists() and not force:
-        raise DataError(f"{out} exists; choose another {option}, or add --force to replace it")
+    return [path for run in map(Path, runs) for path in (run, manifest_path(run), legacy_manifest_path(run))]
 
 
 def intervals_note(args: argparse.Namespace, comparison, where: str = "") -> None:
@@ -84,7 +75,7 @@ def report(args: argparse.Namespace) -> int:
         refuse_inputs(args.html, run_inputs(list(runs.values())), "a run file or manifest")
     loaded = {name: read_run(path) for name, path in runs.items()}  # a missing or bad run file is named first
     if args.html:
-        refuse_overwrite(args.html, args.force, "--html path")
+        refuse_existing(args.html, args.force, "--html path")
     rows = [row_of(name, *read) for name, read in loaded.items()]
     if args.html:
         written = write_page(runs, args.html, resamples=args.resamples, seed=args.stats_seed)

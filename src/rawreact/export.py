@@ -27,7 +27,7 @@ from rawreact import __version__
 from rawreact.errors import DataError
 from rawreact.models.base import openai_message
 from rawreact.record import Step, Trajectory
-from rawreact.runfile import manifest_path, read_run, write_whole
+from rawreact.runfile import manifest_path, read_run, refuse_existing, write_whole
 
 LAYOUTS = ("completion", "chat")
 _ACTING = ("react", "act", "tools")  # the parts that answer through a trajectory
@@ -173,8 +173,7 @@ def export(
     }
     out = Path(out)
     for path in (out, manifest_path(out)):
-        if path.exists() and not force:
-            raise DataError(f"{path} exists; choose another --out, or add --force to replace it")
+        refuse_existing(path, force, "--out")
     write_whole(out, "".join(line + "\n" for line in lines), "choose another --out")
     write_whole(manifest_path(out), json.dumps(manifest, indent=2) + "\n", "choose another --out")
     return result

@@ -14,15 +14,10 @@ import hashlib
 from pathlib import Path
 
 from rawreact.errors import DataError
-from rawreact.methods import BACKOFFS, REASONING
+from rawreact.methods import BACKOFFS, METHODS, REASONING
 
 PROMPT_FILES = {"qa": "prompts/prompts_naive.json", "fever": "prompts/fever.json"}
 NOTEBOOKS = {"qa": "hotpotqa.ipynb", "fever": "FEVER.ipynb"}
-# The prompt key of each part, by task (CoT-SC samples CoT's prompt).
-KEYS = {
-    task: {"react": f"webthink_{n}", "act": f"webact_{n}", "standard": f"webqa_{n}", "cot": f"cotqa_{n}"}
-    for task, n in (("qa", "simple6"), ("fever", "simple3"))
-}
 SHUFFLE_SEED, SHUFFLE_RANGE, SAMPLE = 233, 7405, 500  # both notebooks: random.Random(233) over range(7405), first 500
 OPTIONS = (
     "loop",
@@ -39,8 +34,10 @@ OPTIONS = (
 )
 
 
-def _part(method: str) -> str:
-    return "cot" if method == "cot-sc" else method
+def _key(task: str, part: str) -> str:
+    """The reference's prompt key of one part (a method's `reference_key`); FEVER's end `_simple3`."""
+    key = METHODS[part].reference_key
+    return key if task == "qa" else key.replace("_simple6", "_simple3")
 
 
 def reference_options(directory: str | Path, task: str, method: str, questions: int) -> dict[str, object]:
@@ -57,13 +54,13 @@ def reference_options(directory: str | Path, task: str, method: str, questions: 
     first, second = BACKOFFS.get(method, (method, None))
     prompt = str(directory / PROMPT_FILES[task])
     instruction = f"{directory / NOTEBOOKS['qa']}#instruction"  # the HotpotQA notebook's, before its ReAct prompt
-    options: dict[str, object] = {"prompt": prompt, "key": KEYS[task][_part(first)]}
+    options: dict[str, object] = {"prompt": prompt, "key": _key(task, first)}
     if method not in REASONING:  # Standard, CoT and CoT-SC take no action, so run in no loop
         options["loop"] = "reference"
     if task == "qa" and first == "react":
         options["instruction"] = instruction
     if second is not None:
-        options |= {"backoff_prompt": prompt, "backoff_key": KEYS[task][_part(second)]}
+        options |= {"backoff_prompt": prompt, "backoff_key": _key(task, second)}
         if task == "qa" and second == "react":
             options["backoff_instruction"] = instruction
     options |= {"shuffle": True, "shuffle_seed": SHUFFLE_SEED, "limit": SAMPLE}

@@ -12,12 +12,11 @@ import sys
 from pathlib import Path
 
 from rawreact.cli import main
+from rawreact.paper import SAMPLE, SHUFFLE_RANGE, SHUFFLE_SEED
 
 # The protocol without the reference checkout: both notebooks' sample and the reference loop's defaults.
-PROTOCOL = {
-    "qa": ["--shuffle", "--shuffle-seed", "233", "--limit", "500", "--n-first", "5"],
-    "fever": ["--shuffle", "--shuffle-seed", "233", "--shuffle-range", "7405", "--limit", "500", "--n-first", "5"],
-}
+_SAMPLE = ["--shuffle", "--shuffle-seed", str(SHUFFLE_SEED), "--limit", str(SAMPLE), "--n-first", "5"]
+PROTOCOL = {"qa": _SAMPLE, "fever": [*_SAMPLE, "--shuffle-range", str(SHUFFLE_RANGE)]}
 NAMES = {"qa": "hotpotqa", "fever": "fever"}
 LOOPS_SAID = {"tolerant": "rawreact's", "reference": "the reference notebook's, byte for byte"}
 

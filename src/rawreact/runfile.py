@@ -48,10 +48,22 @@ def manifest_path(out: str | Path) -> Path:
     return out.with_name(out.name + ".manifest.json")
 
 
+def legacy_manifest_path(out: str | Path) -> Path:
+    """The name rawreact 0.1 gave the manifest of a run file: RUN.jsonl -> RUN.manifest.json."""
+    out = Path(out)
+    return out.with_name(out.stem + ".manifest.json")
+
+
 def _legacy_manifest(out: Path) -> Path | None:
     """Where rawreact 0.1 put the manifest of a `.jsonl` run file (RUN.manifest.json), if it is there."""
-    legacy = out.with_name(out.stem + ".manifest.json")
+    legacy = legacy_manifest_path(out)
     return legacy if out.suffix == ".jsonl" and legacy.is_file() else None
+
+
+def refuse_existing(path: str | Path, force: bool, option: str) -> None:
+    """Refuse to replace an existing output file without `force` (the command's --force)."""
+    if Path(path).exists() and not force:
+        raise DataError(f"{path} exists; choose another {option}, or add --force to replace it")
 
 
 def _existing_manifest(out: Path) -> Path | None:

@@ -53,10 +53,11 @@ class LlamaModel:
             raise ModelError(f"model file {path} does not exist; give the path of a .gguf file")
         if workers < 1:
             raise ModelError(f"workers must be 1 or more, not {workers}")
-        if workers + PREFIXES > _llama_cpp().llama_max_parallel_sequences():
-            from rawreact.models import sequences_problem
+        from rawreact.models import sequences_problem  # llama.cpp's limit (a test pins it to the library's)
 
-            raise ModelError(sequences_problem(str(path), workers, "workers"))
+        problem = sequences_problem(str(path), workers, "workers")
+        if problem:
+            raise ModelError(problem)
         if not 0 <= seed < 2**32:  # llama.cpp's seeds are unsigned 32-bit numbers, as numpy's generator needs
             raise ModelError(f"seed={seed} must be a whole number from 0 to {2**32 - 1}")
         if n_threads is None:  # llama-cpp-python's default, half the cores, leaves a small machine idle
