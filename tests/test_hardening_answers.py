@@ -215,3 +215,10 @@ def test_chat_content_sent_as_parts_and_arguments_sent_as_json_values():
     assert first.error == "invalid call" and "must be a JSON object" in first.observation
     assert second.error == "invalid call" and second.action_text == 'search({"query": {"q": 1}})'
     assert traj.ended == "text" and traj.answer == "October"
+
+
+def test_the_support_share_counts_unscored_answers_and_the_em_shares_only_scored_ones():
+    from rawreact.report import _support
+
+    records = [{"supported": True, "em": None}, {"supported": False, "em": 0.0}, {"supported": None, "em": 1.0}]
+    assert _support(records) == {"supported": 0.5, "em_unsupported": 0.0}

@@ -76,14 +76,15 @@ def _support(records: list[dict]) -> dict:
     """The share of answers found in what the agent saw, and EM among those found and those not.
 
     Over the records that have a verdict (an answer from a method that searched); absent when none has.
+    The EM shares count only the questions with a gold answer (a score).
     """
-    judged = [r for r in records if r.get("supported") is not None and r["em"] is not None]
+    judged = [r for r in records if r.get("supported") is not None]
     if not judged:
         return {}
-    found = [r["em"] for r in judged if r["supported"]]
-    unseen = [r["em"] for r in judged if not r["supported"]]
+    found = [r["em"] for r in judged if r["supported"] and r["em"] is not None]
+    unseen = [r["em"] for r in judged if not r["supported"] and r["em"] is not None]
     return (
-        {"supported": len(found) / len(judged)}
+        {"supported": sum(bool(r["supported"]) for r in judged) / len(judged)}
         | ({"em_supported": sum(found) / len(found)} if found else {})
         | ({"em_unsupported": sum(unseen) / len(unseen)} if unseen else {})
     )
