@@ -74,7 +74,8 @@ def test_a_question_without_a_gold_answer_is_reported_unscored_everywhere(tmp_pa
     assert exported.returncode == 0 and (tmp_path / "ex.jsonl").read_text() == ""
     assert "0 of 1 question (EM 1)" in exported.stderr and "1 not selected" in exported.stderr
     assert _cli("report", out, "--html", tmp_path / "p.html").returncode == 0
-    assert 'data-em="-"' in (tmp_path / "p.html").read_text()
+    page = (tmp_path / "p.html").read_text()
+    assert 'data-em="-"' in page and "no EM or F1 to chart" in page and "EM per run" not in page
 
 
 def test_scored_and_unscored_questions_are_counted_apart(rows, tmp_path):

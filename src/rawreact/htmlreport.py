@@ -88,7 +88,8 @@ def _table(rows: list[dict[str, str]], cls: str) -> str:
 
 # The columns of the first of the two tables a wide table is split into (each keeps its first column):
 # what a run scored, then what it did and cost.
-_SCORES = ("method", "loop", "model", "grammar", "n", "EM", "F1", "finished", "supported", "EM supp", "EM unsupp")
+_SCORES = ("method", "loop", "model", "grammar", "n", "scored", "EM", "F1", "finished", "supported", "EM supp")
+_SCORES += ("EM unsupp",)
 _SCORES += ("vote share", "answered by")
 _INTERVALS = ("method", "loop", "n", "EM", "ΔEM", "F1", "ΔF1", "finished")
 
@@ -165,7 +166,8 @@ def _charts(records: dict[str, list[dict]], resamples: int, seed: int) -> str:
             if scored:
                 interval = bootstrap(scored, resamples=resamples, seed=seed)
                 rows.append((name, interval.mean, interval.low, interval.high))
-        charts.append(svg.intervals(f"{metric.upper()} per run, with its 95% interval", rows))
+        if rows:  # a run whose questions have no gold answer has no score to chart
+            charts.append(svg.intervals(f"{metric.upper()} per run, with its 95% interval", rows))
     steps = [(name, Counter(r["steps"] for r in found)) for name, found in filled.items()]
     charts.append(svg.histogram("Questions by steps taken", steps))
     endings = [(name, s["endings"]) for name, s in summaries.items()]
@@ -177,7 +179,12 @@ def _charts(records: dict[str, list[dict]], resamples: int, seed: int) -> str:
     if evaluated:
         charts.append(svg.bars("Evaluated prompt tokens per question", evaluated, "{:.0f}"))
     charts.append(svg.bars("Seconds per question", [(name, s["seconds"]) for name, s in summaries.items()]))
-    return '<div class="charts">' + "".join(f"<figure>{c}</figure>" for c in charts) + "</div>"
+    unscored = (
+        ""
+        if any(r["em"] is not None for found in filled.values() for r in found)
+        else ('<p class="note">No question has a gold answer, so there is no EM or F1 to chart.</p>')
+    )
+    return unscored + '<div class="charts">' + "".join(f"<figure>{c}</figure>" for c in charts) + "</div>"
 
 
 _COLUMNS = (  # header, type (for sorting)
