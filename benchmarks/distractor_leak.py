@@ -16,10 +16,10 @@ import os
 import time
 
 from rawreact import load_collection, load_model, load_prompt
-from rawreact.collection import open_passages
-from rawreact.env import NOT_FOUND
-from rawreact.report import summarize
-from rawreact.runs import run_questions
+from rawreact.environments.env import NOT_FOUND
+from rawreact.reports.summary import summarize
+from rawreact.runs.run import run_questions
+from rawreact.tasks.loading import open_passages
 
 SAMPLE = os.environ.get("RAWREACT_HOTPOTQA")  # a HotpotQA file in the official layout
 

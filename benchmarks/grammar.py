@@ -14,8 +14,8 @@ import os
 import time
 
 from rawreact import load_collection, load_grammar, load_model, load_prompt
-from rawreact.report import summarize
-from rawreact.runs import run_questions
+from rawreact.reports.summary import summarize
+from rawreact.runs.run import run_questions
 
 SAMPLE = os.environ.get("RAWREACT_HOTPOTQA")  # a HotpotQA file in the official layout
 

@@ -17,7 +17,7 @@ import sys
 import time
 
 from rawreact import load_collection, load_model, load_prompt
-from rawreact.methods import STOPS, reason
+from rawreact.agents.reasoning import STOPS, reason
 
 SHARED = os.environ.get("RAWREACT_HOTPOTQA")  # a HotpotQA file in the official layout
 

@@ -29,9 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
-from rawreact.corpus import read_sources
-from rawreact.env import PassageEnv
-from rawreact.store import PassageStore
+from rawreact.environments.env import PassageEnv
+from rawreact.environments.store import PassageStore
+from rawreact.tasks.corpus import read_sources
 
 LETTERS = "etaoinshrdlcumwfgypbvkjxqz"
 WEIGHTS = np.array(

@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 from rawreact import load_collection, load_model, load_prompt, run_questions
-from rawreact.models import model_path
-from rawreact.report import summarize
+from rawreact.models.specs import model_path
+from rawreact.reports.summary import summarize
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = os.environ.get("RAWREACT_HOTPOTQA")  # a HotpotQA file in the official layout

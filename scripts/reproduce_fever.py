@@ -15,7 +15,7 @@ the protocol's. The run resumes if it was interrupted: run the same command agai
 
 import sys
 
-from rawreact.reproduce import reproduce
+from rawreact.cli.reproduce import reproduce
 
 if __name__ == "__main__":
     sys.exit(reproduce("fever", sys.argv[1:], __doc__))

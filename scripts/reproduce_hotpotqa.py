@@ -17,7 +17,7 @@ was interrupted: run the same command again.
 
 import sys
 
-from rawreact.reproduce import reproduce
+from rawreact.cli.reproduce import reproduce
 
 if __name__ == "__main__":
     sys.exit(reproduce("qa", sys.argv[1:], __doc__))

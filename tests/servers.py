@@ -13,7 +13,7 @@ import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from rawreact.errors import ContextLengthExceeded
+from rawreact.core.errors import ContextLengthExceeded
 
 
 def free_port() -> int:

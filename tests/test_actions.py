@@ -7,7 +7,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from rawreact import VERBS, Action, format_action, parse_action, parse_step
-from rawreact.actions import split_step
+from rawreact.core.actions import split_step
 
 DOC = (__import__("pathlib").Path(__file__).parent.parent / "docs" / "parser.md").read_text(encoding="utf-8")
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rawreact.answers import clean_answer, parse_answer, vote
+from rawreact.agents.answers import clean_answer, parse_answer, vote
 
 DOC = (Path(__file__).parent.parent / "docs" / "answers.md").read_text(encoding="utf-8")
 

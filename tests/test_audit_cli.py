@@ -12,8 +12,8 @@ import pytest
 from test_runs import _data, _oracle
 
 from rawreact import read_run
-from rawreact.cli import main
-from rawreact.runs import manifest_path
+from rawreact.cli.app import main
+from rawreact.runs.records import manifest_path
 
 RAWREACT = [sys.executable, "-m", "rawreact"]
 ROOT = Path(__file__).resolve().parent.parent
@@ -218,7 +218,7 @@ def test_files_with_a_byte_order_mark_load(tmp_path, rows):
     assert "2 questions from dev, " in done.stdout and "(1 exemplar)" in done.stdout
 
 
-@pytest.mark.parametrize("module", ["rawreact.cli", "rawreact.report", "rawreact.runs", "numpy"])
+@pytest.mark.parametrize("module", ["rawreact.cli.app", "rawreact.reports.summary", "rawreact.runs.run", "numpy"])
 def test_ctrl_c_while_the_command_loads_shows_no_traceback(module):
     """Ctrl-C lands while the command imports `module` (simulated exactly there): one line, exit 130."""
     code = f"""

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from test_runs import _data, _oracle
 
 from rawreact import DataError, RunFile, ScriptedModel, load_collection, load_prompt, read_run, run_questions
-from rawreact.runs import manifest_path
+from rawreact.runs.records import manifest_path
 
 RAWREACT = [sys.executable, "-m", "rawreact"]
 
@@ -228,7 +228,7 @@ def test_resume_checks_files_by_content_not_by_path(rows, tmp_path):
 
 
 def _step_grammar() -> str:
-    from rawreact.resources import resource
+    from rawreact.core.resources import resource
 
     return resource("prompts", "grammars/step.gbnf").read_text(encoding="utf-8")
 

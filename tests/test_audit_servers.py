@@ -11,7 +11,7 @@ from rawreact import ModelError, ScriptedModel, load_collection, load_prompt, ru
 from rawreact.models.base import Completion
 from rawreact.models.ollama import OllamaModel
 from rawreact.models.openai import OpenAIModel
-from rawreact.report import summarize, summary_line
+from rawreact.reports.summary import summarize, summary_line
 
 MODELS = b'{"data": [{"id": "tiny", "owned_by": "vllm"}]}'
 COMPLETION = {"choices": [{"text": " Paris", "finish_reason": "stop"}], "usage": {"prompt_tokens": 5}}
@@ -113,7 +113,7 @@ def test_nothing_listening_at_start_up_fails_at_once_without_retries(capsys):
 
 @pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "soon"])
 def test_the_timeout_must_be_a_finite_number_of_seconds(value, capsys):
-    from rawreact.cli import main
+    from rawreact.cli.app import main
 
     with pytest.raises(SystemExit) as exit:
         main(["run", "--timeout", value])
@@ -230,15 +230,15 @@ def test_ollama_against_a_real_server_of_another_kind(tmp_path):
 
 def test_a_run_where_most_questions_end_by_context_says_so(tmp_path, capsys, monkeypatch):
     """A server that refuses every prompt as too long (its 400): the run ends, and says so loudly."""
-    import rawreact.cli_run
-    from rawreact.cli import main
-    from rawreact.errors import ContextLengthExceeded
+    import rawreact.cli.run
+    from rawreact.cli.app import main
+    from rawreact.core.errors import ContextLengthExceeded
 
     class Overflowing(ScriptedModel):
         def complete(self, prompt, **options) -> Completion:
             raise ContextLengthExceeded("the prompt no longer fits")
 
-    monkeypatch.setattr(rawreact.cli_run, "load_model", lambda spec, **options: Overflowing([]))
+    monkeypatch.setattr(rawreact.cli.run, "load_model", lambda spec, **options: Overflowing([]))
     code = main(["run", "--model", "scripted:unused.json", "--limit", "3", "-q"])
     out, err = capsys.readouterr()
     assert code == 0 and "3 ended by the context window" in out

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rawreact.cli import main
+from rawreact.cli.app import main
 
 CONSOLE_SCRIPT = Path(sys.executable).with_name("rawreact")  # the console script of this environment
 

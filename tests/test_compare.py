@@ -11,8 +11,8 @@ import pytest
 from test_runs import _data, _oracle
 
 from rawreact import DataError, Variant, compare, compare_runs, load_collection, read_run
-from rawreact.experiments import ablation, parse_variant
-from rawreact.stats import Interval, bootstrap, paired
+from rawreact.core.stats import Interval, bootstrap, paired
+from rawreact.experiments.variants import ablation, parse_variant
 
 RAWREACT = [sys.executable, "-m", "rawreact"]
 

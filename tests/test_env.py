@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rawreact import Action, PassageEnv, load_collection
-from rawreact.resources import resource
+from rawreact.core.resources import resource
 
 PAGES = {
     "Lake Veshna": "Lake Veshna is a lake in Calvora. It is fed by the river Tam. The village of Orlo is on its shore.",

@@ -12,10 +12,10 @@ from test_htmlreport import runs  # noqa: F401 (the run files both modules read)
 from test_runs import _data, _oracle
 
 from rawreact import read_run
-from rawreact.actions import Action
-from rawreact.export import chat_example, completion_examples, export
+from rawreact.agents.record import Step, Trajectory
+from rawreact.core.actions import Action
 from rawreact.models.base import Completion
-from rawreact.record import Step, Trajectory
+from rawreact.reports.export import chat_example, completion_examples, export
 
 RAWREACT = [sys.executable, "-m", "rawreact"]
 

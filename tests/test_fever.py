@@ -9,18 +9,22 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rawreact import PassageEnv, ScriptedModel, htmlreport, load_collection, load_prompt, solve
-from rawreact.actions import parse_action, parse_step
-from rawreact.answers import parse_answer
-from rawreact.corpus import read_sources
-from rawreact.errors import DataError, PromptError
-from rawreact.experiments import Variant, ablation, compare
-from rawreact.fever import LABELS, read_label
-from rawreact.methods import PAPER
-from rawreact.prompts import read_exemplars
-from rawreact.resources import resource
-from rawreact.runs import read_run, run_questions
-from rawreact.store import PassageStore, build_store
+from rawreact import PassageEnv, ScriptedModel, load_collection, load_prompt, solve
+from rawreact.agents.answers import parse_answer
+from rawreact.agents.prompts import read_exemplars
+from rawreact.config.choices import PAPER
+from rawreact.core.actions import parse_action, parse_step
+from rawreact.core.errors import DataError, PromptError
+from rawreact.core.resources import resource
+from rawreact.environments.build import build_store
+from rawreact.environments.store import PassageStore
+from rawreact.experiments.compare import compare
+from rawreact.experiments.variants import Variant, ablation
+from rawreact.reports import html as htmlreport
+from rawreact.runs.records import read_run
+from rawreact.runs.run import run_questions
+from rawreact.tasks.corpus import read_sources
+from rawreact.tasks.fever import LABELS, read_label
 
 CLAIMS = [
     {
@@ -273,9 +277,9 @@ def test_the_prompt_ablations_count_the_fever_prompt_files():
     ],
 )
 def test_a_claims_em_is_the_references_reward_and_the_lenient_reading_has_its_own_column(answer, gold, reference):
-    from rawreact.collection import Question
-    from rawreact.reference import ReferenceEnv
-    from rawreact.runs import Result
+    from rawreact.environments.reference import ReferenceEnv
+    from rawreact.runs.run import Result
+    from rawreact.tasks.collection import Question
 
     env = ReferenceEnv({}, gold=gold)
     observation, _ = env.step(f"finish[{answer}]")

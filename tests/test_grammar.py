@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from rawreact import VERBS, Action, GrammarError, ScriptedModel, format_action, load_grammar, parse_step, react
-from rawreact.actions import parse_action
+from rawreact.core.actions import parse_action
 from rawreact.models.gbnf import check_grammar
 from rawreact.models.llama import LlamaModel
 

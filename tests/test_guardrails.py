@@ -11,13 +11,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rawreact import ScriptedModel
-from rawreact.collection import Collection, Question
-from rawreact.errors import DataError
-from rawreact.experiments import Variant, ablation
-from rawreact.guardrails import ENDINGS, Guard, spent, supported
-from rawreact.methods import solve
-from rawreact.report import summarize
-from rawreact.runs import Result
+from rawreact.agents.guardrails import ENDINGS, Guard, spent, supported
+from rawreact.agents.methods import solve
+from rawreact.core.errors import DataError
+from rawreact.experiments.variants import Variant, ablation
+from rawreact.reports.summary import summarize
+from rawreact.runs.run import Result
+from rawreact.tasks.collection import Collection, Question
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPT = "Solve it.\n"
@@ -192,7 +192,7 @@ def test_every_ending_is_in_the_readme_table():
 
 def test_the_repeats_ablation_runs_from_the_command_line(rows, tmp_path):
     """Every policy through `compare`, on scripts that search the same title twice."""
-    from rawreact.runs import read_run
+    from rawreact.runs.records import read_run
 
     data = tmp_path / "rows.json"
     data.write_text(json.dumps(rows[:3]), encoding="utf-8")

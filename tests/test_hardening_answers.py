@@ -16,13 +16,13 @@ from test_runs import _data, _oracle
 from test_tools import PAGES, _call, _chat
 
 from rawreact import PassageEnv, ScriptedModel, load_prompt, react, read_run, solve
-from rawreact.answers import vote
-from rawreact.export import chat_example
-from rawreact.methods import reason
-from rawreact.metrics import exact_match, f1_score, is_answer, scores
+from rawreact.agents.answers import vote
+from rawreact.agents.reasoning import reason
+from rawreact.agents.tools import check_call, shipped_tools, tool_react
+from rawreact.core.metrics import exact_match, f1_score, is_answer, scores
 from rawreact.models.base import ToolCall
 from rawreact.models.openai import OpenAIModel
-from rawreact.tools import check_call, shipped_tools, tool_react
+from rawreact.reports.export import chat_example
 
 RAWREACT = [sys.executable, "-m", "rawreact"]
 NOTHING = ["", " ", "\u200b", "。", "...", "the", "a", "\u200b\u200b.", "“”", "—"]
@@ -219,7 +219,7 @@ def test_chat_content_sent_as_parts_and_arguments_sent_as_json_values():
 
 
 def test_the_support_share_counts_unscored_answers_and_the_em_shares_only_scored_ones():
-    from rawreact.report import _support
+    from rawreact.reports.summary import _support
 
     records = [{"supported": True, "em": None}, {"supported": False, "em": 0.0}, {"supported": None, "em": 1.0}]
     assert _support(records) == {"supported": 0.5, "em_unsupported": 0.0}

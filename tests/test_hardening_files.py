@@ -16,9 +16,10 @@ from test_audit_runfiles import _record
 from test_runs import _data, _oracle
 
 from rawreact import DataError, PassageEnv, RunFile, read_run
-from rawreact.corpus import read_sources
-from rawreact.runs import manifest_path
-from rawreact.store import PassageStore, build_store, remove_stale_builds
+from rawreact.environments.build import build_store, remove_stale_builds
+from rawreact.environments.store import PassageStore
+from rawreact.runs.records import manifest_path
+from rawreact.tasks.corpus import read_sources
 
 RAWREACT = [sys.executable, "-m", "rawreact"]
 

@@ -184,8 +184,8 @@ def test_more_sequences_than_llama_cpp_has_are_refused_naming_its_limit(args):
 
 
 def test_the_sequence_limit_is_llama_cpps():
-    from rawreact.models import LLAMA_MAX_SEQUENCES
     from rawreact.models.gbnf import llama_cpp_module
+    from rawreact.models.specs import LLAMA_MAX_SEQUENCES
 
     assert llama_cpp_module().llama_max_parallel_sequences() == LLAMA_MAX_SEQUENCES
 

@@ -16,8 +16,8 @@ from browser import Browser, find_chromium
 from test_runs import _data, _oracle
 
 from rawreact import read_run
-from rawreact.htmlreport import page, write_page
-from rawreact.report import Comparison
+from rawreact.reports.comparison import Comparison
+from rawreact.reports.html import page, write_page
 
 RAWREACT = [sys.executable, "-m", "rawreact"]
 INJECTED = "</td><script>window.__pwned = 1</script><b>x"

@@ -5,17 +5,21 @@ import json
 import pytest
 
 from rawreact import load_collection
-from rawreact.actions import parse_action
-from rawreact.answers import parse_answer
-from rawreact.collection import Question
-from rawreact.experiments import Variant, ablation
-from rawreact.grammar import load_grammar
-from rawreact.methods import METHODS, PAPER, Reasoning, reason, solve
+from rawreact.agents.answers import parse_answer
+from rawreact.agents.grammar import load_grammar
+from rawreact.agents.methods import solve
+from rawreact.agents.prompts import load_prompt, read_exemplars
+from rawreact.agents.reasoning import Reasoning, reason
+from rawreact.config.choices import METHODS, PAPER
+from rawreact.core.actions import parse_action
+from rawreact.core.resources import resource
+from rawreact.experiments.variants import Variant, ablation
 from rawreact.models.scripted import ScriptedModel
-from rawreact.prompts import load_prompt, read_exemplars
-from rawreact.report import show, summarize
-from rawreact.resources import resource
-from rawreact.runs import Result, read_run, run_questions
+from rawreact.reports.show import show
+from rawreact.reports.summary import summarize
+from rawreact.runs.records import read_run
+from rawreact.runs.run import Result, run_questions
+from rawreact.tasks.collection import Question
 
 Q = "Which river flows through the birthplace of the composer of the opera The Glass Orchard?"
 
@@ -288,9 +292,9 @@ def test_the_readme_table_of_methods_is_the_code_s():
 
 
 def test_the_context_check_covers_a_back_off_s_second_prompt():
-    from rawreact.errors import ModelError
-    from rawreact.prompts import Prompt
-    from rawreact.runs import check_context
+    from rawreact.agents.prompts import Prompt
+    from rawreact.core.errors import ModelError
+    from rawreact.runs.run import check_context
 
     class Counted:  # counts words as tokens, with a small window
         name, n_ctx = "counted", 60

@@ -11,11 +11,11 @@ import pytest
 from test_htmlreport import browser  # noqa: F401 (a headless Chromium)
 
 from rawreact import load_prompt
-from rawreact.export import export
-from rawreact.htmlreport import write_page
-from rawreact.methods import PAPER as METHODS  # the paper's seven, which --ablation methods runs
-from rawreact.record import Trajectory
-from rawreact.runs import read_manifest, read_run
+from rawreact.agents.record import Trajectory
+from rawreact.config.choices import PAPER as METHODS
+from rawreact.reports.export import export
+from rawreact.reports.html import write_page
+from rawreact.runs.records import read_manifest, read_run
 
 Q = "Which river flows through the town where the author of The Salt Lanterns was born?"
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from rawreact.metrics import exact_match, f1_score, normalize_answer
+from rawreact.core.metrics import exact_match, f1_score, normalize_answer
 
 
 @pytest.mark.parametrize(

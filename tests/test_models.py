@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rawreact import DataError, ModelError, ScriptedModel, load_model
-from rawreact.models import model_path
 from rawreact.models.llama import LlamaModel
+from rawreact.models.specs import model_path
 
 
 def test_scripted_model_honours_stop_sequences_and_the_token_limit():
@@ -93,7 +93,7 @@ def test_scripted_prompt_tokens_are_the_words_of_growing_prompts(pieces):
 
 
 def test_a_missing_model_package_says_how_to_install_it(monkeypatch):
-    import rawreact.models as models
+    import rawreact.models.specs as models
 
     def missing(name):
         raise ImportError(name)

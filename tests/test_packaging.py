@@ -18,11 +18,12 @@ def test_wheel_ships_the_data_and_runs_from_elsewhere(tmp_path):
         for path in (ROOT / folder).rglob("*"):
             if path.is_file():
                 assert f"rawreact/{path.relative_to(ROOT).as_posix()}" in names
-    assert {"rawreact/page/report.css", "rawreact/page/report.js"} <= names  # the HTML report's style and script
+    assets = {"rawreact/reports/assets/report.css", "rawreact/reports/assets/report.js"}
+    assert assets <= names  # the HTML report's style and script
     site = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", site, wheel], check=True)
     code = (
-        "import rawreact, rawreact.resources as r; "
+        "import rawreact, rawreact.core.resources as r; "
         "print(r.resource('prompts', 'exemplars.txt')); "
         "print(len(rawreact.load_collection().questions), rawreact.load_prompt().exemplars)"
     )
@@ -75,6 +76,15 @@ def test_the_readme_compare_example_runs(tmp_path, monkeypatch, capsys, rows):
     assert printed[2].startswith("| k1 | react | 1 | ") and printed[3].startswith("| k3 | react | 1 | ")
     for name in ("k1", "k3"):
         assert len((tmp_path / "experiments" / "k" / f"{name}.jsonl").read_text().splitlines()) == 1
+
+
+def test_the_readme_settings_example_runs(tmp_path, monkeypatch, capsys):
+    assert len(_blocks("python")) == 5  # each runs in a test of this file
+    monkeypatch.chdir(tmp_path)
+    exec(_blocks("python")[4], {})
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[:2] == ["7 2 5", "max_steps=0 (--max-steps) must be at least 1"]
+    assert printed[2].startswith("Settings(method='cot'") and "max_steps=5" in printed[2]
 
 
 def test_the_readme_methods_example_runs(capsys):

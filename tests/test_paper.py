@@ -13,13 +13,14 @@ import pytest
 from test_runs import _data
 
 from rawreact import load_collection, read_run
-from rawreact.collection import choose_questions
-from rawreact.corpus import read_sources
-from rawreact.experiments import Variant
-from rawreact.methods import PAPER
-from rawreact.prompts import notebook_string
-from rawreact.record import Trajectory
-from rawreact.store import PassageStore, build_store
+from rawreact.agents.prompts import notebook_string
+from rawreact.agents.record import Trajectory
+from rawreact.config.choices import PAPER
+from rawreact.environments.build import build_store
+from rawreact.environments.store import PassageStore
+from rawreact.experiments.variants import Variant
+from rawreact.tasks.collection import choose_questions
+from rawreact.tasks.corpus import read_sources
 
 RAWREACT = [sys.executable, "-m", "rawreact"]
 ROOT = Path(__file__).resolve().parent.parent

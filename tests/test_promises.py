@@ -10,10 +10,11 @@ import pytest
 from servers import OpenAIStub
 
 from rawreact import DataError, ModelError, Variant, compare
-from rawreact.corpus import read_sources
+from rawreact.core.resources import resource
+from rawreact.environments.build import build_store
+from rawreact.environments.store import PassageStore
 from rawreact.models.openai import OpenAIModel
-from rawreact.resources import resource
-from rawreact.store import PassageStore, build_store
+from rawreact.tasks.corpus import read_sources
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -5,9 +5,9 @@ import json
 import pytest
 
 from rawreact import PromptError, load_collection, load_prompt
-from rawreact.actions import parse_step
-from rawreact.prompts import read_exemplars, read_instruction
-from rawreact.resources import resource
+from rawreact.agents.prompts import read_exemplars, read_instruction
+from rawreact.core.actions import parse_step
+from rawreact.core.resources import resource
 
 
 def test_default_prompt_is_instruction_then_exemplars():

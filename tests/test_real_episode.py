@@ -3,8 +3,8 @@
 from pathlib import Path
 
 from rawreact import PassageEnv, load_prompt, react
-from rawreact.guardrails import supported
-from rawreact.hotpotqa import from_rows
+from rawreact.agents.guardrails import supported
+from rawreact.tasks.hotpotqa import from_rows
 
 
 def _check_episode(traj, calls):
@@ -63,8 +63,8 @@ def test_the_reference_loop_runs_a_hotpotqa_episode_on_the_embedded_model(gemma,
     """The reference loop on real completions: each call's prompt is the notebook's, and replaying the
     same completions through the loop makes exactly the same calls and the same trajectory."""
     from rawreact import ScriptedModel
-    from rawreact.collection import Question
-    from rawreact.reference import reference_react
+    from rawreact.agents.reference import reference_react
+    from rawreact.tasks.collection import Question
 
     row = hotpotqa[1]
     collection = from_rows(Path("hotpotqa.json"), "", [(1, row)])
@@ -93,8 +93,8 @@ def test_the_reference_loop_runs_a_hotpotqa_episode_on_the_embedded_model(gemma,
 def test_the_repeat_policies_on_the_embedded_model(gemma, hotpotqa, recorder):
     """Gemma 270M searches the same title again; "note" tells it so in the next prompt, "stop" ends
     the episode at that very step, and both make the same calls up to it."""
-    from rawreact.methods import solve
-    from rawreact.runs import Result
+    from rawreact.agents.methods import solve
+    from rawreact.runs.run import Result
 
     row = hotpotqa[0]
     collection = from_rows(Path("hotpotqa.json"), "", [(1, row)])

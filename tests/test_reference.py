@@ -10,13 +10,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rawreact import ScriptedModel
-from rawreact.collection import Collection, Question
-from rawreact.errors import DataError
-from rawreact.experiments import Variant
-from rawreact.methods import solve
-from rawreact.metrics import exact_match
-from rawreact.reference import ReferenceEnv, page_sentences, reference_page
-from rawreact.runs import Result
+from rawreact.agents.methods import solve
+from rawreact.core.errors import DataError
+from rawreact.core.metrics import exact_match
+from rawreact.environments.reference import ReferenceEnv, page_sentences, reference_page
+from rawreact.experiments.variants import Variant
+from rawreact.runs.run import Result
+from rawreact.tasks.collection import Collection, Question
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPT = "Solve it.\n"
@@ -464,8 +464,8 @@ def test_the_loops_ablation_compares_both_loops_and_resumes(rows, tmp_path):
 
     from test_runs import _data, _oracle
 
-    from rawreact.experiments import ablation
-    from rawreact.runs import read_run
+    from rawreact.experiments.variants import ablation
+    from rawreact.runs.records import read_run
 
     base = Variant("base", n_first=5)
     assert [(v.name, v.loop, v.sentences) for v in ablation("loops", base)] == [
@@ -497,8 +497,9 @@ def test_the_loops_ablation_compares_both_loops_and_resumes(rows, tmp_path):
 
 
 def test_a_reference_trajectory_reads_back_from_its_run_file(tmp_path):
-    from rawreact.record import Trajectory
-    from rawreact.runs import RunFile, read_run
+    from rawreact.agents.record import Trajectory
+    from rawreact.runs.records import read_run
+    from rawreact.runs.runfile import RunFile
 
     steps = [" t\nAction 1:Search[Orlo]", " Search[Orlo]", " t\nAction 2: Think[x]"]
     traj, _, record = replay("reference", steps, max_steps=2)

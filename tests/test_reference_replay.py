@@ -19,13 +19,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rawreact import ScriptedModel, load_prompt, read_run
-from rawreact.collection import Collection, Question
-from rawreact.corpus import read_sources
-from rawreact.env import Pages
-from rawreact.methods import solve
-from rawreact.record import Trajectory
-from rawreact.reference import ReferenceEnv, page_text
-from rawreact.store import PassageStore, build_store
+from rawreact.agents.methods import solve
+from rawreact.agents.record import Trajectory
+from rawreact.environments.build import build_store
+from rawreact.environments.env import Pages
+from rawreact.environments.reference import ReferenceEnv, page_text
+from rawreact.environments.store import PassageStore
+from rawreact.tasks.collection import Collection, Question
+from rawreact.tasks.corpus import read_sources
 
 PROMPT = load_prompt().text  # what `rawreact run --loop reference` sends by default
 RAWREACT = [sys.executable, "-m", "rawreact"]
@@ -114,7 +115,7 @@ class Notebook:
 
 
 def _normal(text: str) -> str:
-    from rawreact.metrics import normalize_answer
+    from rawreact.core.metrics import normalize_answer
 
     return normalize_answer(text)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from rawreact import DataError, RunFile, read_run
-from rawreact.runs import manifest_path
+from rawreact.runs.records import manifest_path
 
 RAWREACT = [sys.executable, "-m", "rawreact"]
 

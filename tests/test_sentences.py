@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rawreact.sentences import split_sentences
+from rawreact.environments.sentences import split_sentences
 
 CASES = [
     ("One. Two.", ["One.", "Two."]),
@@ -45,7 +45,7 @@ class _Counting(str):
 
 
 def test_each_boundary_reads_only_a_few_characters_so_splitting_is_linear():
-    from rawreact import sentences
+    from rawreact.environments import sentences
 
     text = "Dr. x. " * 2_000 + "A. " * 2_000  # thousands of candidate boundaries, each near a long text
     boundaries = list(sentences._BOUNDARY.finditer(text))

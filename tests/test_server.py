@@ -11,8 +11,8 @@ import pytest
 from servers import OpenAIStub, free_port, llama_server
 
 from rawreact import ContextLengthExceeded, ModelError, load_model, read_run
-from rawreact.models import model_path
 from rawreact.models.openai import OpenAIModel, parse_spec
+from rawreact.models.specs import model_path
 
 RAWREACT = [sys.executable, "-m", "rawreact"]
 

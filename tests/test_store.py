@@ -18,16 +18,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rawreact import load_collection
-from rawreact.actions import Action
-from rawreact.collection import open_passages
-from rawreact.corpus import read_sources
-from rawreact.env import PassageEnv
-from rawreact.errors import DataError, GrammarError
-from rawreact.experiments import Variant, compare
-from rawreact.reference import ReferenceEnv
-from rawreact.resources import resource
-from rawreact.runs import read_run
-from rawreact.store import PassageStore, build_store
+from rawreact.core.actions import Action
+from rawreact.core.errors import DataError, GrammarError
+from rawreact.core.resources import resource
+from rawreact.environments.build import build_store
+from rawreact.environments.env import PassageEnv
+from rawreact.environments.reference import ReferenceEnv
+from rawreact.environments.store import PassageStore
+from rawreact.experiments.compare import compare
+from rawreact.experiments.variants import Variant
+from rawreact.runs.records import read_run
+from rawreact.tasks.corpus import read_sources
+from rawreact.tasks.loading import open_passages
 
 
 def _lines(rows: list[dict]) -> bytes:
@@ -214,7 +216,8 @@ def test_an_interrupted_or_killed_build_never_looks_complete(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pages.jsonl"]
     # SIGKILL halfway: the pages so far are in a temporary file that no reader takes for a store
     script = (
-        "import sys, time\nfrom rawreact.corpus import read_sources\nfrom rawreact.store import build_store\n"
+        "import sys, time\nfrom rawreact.tasks.corpus import read_sources\n"
+        "from rawreact.environments.build import build_store\n"
         "def slow(n):\n    print('batch', flush=True)\n    time.sleep(30)\n"
         f"build_store(read_sources([{str(pages)!r}]), {str(out)!r}, on_pages=slow)\n"
     )

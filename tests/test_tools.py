@@ -13,14 +13,15 @@ from servers import FakeOllama, OpenAIStub
 from test_runs import _data
 
 from rawreact import ModelError, PassageEnv, ScriptedModel, load_model, read_run
-from rawreact.export import export
-from rawreact.htmlreport import write_page
+from rawreact.agents.record import history_text
+from rawreact.agents.tools import NOT_RUN, check_call, check_model, shipped_tools, tool_react
 from rawreact.models.base import ToolCall
 from rawreact.models.chatml import ChatML, read_reply, render, tools_grammar
 from rawreact.models.gbnf import check_grammar
 from rawreact.models.ollama import OllamaModel
 from rawreact.models.openai import OpenAIModel
-from rawreact.tools import NOT_RUN, check_call, check_model, history_text, shipped_tools, tool_react
+from rawreact.reports.export import export
+from rawreact.reports.html import write_page
 
 RAWREACT = [sys.executable, "-m", "rawreact"]
 PAGES = {
@@ -314,6 +315,6 @@ def test_smollm2_runs_a_tools_episode_on_the_embedded_model(demo):
 
 
 def shipped_instruction() -> str:
-    from rawreact.resources import resource
+    from rawreact.core.resources import resource
 
     return resource("prompts", "tools/instruction.txt").read_text(encoding="utf-8")

@@ -6,7 +6,7 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `rawreact` command."""
     try:
-        from rawreact.cli import main as command
+        from rawreact.cli.app import main as command
 
         return command(argv)  # it handles Ctrl-C itself once a run is under way, saying what was kept
     except KeyboardInterrupt:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rawreact.errors import ModelError
+from rawreact.core.errors import ModelError
 from rawreact.models.base import WORKER
 from rawreact.models.gbnf import llama_cpp_module
 

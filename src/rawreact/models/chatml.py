@@ -14,9 +14,9 @@ import json
 from functools import cache
 from string import Template
 
-from rawreact.errors import PromptError
+from rawreact.core.errors import PromptError
+from rawreact.core.resources import resource
 from rawreact.models.base import ChatReply, ToolCall, call_id, next_turn
-from rawreact.resources import resource
 
 START, END = "<|im_start|>", "<|im_end|>"
 CALL, MESSAGE = "functions.", "message:"

@@ -16,7 +16,7 @@ import tempfile
 
 import numpy as np
 
-from rawreact.errors import GrammarError, ModelError
+from rawreact.core.errors import GrammarError, ModelError
 
 
 def llama_cpp_module():

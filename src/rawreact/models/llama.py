@@ -9,12 +9,13 @@ from pathlib import Path
 
 import numpy as np
 
-from rawreact.errors import ContextLengthExceeded, ModelError
+from rawreact.core.errors import ContextLengthExceeded, ModelError
 from rawreact.models.base import ChatReply, Completion
 from rawreact.models.batch import PREFIXES, Engine, Request
 from rawreact.models.chatml import ChatML
 from rawreact.models.gbnf import GrammarSampler, quiet_log
 from rawreact.models.gbnf import llama_cpp_module as _llama_cpp
+from rawreact.models.specs import sequences_problem
 
 
 class LlamaModel:
@@ -53,8 +54,6 @@ class LlamaModel:
             raise ModelError(f"model file {path} does not exist; give the path of a .gguf file")
         if workers < 1:
             raise ModelError(f"workers must be 1 or more, not {workers}")
-        from rawreact.models import sequences_problem  # llama.cpp's limit (a test pins it to the library's)
-
         problem = sequences_problem(str(path), workers, "workers")
         if problem:
             raise ModelError(problem)

@@ -6,7 +6,8 @@ import sys
 import threading
 import time
 
-from rawreact.errors import ContextLengthExceeded, ModelError
+from rawreact.core.errors import ContextLengthExceeded, ModelError
+from rawreact.core.text import printable
 from rawreact.models.base import (
     ChatReply,
     Completion,
@@ -18,7 +19,6 @@ from rawreact.models.base import (
     sample_in_flight,
     within,
 )
-from rawreact.terminal import printable
 
 RETRIED = {408, 429, 500, 502, 503, 504}
 

@@ -16,7 +16,8 @@ import urllib.error
 import urllib.request
 from functools import partial
 
-from rawreact.errors import ContextLengthExceeded, ModelError
+from rawreact.core.errors import ModelError
+from rawreact.core.text import printable
 from rawreact.models.base import (
     WORKER,
     ChatReply,
@@ -30,9 +31,19 @@ from rawreact.models.base import (
     sample_in_flight,
     within,
 )
-from rawreact.terminal import printable
+from rawreact.models.replies import (
+    API_KEY,
+    content_text,
+    evaluated,
+    fetch,
+    http_error,
+    read_reply,
+    reply_usage,
+    retry_after,
+    server_said,
+    still_waiting,
+)
 
-API_KEY = "RAWREACT_API_KEY"  # sent as a bearer token when set
 RETRIED = {408, 409, 429, 500, 502, 503, 504}
 # How each server family takes a GBNF grammar. vLLM before 0.12 reads `guided_grammar`, from
 # 0.10.2 on `structured_outputs.grammar`; it ignores fields it does not know, so both are sent.
@@ -141,17 +152,17 @@ class OpenAIModel:
                 print(say, file=sys.stderr)  # the problem may quote the server's error message
             request = urllib.request.Request(url, data=data, headers=headers, method=method)
             wait = self.backoff * 2**attempt * (1 + random.random() / 4)
-            warning = threading.Timer(self.slow, _still_waiting, (url, self.slow, self.timeout))
+            warning = threading.Timer(self.slow, still_waiting, (url, self.slow, self.timeout))
             warning.daemon = True
             warning.start()
             try:
-                return json.loads(within(self.timeout, partial(_fetch, request, self.timeout)).decode("utf-8"))
+                return json.loads(within(self.timeout, partial(fetch, request, self.timeout)).decode("utf-8"))
             except urllib.error.HTTPError as error:
-                said = _said(error.read())
+                said = server_said(error.read())
                 if error.code not in RETRIED or attempt == self.retries:
-                    raise _http_error(url, error.code, said) from None
+                    raise http_error(url, error.code, said) from None
                 problem = f"HTTP {error.code}: {said}"
-                wait = max(wait, _retry_after(error.headers.get("Retry-After")))
+                wait = max(wait, retry_after(error.headers.get("Retry-After")))
             except (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException) as error:
                 reason = getattr(error, "reason", error)
                 refused = isinstance(reason, ConnectionRefusedError)
@@ -205,14 +216,14 @@ class OpenAIModel:
             for field in FAMILIES[self.family]:
                 body[field] = {"grammar": grammar} if field == "structured_outputs" else grammar
         reply = self._request("POST", "/completions", body)
-        text, finish, usage = _read_reply(f"{self.base_url}/completions", reply)
+        text, finish, usage = read_reply(f"{self.base_url}/completions", reply)
         text, _ = cut_at_stop(text, stop)  # servers exclude the stop sequence; make sure of it
         return Completion(
             text=text,
             finish_reason="length" if finish == "length" else "stop",
             prompt_tokens=usage["prompt_tokens"],
             completion_tokens=usage["completion_tokens"],
-            evaluated_tokens=_evaluated(reply, usage),
+            evaluated_tokens=evaluated(reply, usage),
             seconds=time.perf_counter() - start,
         )
 
@@ -230,7 +241,7 @@ class OpenAIModel:
         try:
             choice = reply["choices"][0]
             message, finish = choice["message"], choice.get("finish_reason")
-            content = _content_text(message.get("content"))
+            content = content_text(message.get("content"))
             listed = message.get("tool_calls") or []
         except (KeyError, IndexError, TypeError, AttributeError):
             raise ModelError(f"{url} answered without a message in choices[0].message: {str(reply)[:200]}") from None
@@ -242,13 +253,13 @@ class OpenAIModel:
                 raise ModelError(f"{url} answered with a malformed tool call: {str(listed_call)[:200]}")
             arguments = arguments_text(function.get("arguments"))
             calls.append(ToolCall(str(listed_call.get("id") or call_id(turn, k)), name, arguments))
-        usage = _usage(url, reply)
+        usage = reply_usage(url, reply)
         done = Completion(
             text=json.dumps(message, ensure_ascii=False),
             finish_reason="length" if finish == "length" else "stop",
             prompt_tokens=usage["prompt_tokens"],
             completion_tokens=usage["completion_tokens"],
-            evaluated_tokens=_evaluated(reply, usage),
+            evaluated_tokens=evaluated(reply, usage),
             seconds=time.perf_counter() - start,
         )
         return ChatReply(content, calls, done)
@@ -291,117 +302,21 @@ class OpenAIModel:
         reply = self._request(
             "POST", "/completions", self._body(prompt, stop, max_tokens, temperature, seed) | {"n": n}
         )
-        _, _, usage = _read_reply(url, reply)
+        _, _, usage = read_reply(url, reply)
         choices = reply.get("choices") if isinstance(reply, dict) else None
         if not isinstance(choices, list) or len(choices) != n:
             raise ModelError(f"{url} was asked for {n} choices and answered {str(choices)[:200]}")
         seconds, samples = time.perf_counter() - start, []
         for k, choice in enumerate(sorted(choices, key=lambda c: c.get("index", 0) if isinstance(c, dict) else 0)):
-            text, finish, _ = _read_reply(url, {"choices": [choice]})
+            text, finish, _ = read_reply(url, {"choices": [choice]})
             samples.append(
                 Completion(
                     text=cut_at_stop(text, stop)[0],
                     finish_reason="length" if finish == "length" else "stop",
                     prompt_tokens=usage["prompt_tokens"],
                     completion_tokens=usage["completion_tokens"] if k == 0 else 0,
-                    evaluated_tokens=_evaluated(reply, usage) if k == 0 else 0,
+                    evaluated_tokens=evaluated(reply, usage) if k == 0 else 0,
                     seconds=seconds if k == 0 else 0.0,
                 )
             )
         return samples
-
-
-def _fetch(request: urllib.request.Request, timeout: float) -> bytes:
-    """The body of the reply to `request` (each socket read bounded by `timeout`; `within` bounds the whole)."""
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        return response.read()
-
-
-def _content_text(content: object) -> str | object:
-    """A chat message's text: a string as sent, or the text parts of a list of content parts joined
-    (`[{"type": "text", "text": ...}]`, as some servers send); anything else is left for the caller to refuse."""
-    if content is None:
-        return ""
-    if isinstance(content, list):
-        return "".join(part["text"] for part in content if isinstance(part, dict) and isinstance(part.get("text"), str))
-    return content
-
-
-def _still_waiting(url: str, slow: float, timeout: float) -> None:
-    print(f"rawreact: still waiting for {url} after {slow:g} s (it gives up after {timeout:g} s)", file=sys.stderr)
-
-
-def _read_reply(url: str, reply: object) -> tuple[str, object, dict[str, int]]:
-    """(text, finish reason, usage) of a completion reply, or a clear error naming what is missing."""
-    try:
-        choice = reply["choices"][0]
-        text, finish = choice["text"], choice.get("finish_reason")
-    except (KeyError, IndexError, TypeError, AttributeError):
-        text = None
-    if not isinstance(text, str):
-        raise ModelError(f"{url} answered without a text in choices[0].text: {str(reply)[:200]}")
-    return text, finish, _usage(url, reply)
-
-
-def _usage(url: str, reply: dict) -> dict[str, int]:
-    """The token counts of a reply (0 where the server leaves them out), or a clear error when malformed."""
-    usage = reply.get("usage") or {}
-    counts = {key: usage.get(key, 0) if isinstance(usage, dict) else None for key in _USAGE}
-    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts.values()):
-        raise ModelError(f"{url} answered with a malformed usage (token counts): {str(usage)[:200]}")
-    return counts
-
-
-_USAGE = ("prompt_tokens", "completion_tokens")
-
-
-def _evaluated(reply: dict, usage: dict[str, int]) -> int | None:
-    """Prompt tokens the server computed, where it says (llama.cpp's timings, vLLM's cached tokens); else None.
-
-    A count below 0 (from a server that reports more cached than prompt tokens) is unknown, never a
-    negative cost that a token budget would take as credit.
-    """
-    found = None
-    timings = reply.get("timings")
-    usage_reply = reply.get("usage")
-    details = usage_reply.get("prompt_tokens_details") if isinstance(usage_reply, dict) else None
-    if isinstance(timings, dict) and _whole(timings.get("prompt_n")):
-        found = timings["prompt_n"]
-    elif isinstance(details, dict) and _whole(details.get("cached_tokens")):
-        found = usage["prompt_tokens"] - details["cached_tokens"]
-    return None if found is None or found < 0 else found
-
-
-def _whole(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _said(raw: bytes) -> str:
-    """The message in an error reply: OpenAI's {"error": {"message"}}, or whatever text came back."""
-    text = raw.decode("utf-8", "replace").strip()
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
-        return text[:300] or "no message"
-    error = data.get("error", data) if isinstance(data, dict) else data
-    if isinstance(error, dict):
-        error = error.get("message") or error.get("detail") or error
-    return str(error)[:300]
-
-
-def _http_error(url: str, code: int, said: str) -> ModelError:
-    lowered = said.lower()
-    if code == 400 and ("context" in lowered or "exceed" in lowered and "token" in lowered):
-        return ContextLengthExceeded(f"{url}: the prompt no longer fits the context window: {said}")
-    if code in (401, 403):
-        return ModelError(f"{url}: HTTP {code}: {said}; set {API_KEY} to the server's API key")
-    if code == 404:
-        return ModelError(f"{url}: HTTP 404: {said}; is the base URL right (it usually ends in /v1)?")
-    return ModelError(f"{url}: HTTP {code}: {said}")
-
-
-def _retry_after(value: str | None) -> float:
-    try:
-        return float(value) if value else 0.0
-    except ValueError:
-        return 0.0

@@ -7,11 +7,10 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from rawreact.env import one_line
-from rawreact.errors import DataError, ModelError
+from rawreact.core.errors import DataError, ModelError
+from rawreact.core.text import HEADERS, one_line
 from rawreact.models.base import ChatReply, Completion, cut_at_stop
 from rawreact.models.chatml import END, START, ChatML
-from rawreact.prompts import TASKS
 
 _TOKEN = re.compile(r"\s*\S+")
 _STEP = re.compile(r"(?:Thought|Action) (\d+):$|(?:Thought|Answer):$")  # Standard and CoT prompts: step 1
@@ -29,7 +28,7 @@ class _ByQuestion:
 
     def __call__(self, prompt: str) -> str:
         # The start of the last Question (or FEVER's Claim) line of the prompt.
-        line, header = max((("\n" + prompt).rfind(f"\n{h}: "), h) for _, h in TASKS.values())
+        line, header = max((("\n" + prompt).rfind(f"\n{h}: "), h) for h in HEADERS.values())
         question = prompt[line + len(header) + 2 :].split("\n", 1)[0] if line >= 0 else ""
         question = one_line(question.removesuffix(END))  # a ChatML user turn ends with <|im_end|>
         step = _STEP.search(prompt)

@@ -1,0 +1,159 @@
+"""The tolerant ReAct loop, in the shape of the reference notebook's `webthink`; its record is `record.py`'s."""
+
+import time
+from collections.abc import Callable
+
+from rawreact.agents.grammar import Grammar, load_grammar
+from rawreact.agents.guardrails import Guard
+from rawreact.agents.prompts import Prompt, load_prompt
+from rawreact.agents.record import Step, Trajectory
+from rawreact.config.choices import MAX_TOKENS
+from rawreact.core.actions import Action, action_text, format_action, parse_action, split_step
+from rawreact.core.errors import ContextLengthExceeded, GrammarError
+from rawreact.core.metrics import is_answer
+from rawreact.core.text import one_line
+from rawreact.environments.env import PassageEnv
+from rawreact.models.base import Model, keep_prefix
+
+
+def _act(env: PassageEnv, line: str, action: Action | None, truncated: bool) -> tuple[str, str, str | None]:
+    """Run a parsed action, or turn its absence into an observation: (text, observation, error)."""
+    if action is not None:
+        return format_action(action), env.step(action)[0], None
+    shown = one_line(action_text(line))
+    if truncated:
+        return shown, f"Invalid action: {shown} (cut off at the token limit)", "truncated"
+    return shown, one_line(f"Invalid action: {shown}"), "no action"
+
+
+def react(
+    question: str,
+    env: PassageEnv,
+    model: Model,
+    prompt: Prompt | str | None = None,
+    *,
+    max_steps: int = 7,
+    grammar: Grammar | str | None = None,
+    max_tokens: int = MAX_TOKENS,
+    on_step: Callable[[Step], None] | None = None,
+    thoughts: bool = True,
+    repeats: str = "off",
+    budget: int | None = None,
+    header: str = "Question",
+) -> Trajectory:
+    """Run one ReAct episode on `question` and return its trajectory.
+
+    Each step is one call on `transcript + "Thought i:"`, stopped at `\\nObservation i:`; when no
+    action line comes back, one more call asks for the action alone, as the reference does.
+    `grammar` (a Grammar, or a mode of `load_grammar`: "step", "action" or "titles") constrains
+    what the model may write; in the "action" mode every step is two calls, a free thought and a
+    constrained action. `on_step` is called with each step as soon as it is done.
+
+    `thoughts=False` runs Act, the paper's baseline without thoughts: each step is one call on
+    `transcript + "Action i:"`, stopped at `\\nObservation i:`, under the action grammar if any.
+    `repeats` and `budget` are the guardrails (see `guardrails.Guard`). `header` is the word the
+    question line starts with ("Claim" for FEVER).
+    """
+    prompt = load_prompt() if prompt is None else prompt
+    grammar = load_grammar(grammar) if isinstance(grammar, str) else grammar
+    if grammar is not None and not getattr(model, "supports_grammar", True):
+        raise GrammarError(f"model {model.name} cannot apply a grammar; run it without one")
+    text = prompt if isinstance(prompt, str) else prompt.text
+    keep_prefix(model, text)
+    traj = Trajectory(question=one_line(question), prompt=text, header=header)
+    take = _react_step if thoughts else _act_step
+    run_steps(
+        traj,
+        env,
+        lambda i, text: take(i, text, env, model, grammar, max_tokens),
+        max_steps=max_steps,
+        max_tokens=max_tokens,
+        guard=Guard(repeats, budget),
+        on_step=on_step,
+    )
+    if traj.ended != "finish":
+        env.step(Action("finish", ""))  # the reference closes an unfinished episode with finish[]
+    return traj
+
+
+def run_steps(
+    traj: Trajectory,
+    env,
+    take: Callable[[int, str], Step],
+    *,
+    max_steps: int,
+    max_tokens: int,
+    guard: Guard,
+    on_step: Callable[[Step], None] | None = None,
+) -> None:
+    """Take steps (`take(i, transcript)`) into `traj` until Finish, the step limit or a guardrail.
+
+    Both loops run their steps here; it sets `traj.ended` (and `traj.answer` on Finish).
+    """
+    env.reset()
+    text = traj.transcript()
+    try:
+        for i in range(1, max_steps + 1):
+            if not guard.allows([c for s in traj.steps for c in s.calls], max_tokens):
+                traj.ended = "budget"
+                return
+            step = take(i, text)
+            stop = guard.check(step)
+            traj.steps.append(step)
+            text += step.render()
+            if on_step is not None:
+                on_step(step)
+            if env.answer is not None:  # a Finish that says nothing (`Finish[]`, `Finish[。]`) gave no answer
+                traj.answer, traj.ended = env.answer, "finish" if is_answer(env.answer) else "no_answer"
+                return
+            if stop:
+                traj.ended = "repeat"
+                return
+        traj.ended = "max_steps"
+    except ContextLengthExceeded:
+        traj.ended = "context"
+
+
+def _react_step(i: int, text: str, env: PassageEnv, model: Model, grammar: Grammar | None, max_tokens: int) -> Step:
+    """One ReAct step: a call after `Thought i:`, and the reference's fallback call when it wrote no action.
+
+    In the grammar's "action" mode every step is two calls, a free thought and a constrained action.
+    """
+    start = time.perf_counter()
+    two_calls = grammar is not None and grammar.mode == "action"
+    stop = [f"\nAction {i}:", f"\nObservation {i}:"] if two_calls else [f"\nObservation {i}:"]
+    step_grammar = grammar.for_step(i, env.titles) if grammar is not None and not two_calls else None
+    first = model.complete(text + f"Thought {i}:", stop=stop, max_tokens=max_tokens, grammar=step_grammar)
+    calls = [first]
+    thought, line, last = split_step(first.text)
+    truncated = first.finish_reason == "length" and last
+    fallback = line is None and not two_calls
+    if line is None or two_calls:
+        # The reference's fallback: keep the first line as the thought, ask for the action.
+        retry = model.complete(
+            text + f"Thought {i}: {thought}\nAction {i}:",
+            stop=["\n"],
+            max_tokens=max_tokens,
+            grammar=None if grammar is None else grammar.for_action(i, env.titles),
+        )
+        calls.append(retry)
+        line, truncated = retry.text, retry.finish_reason == "length"
+    action = parse_action(line, truncated=truncated)
+    shown, observation, error = _act(env, line, action, truncated)
+    return Step(i, thought, action, shown, observation, calls, error, time.perf_counter() - start, fallback)
+
+
+def _act_step(i: int, text: str, env: PassageEnv, model: Model, grammar: Grammar | None, max_tokens: int) -> Step:
+    """One Act step: a call after `Action i:` whose first line with text is the action line."""
+    start = time.perf_counter()
+    call = model.complete(
+        text + f"Action {i}:",
+        stop=[f"\nObservation {i}:"],
+        max_tokens=max_tokens,
+        grammar=None if grammar is None else grammar.for_action(i, env.titles),
+    )
+    lines = [line for line in call.text.strip().splitlines() if line.strip()] or [""]
+    truncated = call.finish_reason == "length" and len(lines) == 1
+    action = parse_action(call.text, truncated=truncated)
+    shown, observation, error = _act(env, lines[0], action, truncated)
+    return Step(i, None, action, shown, observation, [call], error, time.perf_counter() - start)

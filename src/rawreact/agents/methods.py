@@ -1,0 +1,183 @@
+"""The rows of the ReAct paper's HotpotQA table: ReAct, Act, Standard, CoT, CoT-SC and the two back-offs.
+
+ReAct and Act are the loop (`loop.react`). Standard, CoT and CoT-SC answer from the prompt alone
+(`reason`). The back-offs combine them: ReAct -> CoT-SC asks CoT-SC when ReAct gives no answer,
+CoT-SC -> ReAct asks ReAct when the majority answer holds fewer than half of the votes. `solve`
+runs any of them on one question and returns an `Outcome`, which a run file stores.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from rawreact.agents.guardrails import supported
+from rawreact.agents.loop import react
+from rawreact.agents.prompts import Prompt
+from rawreact.agents.reasoning import Reasoning, reason
+from rawreact.agents.record import Step, Trajectory, token_totals
+from rawreact.agents.reference import reference_react
+from rawreact.agents.tools import tool_react
+from rawreact.config.choices import BACKOFFS, METHODS, REASONING, guard_problem, loop_problem
+from rawreact.core.metrics import is_answer
+from rawreact.environments.env import PassageEnv
+from rawreact.models.base import Completion, Model
+
+
+@dataclass
+class Outcome:
+    """One question under one method: the answer, how it ended, which part answered, and the parts."""
+
+    method: str
+    branch: str  # the part whose answer this is: react, act, tools, standard, cot or cot-sc
+    trajectory: Trajectory | None = None
+    reasoning: Reasoning | None = None
+
+    @property
+    def _answering(self) -> Trajectory | Reasoning:
+        return self.reasoning if self.branch in REASONING else self.trajectory
+
+    @property
+    def answer(self) -> str:
+        """The final answer."""
+        return self._answering.answer
+
+    @property
+    def ended(self) -> str:
+        """How the answering part ended (see the README's table of endings)."""
+        return self._answering.ended
+
+    @property
+    def steps(self) -> list[Step]:
+        """The steps of the loop's part (none for the methods that only reason)."""
+        return [] if self.trajectory is None else self.trajectory.steps
+
+    @property
+    def calls(self) -> list[Completion]:
+        """Every model call, in order."""
+        calls = [c for step in self.steps for c in step.calls]
+        samples = [] if self.reasoning is None else [s.call for s in self.reasoning.samples]
+        return samples + calls if self.method == "cot-sc-react" else calls + samples
+
+    @property
+    def model_calls(self) -> int:
+        """How many times the model was called."""
+        return len(self.calls)
+
+    def tokens(self) -> dict[str, int | None]:
+        """Prompt, evaluated-prompt and completion tokens over every call."""
+        return token_totals(self.calls)
+
+    @property
+    def seconds(self) -> float:
+        """Wall time of the whole question."""
+        reasoning = 0.0 if self.reasoning is None else self.reasoning.seconds
+        return reasoning + (0.0 if self.trajectory is None else self.trajectory.seconds)
+
+    @property
+    def invalid_actions(self) -> int:
+        """Steps whose action could not be carried out."""
+        return 0 if self.trajectory is None else self.trajectory.invalid_actions
+
+    @property
+    def repeats(self) -> int:
+        """Steps that repeated an earlier action and saw the same (see `guardrails.Guard`)."""
+        return 0 if self.trajectory is None else self.trajectory.repeats
+
+    @property
+    def supported(self) -> bool | None:
+        """Whether the answer occurs in what the episode's searches and lookups showed (`guardrails.supported`).
+
+        None when the answer is empty, or came from a method that saw no passage (Standard, CoT, CoT-SC).
+        """
+        if self.branch in REASONING or self.trajectory is None:
+            return None
+        traj = self.trajectory
+        return supported(traj.answer, traj.evidence, traj.search_hits > 0)
+
+    @property
+    def fallback_calls(self) -> int:
+        """Steps that made the fallback call for the action alone (the reference's `n_badcalls`)."""
+        return 0 if self.trajectory is None else self.trajectory.fallback_calls
+
+    @property
+    def loop(self) -> str | None:
+        """The loop that ran the actions ("tolerant", "reference" or "tools"), or None for a method without one."""
+        return None if self.trajectory is None else self.trajectory.loop
+
+    @property
+    def searches(self) -> int:
+        """Search actions carried out."""
+        return 0 if self.trajectory is None else self.trajectory.searches
+
+    @property
+    def search_hits(self) -> int:
+        """Search actions that opened a passage."""
+        return 0 if self.trajectory is None else self.trajectory.search_hits
+
+
+def solve(
+    question: str,
+    env: PassageEnv,
+    model: Model,
+    prompt: Prompt | str,
+    *,
+    method: str = "react",
+    backoff_prompt: Prompt | str | None = None,
+    samples: int = 21,
+    sample_temperature: float = 0.7,
+    seed: int = 0,
+    max_tokens: int = 100,
+    on_step: Callable[[Step], None] | None = None,
+    loop: str = "tolerant",
+    header: str = "Question",
+    **loop_options,
+) -> Outcome:
+    """Answer `question` by `method` (see METHODS) and return the outcome.
+
+    `prompt` is the method's prompt (for a back-off, the prompt of its first part); a back-off's
+    second part uses `backoff_prompt` (a CoT prompt after ReAct, a ReAct prompt after CoT-SC).
+    `samples`, `sample_temperature` and `seed` are CoT-SC's; `loop_options` (max_steps, grammar)
+    go to the loop. `loop` "reference" runs the ReAct or Act part in the reference notebook's loop
+    (`reference.reference_react`, over a `ReferenceEnv`), which has no grammar.
+    `header` is the word the question line starts with ("Claim" for FEVER).
+    """
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; the methods are {', '.join(METHODS)}")
+    if method in BACKOFFS and backoff_prompt is None:
+        raise ValueError(f"method {method} needs the prompt of its second part: backoff_prompt")
+    repeats = loop_options.get("repeats", "off")
+    problem = loop_problem(loop, method, loop_options.get("grammar") is not None, repeats)
+    problem = problem or guard_problem(method, repeats, loop_options.get("budget"))
+    if problem:
+        raise ValueError(problem)
+    sampling = {"samples": samples, "temperature": sample_temperature, "seed": seed, "max_tokens": max_tokens}
+    sampling["header"] = header
+    options = {"max_tokens": max_tokens, "on_step": on_step, "header": header, **loop_options}
+    if loop == "reference":
+        options.pop("grammar", None)
+
+    def act(part_prompt: Prompt | str) -> Trajectory:
+        if loop == "reference":
+            return reference_react(question, env, model, part_prompt, thoughts=method != "act", **options)
+        return react(question, env, model, part_prompt, thoughts=method != "act", **options)
+
+    if method in ("react", "act"):
+        return Outcome(method, method, trajectory=act(prompt))
+    if method == "tools":
+        text = prompt if isinstance(prompt, str) else prompt.text
+        options.pop("grammar", None)
+        if header != "Question":
+            raise ValueError("the tools method answers questions; run FEVER claims with the paper's methods")
+        options.pop("header")
+        return Outcome(method, method, trajectory=tool_react(question, env, model, text, **options))
+    if method in REASONING:
+        return Outcome(method, method, reasoning=reason(question, model, prompt, method=method, **sampling))
+    if method == "react-cot-sc":
+        trajectory = act(prompt)
+        if trajectory.ended == "finish" and is_answer(trajectory.answer):
+            return Outcome(method, "react", trajectory=trajectory)
+        reasoning = reason(question, model, backoff_prompt, method="cot-sc", **sampling)
+        return Outcome(method, "cot-sc", trajectory=trajectory, reasoning=reasoning)
+    reasoning = reason(question, model, prompt, method="cot-sc", **sampling)
+    if 2 * reasoning.vote.votes >= samples:
+        return Outcome(method, "cot-sc", reasoning=reasoning)
+    return Outcome(method, "react", trajectory=act(backoff_prompt), reasoning=reasoning)

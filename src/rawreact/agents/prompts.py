@@ -1,0 +1,194 @@
+"""Few-shot prompts: an instruction and solved exemplars, read from data files.
+
+Two sources: the project's own layout (`prompts/instruction.txt` and an exemplar file with one
+exemplar per block, blocks separated by a blank line), and a JSON file laid out like the reference
+repository's `prompts_naive.json` (a dict of named prompt strings; the user names the key).
+"""
+
+import ast
+import hashlib
+import json
+import random
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from rawreact.core.errors import PromptError
+from rawreact.core.resources import resource
+from rawreact.core.text import HEADERS
+
+_BLOCKS = re.compile(r"\n[ \t]*\n")
+# Where each method's shipped instruction and exemplars are, under prompts/ (ReAct's at the top).
+FOLDERS = {"react": "", "act": "act/", "standard": "standard/", "cot": "cot/", "cot-sc": "cot/", "tools": "tools/"}
+TASKS = {"qa": ("", HEADERS["qa"]), "fever": ("fever/", HEADERS["fever"])}  # each task's prompt folder and header
+
+
+def _relative(method: str, task: str, name: str) -> str:
+    """A shipped prompt file under prompts/: ReAct's QA files at the top, FEVER's in fever/react/ and the like."""
+    if task == "qa":
+        return f"{FOLDERS[method]}{name}"
+    if method == "tools":
+        raise PromptError("the tools method answers questions; run FEVER claims with the paper's methods")
+    return f"{TASKS[task][0]}{FOLDERS[method] or 'react/'}{name}"
+
+
+def shipped(method: str, task: str, name: str) -> Path:
+    """The path of a shipped prompt file of `method` for `task`, such as its instruction.txt."""
+    return resource("prompts", _relative(method, task, name))
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """The text sent before `Question: ...`, with where it came from."""
+
+    text: str
+    source: str
+    exemplars: int
+
+    @property
+    def sha256(self) -> str:
+        """A hash of the text, so a run records exactly which prompt it used."""
+        return hashlib.sha256(self.text.encode()).hexdigest()
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8-sig")
+    except OSError as error:
+        raise PromptError(f"{path}: cannot read the prompt file: {error.strerror}") from None
+    except UnicodeDecodeError:
+        raise PromptError(f"{path}: not UTF-8 text; save the prompt file as UTF-8") from None
+
+
+def read_exemplars(path: str | Path | None = None, method: str = "react", task: str = "qa") -> list[str]:
+    """The exemplars of a file (by default the method's for the task): blocks separated by blank
+    lines, each starting `Question:` (`Claim:` for FEVER)."""
+    path = Path(path) if path else shipped(method, task, "exemplars.txt")
+    header = TASKS[task][1]
+    text = _read(path).replace("\r\n", "\n").strip("\n")
+    exemplars, line = [], 1
+    for block in _BLOCKS.split(text):
+        if not block.startswith(f"{header}:"):
+            raise PromptError(
+                f"{path} line {line}: an exemplar must start with '{header}:', found {block[:40]!r}; "
+                "separate exemplars with one blank line"
+            )
+        exemplars.append(block.strip("\n") + "\n")
+        line += block.count("\n") + 2
+    return exemplars
+
+
+def read_instruction(path: str | Path | None = None, method: str = "react", task: str = "qa") -> str:
+    """The instruction text (by default the method's for the task), ending with one newline; an empty file gives "".
+
+    `NOTEBOOK.ipynb#NAME` is the string a code cell of that notebook assigns to NAME, taken as it is:
+    the reference's HotpotQA instruction is `hotpotqa.ipynb#instruction` in a checkout of its repository.
+    """
+    if path and ".ipynb#" in str(path):
+        notebook, _, name = str(path).rpartition("#")
+        return notebook_string(Path(notebook), name)
+    path = Path(path) if path else shipped(method, task, "instruction.txt")
+    text = _read(path).rstrip("\n")
+    return text + "\n" if text.strip() else ""
+
+
+def notebook_string(path: Path, name: str) -> str:
+    """The string that a code cell of the Jupyter notebook `path` assigns to `name` (`name = "..."`)."""
+    try:
+        cells = json.loads(_read(path)).get("cells", [])
+    except (json.JSONDecodeError, AttributeError):
+        raise PromptError(f"{path}: not a Jupyter notebook (JSON with 'cells')") from None
+    for cell in cells:
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        source = cell.get("source", "")
+        try:
+            tree = ast.parse("".join(source) if isinstance(source, list) else str(source))
+        except SyntaxError:  # a cell of shell or magic commands
+            continue
+        for node in tree.body:
+            if (
+                isinstance(node, ast.Assign)
+                and [getattr(t, "id", None) for t in node.targets] == [name]
+                and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, str)
+            ):
+                return node.value.value
+    raise PromptError(f"{path}: no code cell assigns a string to {name!r}; is it the reference's notebook?")
+
+
+def load_prompt(
+    exemplars: str | Path | None = None,
+    *,
+    k: int | None = None,
+    instruction: str | Path | None = None,
+    key: str | None = None,
+    order: int | None = None,
+    method: str = "react",
+    task: str = "qa",
+) -> Prompt:
+    """Build a prompt: instruction, then the first `k` exemplars (all when k is None).
+
+    The files default to the `method`'s shipped ones for the `task` (see FOLDERS and TASKS: FEVER's
+    are under prompts/fever/); an empty instruction file means no instruction.
+
+    `order` = S shuffles the chosen exemplars with `random.Random(S)`, for order ablations.
+
+    An exemplar file ending in `.json` is read as a reference-style prompt dict, and `key` names
+    the prompt inside it; that prompt is used whole, after the instruction, as the reference does.
+    Only HotpotQA's ReAct prompt gets the default instruction: the reference's Standard, CoT and Act
+    prompts (`webqa_simple6`, `cotqa_simple6`, `webact_simple6`) start with their first exemplar, and
+    its FEVER prompts (`fever.json`) carry their own instruction, which FEVER.ipynb sends with
+    nothing in front; for them an instruction is added only when one is named.
+    """
+    if method not in FOLDERS:
+        raise PromptError(f"no prompt for method {method!r}; the methods with prompts are {', '.join(FOLDERS)}")
+    if task not in TASKS:
+        raise PromptError(f"no prompts for task {task!r}; the tasks are {', '.join(TASKS)}")
+    if method == "tools":  # native tool calls: a system message alone, no exemplars
+        if exemplars is not None or key is not None or k is not None or order is not None:
+            raise PromptError(
+                "the tools method has no exemplars: its prompt is the system message; give it with --instruction"
+            )
+        text = read_instruction(instruction, "tools", task)
+        return Prompt(text=text, source=str(instruction or "prompts/tools/instruction.txt"), exemplars=0)
+    reference = exemplars is not None and str(exemplars).endswith(".json")
+    # The reference prepends its instruction to its HotpotQA ReAct prompt only; its other prompts, and
+    # its FEVER prompts (which carry their own instruction: FEVER.ipynb sends nothing before them), stand alone.
+    alone = method != "react" or task == "fever"
+    instruction_text = (
+        "" if reference and instruction is None and alone else read_instruction(instruction, method, task)
+    )
+    if reference:
+        if order is not None:
+            raise PromptError(f"order={order}: a reference prompt ({exemplars}) is used whole and cannot be shuffled")
+        return _reference_prompt(Path(exemplars), key, k, instruction_text)
+    if key is not None:
+        raise PromptError(f"--key {key!r} applies to a reference JSON prompt file, not to {exemplars}")
+    blocks = read_exemplars(exemplars, method, task)
+    source = str(exemplars or f"prompts/{_relative(method, task, 'exemplars.txt')}")
+    if k is not None and not 0 <= k <= len(blocks):
+        raise PromptError(f"k={k} exemplars asked for, but {source} has {len(blocks)}")
+    chosen = blocks if k is None else blocks[:k]
+    if order is not None:
+        random.Random(order).shuffle(chosen)
+        source += f" (order {order})"
+    text = instruction_text + "".join(block + "\n" for block in chosen)
+    return Prompt(text=text, source=source, exemplars=len(chosen))
+
+
+def _reference_prompt(path: Path, key: str | None, k: int | None, instruction: str) -> Prompt:
+    try:
+        prompts = json.loads(_read(path))
+    except json.JSONDecodeError as error:
+        raise PromptError(f"{path} line {error.lineno}: not valid JSON: {error.msg}") from None
+    if not isinstance(prompts, dict) or not all(isinstance(v, str) for v in prompts.values()):
+        raise PromptError(f"{path}: a reference prompt file must be a JSON object of prompt strings")
+    if key is None or key not in prompts:
+        asked = "no key was given" if key is None else f"it has no key {key!r}"
+        raise PromptError(f"{path}: {asked}; choose one with --key: {', '.join(sorted(prompts))}")
+    if k is not None:
+        raise PromptError(f"k={k}: a reference prompt ({path}, {key}) is used whole; drop -k")
+    text = prompts[key]
+    exemplars = text.count("Question:") + text.count("Claim:")
+    return Prompt(text=instruction + text, source=f"{path}#{key}", exemplars=exemplars)

@@ -1,0 +1,55 @@
+"""The `rawreact` command: wires the library together and prints; errors are one line each."""
+
+import os
+import sys
+from pathlib import Path
+
+from rawreact.cli.compare import compare_command
+from rawreact.cli.files import compare_runs_command, export_command, index_command, report, show_command
+from rawreact.cli.parser import parser as _parser
+from rawreact.cli.run import run
+from rawreact.core.errors import RawreactError
+from rawreact.core.text import printable
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `rawreact` console script."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:  # a bare `rawreact`: say what it can do, as git and pip do
+        parser.print_help()
+        return 0
+    commands = {
+        "run": run,
+        "compare": compare_command,
+        "compare-runs": compare_runs_command,
+        "report": report,
+        "show": show_command,
+        "export": export_command,
+        "index": index_command,
+    }
+    try:
+        return commands[args.command](args)
+    except RawreactError as error:
+        print(f"rawreact: error: {printable(str(error))}", file=sys.stderr)  # it may quote data or a server
+        return 2
+    except KeyboardInterrupt:
+        out = getattr(args, "out", None)
+        kept = f"; finished questions are in {out}, --resume finishes" if out and Path(out).exists() else ""
+        print(f"\nrawreact: interrupted{kept}", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 1
+    except Exception as error:  # a bug of ours: say so in one line, show the traceback on request
+        if os.environ.get("RAWREACT_DEBUG"):
+            raise
+        print(
+            f"rawreact: internal error: {type(error).__name__}: {printable(str(error))}; rerun with RAWREACT_DEBUG=1 "
+            "for the traceback, and please report it",
+            file=sys.stderr,
+        )
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+"""`rawreact compare`: variants of a run on the same questions, then the table with intervals."""
+
+import argparse
+import sys
+from pathlib import Path
+
+from rawreact.cli.files import intervals_note
+from rawreact.cli.run import score_cell, verdict
+from rawreact.cli.settings import given_flags
+from rawreact.cli.terminal import Stopper, progress
+from rawreact.config.files import read_settings
+from rawreact.config.settings import SHARED, VARIANT_KEYS, Settings, parse_spec
+from rawreact.core.errors import DataError
+from rawreact.core.text import printable
+from rawreact.experiments.compare import compare
+from rawreact.experiments.variants import Variant, ablation, parse_variant
+from rawreact.runs.run import Result
+from rawreact.tasks.loading import load_collection
+
+
+def compare_command(args: argparse.Namespace) -> int:
+    """`rawreact compare`: every variant on the same questions, then the table with intervals."""
+    given = (read_settings(args.config) if args.config else {}) | given_flags(args)
+    shared = Settings(**{key: value for key, value in given.items() if key in SHARED})
+    own = {key: value for key, value in given.items() if key in VARIANT_KEYS}
+    base = Variant("base", **own | parse_spec(args.base, f"--base {args.base!r}", VARIANT_KEYS))
+    variants = [parse_variant(text, base) for text in args.variant]
+    collection = load_collection(shared.data)  # read once: its task picks the prompt files an ablation counts
+    for kind in args.ablation:
+        variants += ablation(kind, base, orders=args.orders, task=collection.task)
+    if not variants:
+        raise DataError("name the variants to compare: --variant NAME=SPEC (twice or more), or --ablation KIND")
+    with Stopper(shared.workers) as stopper, progress(0, 0) as bar:
+
+        def started(variant: Variant, done: int, total: int) -> None:
+            bar.total = (bar.total or 0) + total
+            bar.update(done)
+            kept = f"{done} of {total} questions already in its run file" if done else f"{total} questions"
+            bar.write(f"variant {variant.name}: {kept}", file=sys.stderr)
+
+        def finished(variant: Variant, result: Result) -> None:
+            bar.set_postfix_str(variant.name, refresh=False)
+            bar.update()
+            if not args.quiet:
+                line = (
+                    f"{variant.name} {result.question.id}: {verdict(result.em)}, F1 {score_cell(result.f1, '{:.2f}')}"
+                )
+                bar.write(printable(line), file=sys.stdout)
+
+        comparison = compare(
+            collection,
+            variants,
+            args.out,
+            limit=shared.limit,
+            shuffle=shared.shuffle,
+            shuffle_seed=shared.shuffle_seed,
+            shuffle_range=shared.shuffle_range,
+            workers=shared.workers,
+            host=shared.host,
+            timeout=shared.timeout,
+            resamples=args.resamples,
+            stats_seed=args.stats_seed,
+            on_variant=started,
+            on_result=finished,
+            stop=lambda: stopper.signal is not None,
+        )
+    if stopper.signal is not None:
+        print(
+            f"rawreact: stopped early; run the same command again to finish the comparison in {args.out}",
+            file=sys.stderr,
+        )
+        return 128 + stopper.signal
+    out = Path(args.out)
+    for style, name in (("markdown", "comparison.md"), ("csv", "comparison.csv")):
+        (out / name).write_text(comparison.table(style), encoding="utf-8")
+    print(comparison.table(args.format), end="")
+    intervals_note(args, comparison, f"; tables in {out / 'comparison.md'} and {out / 'comparison.csv'}")
+    return 0

@@ -1,0 +1,170 @@
+"""The commands that read and write files without a model: `report` (a table, or a web page with
+--html), `compare-runs`, `show` and `export` read run files; `index` builds a passage store."""
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from rawreact.cli.terminal import terminated_as_interrupt
+from rawreact.core.errors import DataError
+from rawreact.core.text import plural, printable
+from rawreact.reports.comparison import compare_runs
+from rawreact.reports.export import export
+from rawreact.reports.html import write_page
+from rawreact.reports.show import listing, show
+from rawreact.reports.summary import drop_unused, row_of, table
+from rawreact.runs.records import legacy_manifest_path, manifest_path, read_run
+from rawreact.runs.runfile import refuse_existing
+from rawreact.tasks.fever import label_table
+
+
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """Whether two paths name one file (through links, or the same path spelled two ways)."""
+    try:
+        return Path(a).resolve() == Path(b).resolve() or os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def refuse_inputs(out: str | Path, inputs: list[str | Path], what: str) -> None:
+    """Refuse an output path that is one of the inputs a command reads (or inside an input folder)."""
+    for source in inputs:
+        if same_file(out, source):
+            raise DataError(f"{out} is {what} this command reads; writing there would destroy it: choose another path")
+        if Path(source).is_dir() and Path(out).resolve().is_relative_to(Path(source).resolve()):
+            raise DataError(f"{out} is inside {source}, a folder this command reads; choose a path outside it")
+
+
+def run_inputs(runs: list[str | Path]) -> list[Path]:
+    """The files a command that reads run files reads: each run file and its manifest (either name)."""
+    return [path for run in map(Path, runs) for path in (run, manifest_path(run), legacy_manifest_path(run))]
+
+
+def intervals_note(args: argparse.Namespace, comparison, where: str = "") -> None:
+    """Say on stderr how many questions a comparison covers and how its intervals were drawn."""
+    print(
+        f"\n{plural(len(comparison.ids), 'question')}; 95% bootstrap intervals ({args.resamples} resamples, "
+        f"seed {args.stats_seed}); Δ is paired against {comparison.names[0]}{where}",
+        file=sys.stderr,
+    )
+
+
+def compare_runs_command(args: argparse.Namespace) -> int:
+    """`rawreact compare-runs`: finished run files side by side, with intervals, on their shared questions."""
+    comparison = compare_runs(_named(args.runs), resamples=args.resamples, seed=args.stats_seed)
+    print(comparison.table(args.format), end="")
+    intervals_note(args, comparison)
+    return 0
+
+
+def _named(items: list[str], suffix: bool = False) -> dict[str, str]:
+    """Run files by name: NAME=RUN.jsonl, or the file's name (without .jsonl unless `suffix`)."""
+    runs: dict[str, str] = {}
+    for item in items:
+        name, equals, path = item.partition("=")
+        if not equals or not name or Path(item).exists():
+            name, path = Path(item).name if suffix else Path(item).name.removesuffix(".jsonl"), item
+        if name in runs:
+            raise DataError(f"two runs are named {name!r}; name them, as in NAME=RUN.jsonl")
+        runs[name] = path
+    return runs
+
+
+def report(args: argparse.Namespace) -> int:
+    """`rawreact report`: one row per run file; with --html, the whole report as one web page."""
+    runs = _named(args.runs, suffix=True)
+    if args.html:
+        refuse_inputs(args.html, run_inputs(list(runs.values())), "a run file or manifest")
+    loaded = {name: read_run(path) for name, path in runs.items()}  # a missing or bad run file is named first
+    if args.html:
+        refuse_existing(args.html, args.force, "--html path")
+    rows = [row_of(name, *read) for name, read in loaded.items()]
+    if args.html:
+        written = write_page(runs, args.html, resamples=args.resamples, seed=args.stats_seed)
+        print(f"rawreact: wrote the report of {plural(len(runs), 'run')} to {written}", file=sys.stderr)
+    print(printable(table(drop_unused(rows), args.format)), end="")
+    labels = label_table({name: records for name, (_, records) in loaded.items()})
+    if labels:  # FEVER runs: label accuracy per gold label, and what was answered
+        print("\n" + printable(table(labels, args.format)), end="")
+    return 0
+
+
+def export_command(args: argparse.Namespace) -> int:
+    """`rawreact export`: the steps of the selected episodes of run files, as fine-tuning examples."""
+    for out in (args.out, manifest_path(args.out)):  # the examples, and the manifest written beside them
+        refuse_inputs(out, run_inputs(args.runs), "a run file or manifest")
+    options = {"layout": args.layout, "min_f1": args.min_f1, "with_prompt": args.prompt, "force": args.force}
+    done = export(args.runs, args.out, **options)
+    chosen = "EM 1" if args.min_f1 is None else f"F1 at least {args.min_f1:g}"
+    print(
+        f"rawreact: wrote {plural(done.examples, 'example')} ({args.layout}) from {done.questions} of "
+        f"{plural(done.records, 'question')} ({chosen}) to {args.out}; {done.not_selected} not selected, "
+        f"{done.no_trajectory} with no steps for this layout (answers without actions; tools episodes, which "
+        f"export as chat only), {done.no_target} selected with no step to learn from (every action invalid or "
+        "repeated)",
+        file=sys.stderr,
+    )
+    if not done.examples:
+        hint = "; try --min-f1 0.5" if args.min_f1 is None else ""
+        print(f"rawreact: warning: no episode was selected, so {args.out} is empty{hint}", file=sys.stderr)
+    return 0
+
+
+def show_command(args: argparse.Namespace) -> int:
+    """`rawreact show`: the questions of a run file, or one question's transcript."""
+    _, records = read_run(args.run)
+    if args.id is None and not args.first_wrong:
+        print(printable(listing(records)), end="")
+        return 0
+    if args.first_wrong:
+        found = [r for r in records if r["em"] == 0]
+        if not records:
+            raise DataError(f"{args.run} holds no finished question yet")
+        if not found:
+            scored = sum(r["em"] is not None for r in records)
+            unscored = f" ({len(records) - scored} have no gold answer)" if scored < len(records) else ""
+            raise DataError(f"{args.run}: every one of its {scored} scored questions was answered correctly{unscored}")
+    else:
+        found = [r for r in records if r["id"] == args.id]
+    if not found:
+        ids = ", ".join(r["id"] for r in records[:5]) + (", ..." if len(records) > 5 else "")
+        raise DataError(f"{args.run} has no question with id {args.id!r}; its ids: {ids or 'none'}")
+    print(printable(show(found[0], with_prompt=args.prompt)), end="")
+    return 0
+
+
+def index_command(args: argparse.Namespace) -> int:
+    """`rawreact index`: stream the sources into a passage store, written whole or not at all."""
+    from tqdm import tqdm
+
+    from rawreact.environments.build import build_store
+    from rawreact.tasks.corpus import read_sources
+
+    out = Path(args.out)
+    if out.is_dir():
+        raise DataError(f"{out} is a folder; give --out a file name, such as {out / 'wiki.sqlite'}")
+    refuse_inputs(out, args.sources, "a source")
+    if out.exists() and not args.force:
+        raise DataError(f"{out} exists; give another --out, or add --force to replace it once the new store is built")
+    with tqdm(unit=" pages", unit_scale=True, dynamic_ncols=True, disable=None, file=sys.stderr) as bar:
+        try:
+            with terminated_as_interrupt():  # SIGTERM cleans up as Ctrl-C does: no partial build is left
+                info = build_store(read_sources(args.sources), out, on_pages=bar.update, replace=args.force)
+        except KeyboardInterrupt:
+            bar.close()
+            print(f"\nrawreact: interrupted; {out} was not written", file=sys.stderr)
+            return 130
+    repeats, skipped = info["duplicates"], sum(source["skipped"] for source in info["sources"])
+    unreadable = sum(source.get("unreadable", 0) for source in info["sources"])
+    dropped = [f"{plural(repeats, 'repeated title')} kept once"] if repeats else []
+    dropped += [f"{plural(skipped, 'page')} without title or text skipped"] if skipped else []
+    dropped += [f"{plural(unreadable, 'page')} with text no UTF-8 can hold skipped"] if unreadable else []
+    print(
+        f"{out}: {plural(info['pages'], 'page')} from {plural(len(info['sources']), 'source')} "
+        f"in {info['build_seconds']} s, "
+        f"{out.stat().st_size / 1e6:.1f} MB"
+        + (f" ({'; '.join(dropped)})" if dropped else "")
+        + f"; content sha256 {info['content_sha256'][:16]}"
+    )
+    return 0

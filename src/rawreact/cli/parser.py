@@ -1,0 +1,271 @@
+"""The options of the `rawreact` command. A flag that sets a run's setting has no default of its own:
+left out, the setting comes from `--config` (or `--reference`), else from `Settings`."""
+
+import argparse
+
+from rawreact import __version__
+from rawreact.config.choices import LOOPS, METHODS, REPEATS
+from rawreact.config.settings import Settings
+from rawreact.experiments.variants import ABLATIONS
+from rawreact.models.specs import DEFAULT_MODEL, EMBEDDED_MODELS
+from rawreact.reports.export import LAYOUTS
+
+DESCRIPTION = (
+    "Run ReAct agents on completion models (an embedded llama.cpp model, Ollama, or an OpenAI-compatible "
+    "server), score them on HotpotQA-style questions, and compare prompts, models and settings."
+)
+
+
+EPILOG = "Start with `rawreact run` (the demo on the embedded model); `rawreact COMMAND --help` tells more."
+
+
+_DEFAULT = Settings()
+
+
+def _positive(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number from 0 to 1")
+    return value
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} must be a finite number of seconds above 0")
+    return value
+
+
+def parser() -> argparse.ArgumentParser:
+    """The whole command line: `rawreact COMMAND ...`."""
+    parser = argparse.ArgumentParser(prog="rawreact", description=DESCRIPTION, epilog=EPILOG)
+    parser.add_argument("--version", action="version", version=f"rawreact {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    run = commands.add_parser("run", help="run ReAct episodes, score them, and write a run file")
+    run.add_argument(
+        "data",
+        nargs="?",
+        help="questions: HotpotQA JSON (official or Hugging Face), JSONL, or a collection (envs/ layout); "
+        "default: the demo",
+    )
+    run.add_argument(
+        "--model",
+        help=f"{', '.join(EMBEDDED_MODELS)}, a .gguf path, ollama:NAME, openai:[MODEL@]URL (or vllm:, llamacpp:), "
+        f"or scripted:FILE.json (default: {DEFAULT_MODEL})",
+    )
+    run.add_argument("--ollama-host", help="where Ollama listens (default: OLLAMA_HOST, else 127.0.0.1:11434)")
+    run.add_argument(
+        "--timeout",
+        type=_seconds,
+        help=f"seconds to wait for a server's answer to one call before retrying it (default: {_DEFAULT.timeout})",
+    )
+    run.add_argument(
+        "--workers",
+        type=_positive,
+        help="questions in flight at once: decoded together by the embedded model, sent at once to a server; "
+        f"default: {_DEFAULT.workers}",
+    )
+    run.add_argument(
+        "--method",
+        choices=list(METHODS),
+        help="react (the default), act (no thoughts), standard, cot, cot-sc (self-consistency), react-cot-sc "
+        "(CoT-SC when ReAct gives no answer), cot-sc-react (ReAct when CoT-SC's vote is split), tools (native tool "
+        "calls of a chat model)",
+    )
+    run.add_argument(
+        "--config",
+        metavar="FILE",
+        help="read the run's settings from a TOML file, or from a finished run's manifest (RUN.jsonl.manifest.json, "
+        "or RUN.jsonl) to run it again; flags given beside it override it",
+    )
+    run.add_argument(
+        "--reference",
+        metavar="DIR",
+        help="the ReAct paper's setup, from your checkout DIR of the reference repository: its prompts and "
+        "instruction, loop, sampling and scoring; options given beside it override their part",
+    )
+    run.add_argument(
+        "--loop",
+        choices=list(LOOPS),
+        help="tolerant (rawreact's loop, the default) or reference (the reference notebook's loop and environment, "
+        "byte for byte; 5 sentences per search unless --n-first; see docs/reference.md)",
+    )
+    run.add_argument(
+        "--repeats",
+        choices=list(REPEATS),
+        help="a step that repeats an earlier action and sees the same: off (only counted, the default), note (a note "
+        "after its observation tells the model), stop (the episode ends as 'repeat')",
+    )
+    run.add_argument(
+        "--budget",
+        type=_positive,
+        metavar="TOKENS",
+        help="tokens per episode (evaluated prompt tokens plus generated ones): a step starts only if the tokens "
+        "spent plus --max-tokens fit, or the episode ends as 'budget' (default: no budget)",
+    )
+    run.add_argument("--samples", type=_positive, help="CoT-SC samples per question (default: 21)")
+    run.add_argument("--sample-temperature", type=float, help="temperature of CoT-SC's samples (default: 0.7)")
+    run.add_argument("--prompt", help="an exemplar file, or a reference-style JSON prompt file with --key")
+    run.add_argument("--key", help="which prompt of a reference-style JSON file, such as webthink_simple6")
+    run.add_argument("--instruction", help="an instruction file to put before the exemplars (empty: none)")
+    run.add_argument("--backoff-prompt", help="the prompt of a back-off's second part (default: the shipped one)")
+    run.add_argument("--backoff-key", help="which prompt of a reference-style --backoff-prompt JSON file")
+    run.add_argument("--backoff-instruction", help="the instruction of a back-off's second part")
+    run.add_argument("-k", "--exemplars", type=int, help="use the first K exemplars (default: all)")
+    run.add_argument(
+        "--grammar",
+        nargs="?",
+        const="step",
+        metavar="MODE",
+        help="constrain each step with a GBNF grammar: step (one call; --grammar alone), action (a free thought, "
+        "then a constrained action), titles (step, with searches limited to passage titles), or off (the default)",
+    )
+    run.add_argument("--grammar-file", help="your own grammar template, in the layout of prompts/grammars/step.gbnf")
+    run.add_argument("--question", help="ask this question instead of the data's questions")
+    run.add_argument("--answer", help="the gold answer of --question, for scoring")
+    run.add_argument(
+        "--passages",
+        help="search these passages instead of each question's own (the open setting): a store built by "
+        "`rawreact index`, a collection (envs/ layout) or a HotpotQA file (its paragraphs pooled)",
+    )
+    run.add_argument("--limit", type=_positive, help="run only the first N questions")
+    run.add_argument(
+        "--shuffle", action=argparse.BooleanOptionalAction, help="shuffle the questions before --limit (default: no)"
+    )
+    run.add_argument("--shuffle-seed", type=int, help="seed of --shuffle (default: 0)")
+    run.add_argument(
+        "--shuffle-range",
+        type=_positive,
+        metavar="N",
+        help="shuffle the first N questions' indices, as FEVER.ipynb shuffles range(7405) (default: all)",
+    )
+    run.add_argument("--seed", type=int, help=f"seed of sampling (default: {_DEFAULT.seed})")
+    run.add_argument("--out", help="write one JSON line per question to this run file, and a manifest beside it")
+    run.add_argument("--resume", action="store_true", help="continue the run in --out, skipping finished questions")
+    run.add_argument(
+        "--max-steps",
+        type=_positive,
+        help="step limit per question (default: 7, or 5 for the ReAct part of a FEVER react-cot-sc, as the paper)",
+    )
+    run.add_argument(
+        "--max-tokens", type=_positive, help=f"token limit per model call (default: {_DEFAULT.max_tokens})"
+    )
+    run.add_argument(
+        "--n-first", type=_positive, help="sentences a search shows (default: 2, or 5 with --loop reference)"
+    )
+    run.add_argument("--n-ctx", type=_positive, help=f"context window of a llama.cpp model (default: {_DEFAULT.n_ctx})")
+    run.add_argument(
+        "--temperature", type=float, help=f"sampling temperature (default: {_DEFAULT.temperature}, greedy)"
+    )
+    run.add_argument("-q", "--quiet", action="store_true", help="print only the result lines")
+    _compare_parser(commands)
+    report = commands.add_parser("report", help="the summaries of run files, side by side")
+    report.add_argument("runs", nargs="+", metavar="[NAME=]RUN.jsonl", help="run files, the first being the base")
+    report.add_argument("--format", choices=("text", "markdown", "csv"), default="text", help="table format")
+    report.add_argument(
+        "--html", metavar="FILE", help="also write the whole report (charts, questions, transcripts) as one web page"
+    )
+    report.add_argument("--force", action="store_true", help="replace the --html file if it exists")
+    report.add_argument("--resamples", type=_positive, default=10_000, help="bootstrap resamples (default: 10000)")
+    report.add_argument("--stats-seed", type=int, default=0, help="seed of the bootstrap (default: 0)")
+    runs = commands.add_parser(
+        "compare-runs", help="compare finished run files on the questions they share, with bootstrap intervals"
+    )
+    runs.add_argument("runs", nargs="+", metavar="[NAME=]RUN.jsonl", help="run files, the first being the base")
+    runs.add_argument("--format", choices=("text", "markdown", "csv"), default="text", help="table format")
+    runs.add_argument("--resamples", type=_positive, default=10_000, help="bootstrap resamples (default: 10000)")
+    runs.add_argument("--stats-seed", type=int, default=0, help="seed of the bootstrap (default: 0)")
+    export_ = commands.add_parser("export", help="the steps of a run's good episodes as fine-tuning examples")
+    export_.add_argument("runs", nargs="+", metavar="RUN.jsonl", help="run files")
+    export_.add_argument("--out", required=True, help="the JSON-lines file to write, one example a line")
+    export_.add_argument(
+        "--layout",
+        choices=LAYOUTS,
+        default="completion",
+        help="completion: a prompt/completion pair per step; chat: the episode as messages (default: completion)",
+    )
+    export_.add_argument(
+        "--min-f1",
+        type=_share,
+        metavar="F1",
+        help="export the episodes with F1 at least this (default: those with EM 1)",
+    )
+    export_.add_argument("--prompt", action="store_true", help="keep the few-shot prompt (default: question onwards)")
+    export_.add_argument("--force", action="store_true", help="replace --out and its manifest if they exist")
+    index = commands.add_parser(
+        "index", help="build a passage store (SQLite, full-text titles) from a corpus, for --passages"
+    )
+    index.add_argument(
+        "sources",
+        nargs="+",
+        metavar="SOURCE",
+        help="HotpotQA's fullwiki .tar.bz2 (or its folder or files), FEVER's wiki-pages folder or files, "
+        "JSON-lines of {title, text} or {title, sentences} (plain, .bz2 or .gz), or a question file",
+    )
+    index.add_argument("--out", required=True, help="the store file to write, such as wiki.sqlite")
+    index.add_argument("--force", action="store_true", help="replace --out if it exists (once the new one is built)")
+    show_ = commands.add_parser("show", help="a run's questions, or one question's transcript")
+    show_.add_argument("run", help="a run file (RUN.jsonl)")
+    which = show_.add_mutually_exclusive_group()
+    which.add_argument("--id", help="the question's id (without --id or --first-wrong: list the questions)")
+    which.add_argument("--first-wrong", action="store_true", help="the first question answered wrongly")
+    show_.add_argument("--prompt", action="store_true", help="include the few-shot prompt before the question")
+    return parser
+
+
+def _compare_parser(commands) -> None:
+    compare = commands.add_parser(
+        "compare", help="run variants of a prompt on the same questions and compare them, with bootstrap intervals"
+    )
+    compare.add_argument("data", nargs="?", help="questions, as for `rawreact run` (default: the demo)")
+    compare.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME=SPEC",
+        help="a variant: NAME=key=value,... with keys method, loop, model, prompt, key, instruction, k, order, "
+        "grammar, grammar_file, n_first, repeats, budget, max_steps, max_tokens, temperature, seed, n_ctx, samples, "
+        "sample_temperature, backoff_prompt, backoff_key, backoff_instruction (the first variant is the base)",
+    )
+    compare.add_argument(
+        "--ablation", action="append", default=[], choices=ABLATIONS, help="add a built-in set of variants"
+    )
+    compare.add_argument("--base", default="", metavar="SPEC", help="settings every variant starts from")
+    compare.add_argument(
+        "--config",
+        metavar="FILE",
+        help="a TOML settings file (or a run's manifest): the base of every variant, and the questions; flags and "
+        "--base override it",
+    )
+    compare.add_argument("--orders", type=_positive, default=3, help="shuffled orders of --ablation orders")
+    compare.add_argument("--out", required=True, help="folder for the variants' run files and the tables")
+    compare.add_argument("--limit", type=_positive, help="compare on the first N questions")
+    compare.add_argument("--shuffle", action="store_true", default=None, help="shuffle the questions before --limit")
+    compare.add_argument("--shuffle-seed", type=int, help="seed of --shuffle (default: 0)")
+    compare.add_argument("--shuffle-range", type=_positive, metavar="N", help="shuffle the first N questions' indices")
+    compare.add_argument("--seed", type=int, help="seed of sampling, unless a variant sets it (default: 0)")
+    compare.add_argument("--workers", type=_positive, help="questions in flight at once")
+    compare.add_argument("--ollama-host", help="where Ollama listens (default: OLLAMA_HOST)")
+    compare.add_argument("--timeout", type=_seconds, help="seconds a server may take per call")
+    compare.add_argument("--format", choices=("text", "markdown", "csv"), default="text", help="table on stdout")
+    compare.add_argument("--resamples", type=_positive, default=10_000, help="bootstrap resamples (default: 10000)")
+    compare.add_argument("--stats-seed", type=int, default=0, help="seed of the bootstrap (default: 0)")
+    compare.add_argument("-q", "--quiet", action="store_true", help="no line per question")

@@ -1,0 +1,172 @@
+"""The commands that call a model: `rawreact run` and `rawreact compare`."""
+
+import argparse
+import sys
+from pathlib import Path
+
+from rawreact import __version__
+from rawreact.agents.reasoning import Reasoning
+from rawreact.agents.record import Step
+from rawreact.cli.files import refuse_inputs
+from rawreact.cli.settings import choose, reference_record, say_paper
+from rawreact.cli.terminal import Stopper, progress
+from rawreact.config.choices import REASONING, SAMPLING
+from rawreact.config.files import manifest_settings
+from rawreact.config.settings import Settings
+from rawreact.core.errors import DataError, GrammarError
+from rawreact.core.text import plural, printable
+from rawreact.models import load_model
+from rawreact.reports.summary import context_warning, summarize, summary_line
+from rawreact.runs.records import manifest_path
+from rawreact.runs.run import Result, check_context, run_questions
+from rawreact.runs.runfile import RunFile
+from rawreact.runs.setup import envs_of, load_parts, model_options, solve_options
+from rawreact.tasks.collection import Question
+
+
+def run(args: argparse.Namespace) -> int:
+    """`rawreact run`: load everything first, so bad input fails before any model time is spent."""
+    if args.resume and not args.out:
+        raise DataError("--resume continues the run file given with --out; add --out RUN.jsonl")
+    if args.out and Path(args.out).is_dir():
+        raise DataError(f"{args.out} is a folder; give --out a file name, such as {Path(args.out) / 'run.jsonl'}")
+    if args.out and args.config:
+        for out in (args.out, manifest_path(args.out)):
+            refuse_inputs(out, [args.config], "the settings file")
+    chosen = choose(args)
+    settings, collection, questions = chosen.settings, chosen.collection, chosen.questions
+    if args.out:  # the run file and its manifest must not be a file the run reads
+        inputs = [settings.data, settings.passages, settings.prompt, settings.instruction, settings.grammar_file]
+        inputs += [settings.model, settings.backoff_prompt, settings.backoff_instruction]
+        for out in (args.out, manifest_path(args.out)):
+            refuse_inputs(out, [path for path in inputs if path], "an input")
+    if chosen.paper is not None:
+        print("\n".join(say_paper(chosen)), flush=True)
+    shuffled = {k: getattr(settings, k) for k in ("question", "shuffle", "shuffle_seed", "shuffle_range")}
+    parts = load_parts(settings, collection, **shuffled)
+    prompt, grammar, backoff = parts.prompt, parts.grammar, parts.backoff
+    model = load_model(settings.model, **model_options(settings))
+    if grammar is not None and not model.supports_grammar:
+        raise GrammarError(f"model {model.name} cannot apply a grammar; drop --grammar, or use a llama.cpp model")
+    check_context(model, prompt, questions, settings.max_tokens, settings.method, backoff)
+    details = {
+        **({} if chosen.paper is None else {"reference": reference_record(chosen)}),
+        "data": collection.source,
+        "layout": collection.layout,
+        "limit": settings.limit,
+        "model_file": str(model.path) if hasattr(model, "path") else None,
+        "model_name": model.name,
+        "workers": settings.workers,
+        "timeout": settings.timeout,
+        "settings": manifest_settings(settings),
+    }
+    sink = RunFile(args.out, parts.config, resume=args.resume, details=details) if args.out else None
+    ids = {q.id for q in questions}
+    done = [] if sink is None else [r for r in sink.done.values() if r["id"] in ids]
+    print(
+        f"rawreact {__version__}: {plural(len(questions), 'question')} from {collection.name}, model {model.name}, "
+        f"method {settings.method}{_sampling(settings)}{_loop(settings)}, prompt {prompt.source} "
+        f"({plural(prompt.exemplars, 'exemplar')}), grammar {parts.config['grammar'] or 'off'}"
+        + (f"; {len(done)} already in {args.out}" if done else ""),
+        flush=True,
+    )
+    with Stopper(settings.workers) as stopper, progress(len(questions), len(done)) as bar:
+
+        def say(text: str) -> None:
+            bar.write(printable(text.rstrip("\n")), file=sys.stdout)
+
+        def print_step(question: Question, step: Step) -> None:
+            text = step.render() if step.action_text or step.observation else f"Message {step.i}: {step.thought}\n"
+            say((f"\n=== {question.id}\n{question.header}: {question.question}\n" if step.i == 1 else "") + text)
+
+        live = not args.quiet and settings.workers == 1  # with workers, a transcript is printed when it is done
+        results = run_questions(
+            questions,
+            envs_of(settings, collection),
+            model,
+            prompt,
+            out=sink,
+            on_step=print_step if live else None,
+            workers=settings.workers,
+            stop=lambda: stopper.signal is not None,
+            **solve_options(settings, grammar, backoff, collection.task),
+        )
+        records = list(done)
+        scored = [r for r in done if r["em"] is not None]  # running sums for the bar, over the scored questions
+        n, em, f1 = len(scored), sum(r["em"] for r in scored), sum(r["f1"] for r in scored)
+        for result in results:
+            if not args.quiet and not live:
+                for step in result.outcome.steps:
+                    print_step(result.question, step)
+            if not args.quiet and result.outcome.reasoning is not None:
+                say(_reasoning_text(result.question, result.outcome.reasoning))
+            records.append(result.to_dict())
+            say(_result_line(len(records), len(questions), result))
+            if result.em is not None:
+                n, em, f1 = n + 1, em + result.em, f1 + result.f1
+                bar.set_postfix_str(f"EM {em / n:.3f} F1 {f1 / n:.3f}", refresh=False)
+            bar.update()
+    summary = summarize(records)
+    print("\n" + summary_line(summary), flush=True)
+    warning = context_warning(summary, n_ctx=settings.n_ctx)
+    if warning:
+        print(f"rawreact: warning: {warning}", file=sys.stderr)
+    if stopper.signal is not None and len(records) < len(questions):
+        where = f"; {len(records)} of {len(questions)} questions are in {args.out}, --resume finishes" if sink else ""
+        print(f"rawreact: stopped early{where}", file=sys.stderr)
+        return 128 + stopper.signal
+    return 0
+
+
+def _loop(settings: Settings) -> str:
+    """The loop of a run's header, for a method that acts."""
+    if settings.method in REASONING:
+        return ""
+    if settings.method == "tools":
+        return f", native tool calls ({plural(settings.sentences, 'sentence')} per search)"
+    parts = [f"{plural(settings.sentences, 'sentence')} per search"]
+    parts += [f"repeats {settings.repeats}"] if settings.repeats != "off" else []
+    parts += [f"budget {settings.budget} tokens"] if settings.budget is not None else []
+    return f", {settings.loop} loop ({', '.join(parts)})"
+
+
+def _support(value: bool | None) -> str:
+    return "" if value is None else ", answer seen" if value else ", answer not seen"
+
+
+def _sampling(settings: Settings) -> str:
+    """The CoT-SC settings of a run's header, if it samples."""
+    if settings.method not in SAMPLING:
+        return ""
+    return f" (n {settings.samples}, T {settings.sample_temperature:g}, seed {settings.seed})"
+
+
+def _reasoning_text(question: Question, reasoning: Reasoning) -> str:
+    """A Standard or CoT answer as the model wrote it; for CoT-SC, the first sample and the vote."""
+    text = f"\n=== {question.id} ({reasoning.method})\n{question.header}: {question.question}\n"
+    if reasoning.samples:
+        text += f"{reasoning.cue}{reasoning.samples[0].call.text}\n"
+    if reasoning.method == "cot-sc":
+        tally = reasoning.vote
+        text += f"votes ({len(reasoning.samples)} samples): {tally.counts or 'no answers'}\n"
+    return text
+
+
+def verdict(em: float | None) -> str:
+    return "not scored (no gold answer)" if em is None else "correct" if em else "wrong"
+
+
+def score_cell(value: float | None, form: str) -> str:
+    return "-" if value is None else form.format(value)
+
+
+def _result_line(n: int, total: int, result: Result) -> str:
+    out = result.outcome
+    branch = f" (answered by {out.branch})" if out.branch != out.method else ""
+    return (
+        f"result [{n}/{total}] {result.question.id}: {verdict(result.em)} (EM {score_cell(result.em, '{:.0f}')}, "
+        f"F1 {score_cell(result.f1, '{:.2f}')}) "
+        f"answer {out.answer!r}{branch}, gold {result.question.answer!r}; ended by {out.ended} after "
+        f"{len(out.steps)} steps, {out.model_calls} calls, {out.invalid_actions} invalid, "
+        f"{out.fallback_calls} fallback, {out.repeats} repeats{_support(result.supported)}, {out.seconds:.1f} s"
+    )

@@ -1,0 +1,131 @@
+"""From the command line to `Settings`: the defaults, under the paper's setup (`--reference`), under
+a settings file (`--config`), under the flags given. Only the flags a user typed count as given."""
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+
+from rawreact.config import paper
+from rawreact.config.choices import MODES
+from rawreact.config.files import read_settings
+from rawreact.config.settings import KEYS, Settings
+from rawreact.core.errors import DataError
+from rawreact.core.text import plural
+from rawreact.tasks.collection import Collection, Question, choose_questions
+from rawreact.tasks.loading import load_collection
+
+# Flags whose setting has another name.
+_RENAMED = {"exemplars": "k", "ollama_host": "host"}
+
+
+@dataclass
+class Chosen:
+    """A run's settings, its questions, and what `--reference` chose (None without it)."""
+
+    settings: Settings
+    collection: Collection
+    questions: list[Question]
+    paper: dict | None = None
+
+
+def given_flags(args: argparse.Namespace) -> dict:
+    """The settings the user typed on the command line (flags left out are None, or absent)."""
+    given = {}
+    for name, value in vars(args).items():
+        key = _RENAMED.get(name, name)
+        if key in KEYS and value is not None:
+            given[key] = value
+    if "grammar" in given:
+        given["grammar"] = _grammar_mode(args, given)
+    return given
+
+
+def _grammar_mode(args: argparse.Namespace, given: dict) -> str | None:
+    """The grammar mode of `run`: --grammar's mode, or None for off.
+
+    `--grammar` alone means step, so in `run --grammar data.json` the word after it is the data
+    file: the modes are fixed words, and anything else that names a file is taken as the data.
+    """
+    if args.grammar not in ("off", *MODES):
+        if args.data is None and (Path(args.grammar).exists() or args.grammar.endswith((".json", ".jsonl"))):
+            given["data"] = args.data = args.grammar
+            return "step"
+        raise DataError(f"--grammar takes off, step, action or titles, not {args.grammar!r}")
+    return None if args.grammar == "off" else args.grammar
+
+
+def choose(args: argparse.Namespace) -> Chosen:
+    """The settings of `rawreact run`, and its questions, checked before any model loads."""
+    flags = given_flags(args)
+    given = (read_settings(args.config) if args.config else {}) | flags
+    collection, questions = _questions(given)
+    options = {}
+    if args.reference:
+        method = given.get("method", "react")
+        count = 1 if given.get("question") is not None else len(collection.questions)
+        options = paper.reference_options(args.reference, collection.task, method, count)
+    try:
+        settings = Settings(**({k: v for k, v in options.items() if k not in given} | given))
+    except DataError as error:  # settings that do not go together: say which file gave them
+        raise DataError(f"{args.config}: {error}" if args.config else str(error)) from None
+    if options:  # the questions again: the paper's sample (shuffled, first 500) may replace the data's order
+        questions = _chosen(settings, collection)
+    info = None
+    if args.reference:
+        yours = {k: v for k, v in given.items() if k in options}
+        info = {"options": options, "given": yours, "task": collection.task, "directory": args.reference}
+    return Chosen(settings, collection, questions, info)
+
+
+def _questions(given: dict) -> tuple[Collection, list[Question]]:
+    if given.get("question") is not None:
+        # Over --passages (see runs.setup.collection_of), else over the demo's passages.
+        collection = Collection("--question", {}, ()) if given.get("passages") else load_collection().pooled()
+        return collection, [Question("question-1", given["question"], given.get("answer", ""))]
+    collection = load_collection(given.get("data"))
+    return collection, _chosen(Settings(**{k: v for k, v in given.items() if k in _QUESTIONS}), collection)
+
+
+_QUESTIONS = ("limit", "shuffle", "shuffle_seed", "shuffle_range")
+
+
+def _chosen(settings: Settings, collection: Collection) -> list[Question]:
+    if settings.question is not None:
+        return [Question("question-1", settings.question, settings.answer)]
+    return choose_questions(
+        collection,
+        limit=settings.limit,
+        shuffle=settings.shuffle,
+        seed=settings.shuffle_seed,
+        shuffle_range=settings.shuffle_range,
+    )
+
+
+def say_paper(chosen: Chosen) -> list[str]:
+    """What of this run's setup is the paper's and what is not, part by part, as lines to print."""
+    settings, info = chosen.settings, chosen.paper
+    store = f"the store {settings.passages}" if settings.passages else None
+    own = "each question's own paragraphs (the distractor setting)" if chosen.collection.task == "qa" else "none"
+    parts = {
+        "task": info["task"],
+        "method": settings.method,
+        "n_first": settings.n_first,
+        "max_steps": settings.max_steps,
+        "questions": len(chosen.collection.questions),
+        "passages": store or own,
+        "model": settings.model,
+    }
+    lines = paper.describe(info["options"], info["given"], parts)
+    head = f"rawreact: the paper's setup from {info['directory']} (--reference), "
+    return [head + f"{plural(len(chosen.questions), 'question')}:", *lines]
+
+
+def reference_record(chosen: Chosen) -> dict:
+    """What the manifest keeps of --reference: the checkout, its files' hashes, the parts chosen and given."""
+    info = chosen.paper
+    return {
+        "directory": str(info["directory"]),
+        "files": paper.files(info["directory"], info["task"]),
+        "paper": {k: v for k, v in info["options"].items() if k not in info["given"]},
+        "yours": info["given"],
+    }

@@ -1,0 +1,49 @@
+"""What a command does at a terminal: stop gracefully on Ctrl-C or SIGTERM, and show a progress bar."""
+
+import signal
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+class Stopper:
+    """Ctrl-C or SIGTERM once: finish the questions under way, then stop. Twice: stop at once."""
+
+    def __init__(self, workers: int = 1) -> None:
+        self.signal: int | None = None
+        self.under_way = "the current question" if workers == 1 else "the questions under way"
+
+    def __enter__(self) -> "Stopper":
+        self._old = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for s, handler in self._old.items():
+            signal.signal(s, handler)
+
+    def _handle(self, number: int, frame) -> None:
+        if self.signal is not None:
+            raise KeyboardInterrupt
+        self.signal = number
+        print(f"\nrawreact: stopping after {self.under_way} (again to stop now)", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def terminated_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt inside the block, so the cleanup written for Ctrl-C runs for it too."""
+
+    def interrupt(number: int, frame) -> None:
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def progress(total: int, done: int):
+    """A progress bar on stderr when it is a terminal (tqdm turns itself off otherwise)."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, initial=done, unit="q", dynamic_ncols=True, disable=None, file=sys.stderr)

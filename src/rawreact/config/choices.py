@@ -1,0 +1,109 @@
+"""The names a setting may take, and which go together: methods, loops, grammar modes, repeat policies.
+
+The layers above implement these names (the loops in agents/, the methods in agents/methods.py);
+the settings (settings.py) are checked against them before anything runs.
+"""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Method:
+    """One method: its spelling here, the paper's name, and the reference repository's prompt key."""
+
+    name: str
+    paper: str
+    reference_key: str
+
+
+METHODS = {
+    m.name: m
+    for m in (
+        Method("react", "ReAct", "webthink_simple6"),
+        Method("act", "Act", "webact_simple6"),
+        Method("standard", "Standard", "webqa_simple6"),
+        Method("cot", "CoT", "cotqa_simple6"),
+        Method("cot-sc", "CoT-SC", "cotqa_simple6"),
+        Method("react-cot-sc", "ReAct → CoT-SC", "webthink_simple6 + cotqa_simple6"),
+        Method("cot-sc-react", "CoT-SC → ReAct", "cotqa_simple6 + webthink_simple6"),
+        Method("tools", "native tool calls", "-"),
+    )
+}
+
+
+PAPER = tuple(m for m in METHODS if m != "tools")  # the rows of the paper's table
+
+
+# A back-off's two parts, in the order they run.
+BACKOFFS = {"react-cot-sc": ("react", "cot-sc"), "cot-sc-react": ("cot-sc", "react")}
+
+
+SAMPLING = ("cot-sc", *BACKOFFS)  # the methods that draw CoT-SC samples
+
+
+REASONING = ("standard", "cot", "cot-sc")  # the methods that answer from the prompt alone, with no action
+
+
+def first_method(method: str) -> str:
+    """The method whose prompt the run's main prompt is: the first part of a back-off."""
+    return BACKOFFS.get(method, (method,))[0]
+
+
+def guard_problem(method: str, repeats: str, budget: int | None) -> str | None:
+    """What is wrong with these guardrails for `method`, or None: they watch actions, which reasoning lacks."""
+    problem = setting_problem(repeats, budget)
+    if problem:
+        return problem
+    if method in REASONING and (repeats != "off" or budget is not None):
+        return f"the guardrails repeats and budget watch actions, and method {method} takes none; drop them"
+    return None
+
+
+def loop_problem(loop: str, method: str, grammar: bool, repeats: str = "off") -> str | None:
+    """What is wrong with running `method` in `loop` (with a grammar or not, and a repeat policy), or None."""
+    if loop not in LOOPS:
+        return f"loop={loop!r}; the loops are {', '.join(LOOPS)}"
+    if method == "tools":
+        if loop != "tolerant":
+            return "the tools method calls functions, not text actions, so it has no reference loop; drop it"
+        if grammar:
+            return (
+                "the tools method keeps its calls well-formed itself on llama.cpp models (prompts/grammars/"
+                "tools.gbnf); drop the grammar"
+            )
+        return None
+    if loop == "tolerant":
+        return None
+    if repeats == "note":
+        return "the reference loop shows the notebook's observations, so repeats=note cannot add to them; use stop"
+    if method in REASONING:
+        return (
+            f"the reference loop runs ReAct and Act (the notebook's webthink, and its Act steps), and method "
+            f"{method} takes no action; drop the reference loop, or run react, act, react-cot-sc or cot-sc-react"
+        )
+    if grammar:
+        return "the reference loop sends no grammar, as the notebook did; drop the grammar, or use the tolerant loop"
+    return None
+
+
+MAX_TOKENS = 100  # per model call, as in the reference
+
+
+# The loops, and how many sentences a search shows in each by default: this tolerant one (`react`)
+# and the reference notebook's (`reference.reference_react`), whose environment shows five.
+LOOPS = {"tolerant": 2, "reference": 5}
+
+
+REPEATS = ("off", "note", "stop")  # what a repeated action does: nothing, a note to the model, or the end
+
+
+def setting_problem(repeats: str, budget: int | None) -> str | None:
+    """What is wrong with a repeat policy and a budget, or None."""
+    if repeats not in REPEATS:
+        return f"repeats={repeats!r}; use one of {', '.join(REPEATS)}"
+    if budget is not None and budget < 1:
+        return f"budget={budget} must be at least 1 token"
+    return None
+
+
+MODES = ("step", "action", "titles")

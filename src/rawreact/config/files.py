@@ -1,0 +1,121 @@
+"""Settings files: a TOML file of settings (`rawreact run --config run.toml`), or a finished run's
+manifest (`--config RUN.jsonl.manifest.json`, or the run file itself), which records the settings
+it ran with.
+
+A TOML file holds settings by their names (the `Settings` fields; `max-steps` and `max_steps` alike,
+`exemplars` for `k`), at the top level. Paths in a file are relative to the file's folder. Each
+key and value is checked here, so a mistake is one line naming the file, the key and what is
+allowed, before anything is loaded.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+from rawreact.config.settings import KEYS, Settings, kind_text, value_problem
+from rawreact.core.errors import DataError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: tomli is the same parser, before it joined the standard library
+    import tomli as tomllib
+
+ALIASES = {"exemplars": "k", "ollama_host": "host"}
+# Settings that name a file, read relative to the settings file that gives them.
+PATHS = ("data", "prompt", "instruction", "backoff_prompt", "backoff_instruction", "grammar_file", "passages")
+MANIFEST = "rawreact run manifest"
+
+
+def read_settings(path: str | Path) -> dict:
+    """The settings a TOML file or a run manifest gives, by key, each checked alone (not yet together)."""
+    path = Path(path)
+    if path.suffix == ".jsonl" and Path(f"{path}.manifest.json").is_file():
+        path = Path(f"{path}.manifest.json")  # the run file stands for its manifest
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such settings file; give a TOML file or a run's manifest") from None
+    except OSError as error:
+        raise DataError(f"{path}: cannot read it: {error.strerror}") from None
+    if path.suffix == ".json":
+        values = _manifest_settings(path, data)
+    else:
+        try:
+            values = tomllib.loads(data.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise DataError(f"{path}: not UTF-8 text, so not a TOML settings file") from None
+        except tomllib.TOMLDecodeError as error:
+            raise DataError(f"{path}: not valid TOML: {error}") from None
+    return _checked(path, values)
+
+
+def _manifest_settings(path: Path, data: bytes) -> dict:
+    try:
+        manifest = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        raise DataError(f"{path}: not JSON, so not a run manifest (a TOML settings file ends in .toml)") from None
+    settings = manifest.get("settings") if isinstance(manifest, dict) else None
+    if not isinstance(settings, dict):
+        raise DataError(
+            f"{path}: this manifest records no settings (runs made before rawreact recorded them); "
+            "rerun with the flags its 'config' lists"
+        )
+    return settings
+
+
+def _checked(path: Path, values: dict) -> dict:
+    checked = {}
+    for raw, value in values.items():
+        key = ALIASES.get(raw.replace("-", "_"), raw.replace("-", "_"))
+        if key not in KEYS:
+            kind = "a table" if isinstance(value, dict) else "a key"
+            raise DataError(f"{path}: unknown setting {raw!r} ({kind}); the settings are {', '.join(KEYS)}")
+        if key in checked:
+            raise DataError(f"{path}: {raw!r} sets {key} a second time")
+        if key == "grammar" and value == "off":
+            value = None
+        if isinstance(value, (dict, list)):
+            what = "table" if isinstance(value, dict) else "list"
+            raise DataError(f"{path}: {raw} must be {kind_text(key)}, not a {what}")
+        problem = value_problem(key, value)
+        if problem:
+            raise DataError(f"{path}: {problem}")
+        if key in PATHS and isinstance(value, str):
+            value = _relative_to(path, value)
+        if key == "model":
+            value = _model_file(value, lambda name: _relative_to(path, name))
+        checked[key] = value
+    return checked
+
+
+def _relative_to(settings_file: Path, value: str) -> str:
+    """A path in a settings file, as seen from the current folder; `NOTEBOOK#NAME` keeps its `#NAME`."""
+    if not value:
+        return value  # an empty instruction: none
+    name, hash_, rest = value.partition("#") if ".ipynb#" in value else (value, "", "")
+    found = Path(name).expanduser()
+    if not found.is_absolute():
+        found = settings_file.parent / found
+    return str(found) + hash_ + rest
+
+
+def manifest_settings(settings: Settings) -> dict:
+    """The settings a manifest records: every one, with paths made absolute, so a rerun from another
+    folder reads the same files (their hashes, in the manifest's config, tell if they changed)."""
+    recorded = settings.to_dict()
+    for key in PATHS:
+        value = recorded[key]
+        if value:
+            name, hash_, rest = value.partition("#") if ".ipynb#" in value else (value, "", "")
+            recorded[key] = str(Path(name).expanduser().absolute()) + hash_ + rest
+    recorded["model"] = _model_file(recorded["model"], lambda name: Path(name).expanduser().absolute())
+    return recorded
+
+
+def _model_file(model: str, where) -> str:
+    """A model spec with its file (a .gguf path, or a scripted model's file) passed through `where`."""
+    if model.startswith("scripted:"):
+        return "scripted:" + str(where(model.removeprefix("scripted:")))
+    if model.endswith(".gguf"):
+        return str(where(model))
+    return model

@@ -1,0 +1,123 @@
+"""The ReAct paper's setup in one switch: `rawreact run DATA --reference DIR`, where DIR is the user's
+checkout of the reference repository (its `prompts/` and notebooks; nothing of it ships here).
+
+For HotpotQA and FEVER alike it chooses what the reference used: its loop and environment, its prompt
+file and key for each method (a back-off's two parts included), the HotpotQA notebook's instruction
+read from the user's copy of `hotpotqa.ipynb` (FEVER's prompt carries its own, and FEVER.ipynb sends
+nothing in front of it), 5 sentences per search, 7 steps (5 for FEVER's ReAct -> CoT-SC, as the
+paper says), the notebooks' sample of 500 (indices shuffled by `random.Random(233)` over
+`range(7405)`), and the reference's scoring. Any option given beside it overrides that part, and
+`describe` says, part by part, what is the paper's and what is not.
+"""
+
+import hashlib
+from pathlib import Path
+
+from rawreact.config.choices import BACKOFFS, METHODS, REASONING
+from rawreact.core.errors import DataError
+
+PROMPT_FILES = {"qa": "prompts/prompts_naive.json", "fever": "prompts/fever.json"}
+NOTEBOOKS = {"qa": "hotpotqa.ipynb", "fever": "FEVER.ipynb"}
+SHUFFLE_SEED, SHUFFLE_RANGE, SAMPLE = 233, 7405, 500  # both notebooks: random.Random(233) over range(7405), first 500
+OPTIONS = (
+    "loop",
+    "prompt",
+    "key",
+    "instruction",
+    "backoff_prompt",
+    "backoff_key",
+    "backoff_instruction",
+    "shuffle",
+    "shuffle_seed",
+    "shuffle_range",
+    "limit",
+)
+
+
+def _key(task: str, part: str) -> str:
+    """The reference's prompt key of one part (a method's `reference_key`); FEVER's end `_simple3`."""
+    key = METHODS[part].reference_key
+    return key if task == "qa" else key.replace("_simple6", "_simple3")
+
+
+def reference_options(directory: str | Path, task: str, method: str, questions: int) -> dict[str, object]:
+    """The `rawreact run` options of the paper's setup for `method` on a `task` file of `questions` questions."""
+    directory = Path(directory).expanduser()
+    if method == "tools":
+        raise DataError("--reference sets up the paper's methods, and native tool calls are not one of them")
+    for needed in (PROMPT_FILES[task], NOTEBOOKS[task]):
+        if not (directory / needed).is_file():
+            raise DataError(
+                f"--reference {directory}: no {needed} there; give a checkout of the reference repository "
+                "(the ReAct paper's code: its prompts/ folder and notebooks)"
+            )
+    first, second = BACKOFFS.get(method, (method, None))
+    prompt = str(directory / PROMPT_FILES[task])
+    instruction = f"{directory / NOTEBOOKS['qa']}#instruction"  # the HotpotQA notebook's, before its ReAct prompt
+    options: dict[str, object] = {"prompt": prompt, "key": _key(task, first)}
+    if method not in REASONING:  # Standard, CoT and CoT-SC take no action, so run in no loop
+        options["loop"] = "reference"
+    if task == "qa" and first == "react":
+        options["instruction"] = instruction
+    if second is not None:
+        options |= {"backoff_prompt": prompt, "backoff_key": _key(task, second)}
+        if task == "qa" and second == "react":
+            options["backoff_instruction"] = instruction
+    options |= {"shuffle": True, "shuffle_seed": SHUFFLE_SEED, "limit": SAMPLE}
+    if questions >= SHUFFLE_RANGE:
+        options["shuffle_range"] = SHUFFLE_RANGE
+    return options
+
+
+def files(directory: str | Path, task: str) -> dict[str, str]:
+    """The reference files the setup reads, by their path in the checkout, with their SHA-256."""
+    directory = Path(directory).expanduser()
+    return {
+        name: hashlib.sha256((directory / name).read_bytes()).hexdigest()
+        for name in (PROMPT_FILES[task], NOTEBOOKS[task])
+    }
+
+
+def describe(options: dict[str, object], given: dict[str, object], chosen: dict[str, object]) -> list[str]:
+    """Lines that say, part by part, what of a run's setup is the paper's and what is not.
+
+    `options` are the paper's, `given` the ones the user gave instead (by option name), and `chosen`
+    the rest of the run: task, questions, passages, model, method, n_first, max_steps.
+    """
+
+    def part(name: str, paper: str, yours: str | None) -> str:
+        return f"  paper's: {name}: {paper}" if yours is None else f"  yours:   {name}: {yours} (the paper's: {paper})"
+
+    key = options.get("key")
+    lines = [part("prompt", f"{options['prompt']}#{key}", _given(given, "prompt", "key"))]
+    instruction = options.get("instruction", "none (the prompt file's own)" if chosen["task"] == "fever" else "none")
+    lines.append(part("instruction", str(instruction), _given(given, "instruction")))
+    if "backoff_key" in options:
+        backoff = f"{options['backoff_prompt']}#{options['backoff_key']}"
+        lines.append(part("back-off prompt", backoff, _given(given, "backoff_prompt", "backoff_key")))
+    if "loop" in options:  # a method that acts
+        lines.append(part("loop", "reference (the notebook's webthink and WikiEnv)", _given(given, "loop")))
+        n_first = chosen["n_first"]
+        lines.append(part("sentences per search", "5", None if n_first in (None, 5) else str(n_first)))
+        paper_steps = 5 if chosen["task"] == "fever" and chosen["method"] == "react-cot-sc" else 7
+        steps = chosen["max_steps"]
+        lines.append(part("steps", str(paper_steps), None if steps in (None, paper_steps) else str(steps)))
+    sample = f"{SAMPLE} questions, indices shuffled by random.Random({SHUFFLE_SEED}) over range({SHUFFLE_RANGE})"
+    if "shuffle_range" not in options and not {"shuffle", "shuffle_seed", "shuffle_range"} & set(given):
+        lines.append(
+            f"  not the paper's: sample: the data holds {chosen['questions']} questions, fewer than {SHUFFLE_RANGE}, "
+            f"so all their indices are shuffled (the paper's: {sample})"
+            + (f"; yours: {_given(given, 'limit')}" if "limit" in given else "")
+        )
+    else:
+        lines.append(part("sample", sample, _given(given, "shuffle", "shuffle_seed", "shuffle_range", "limit")))
+    lines.append("  paper's: scoring: EM and F1 as the reference scores them (a claim: its label, normalised)")
+    lines.append(f"  not the paper's: passages: {chosen['passages']} (the paper searched live Wikipedia)")
+    model = f"{chosen['model']} (the paper's: PaLM-540B; the notebooks: text-davinci-002)"
+    lines.append(f"  not the paper's: model: {model}")
+    return lines
+
+
+def _given(given: dict[str, object], *names: str) -> str | None:
+    found = [f"--{name.replace('_', '-')} {given[name]}" for name in names if name in given]
+    return ", ".join(found) if found else None

@@ -1,0 +1,240 @@
+"""`Settings`: everything that defines a run, as one frozen value checked when it is made.
+
+The questions (data, limit, shuffle), the method and its prompts, the model and its sampling, the
+loop, grammar, passages and guardrails, the limits, and how the questions are sent (workers, host,
+timeout). `rawreact run` builds one from its flags (over a `--config` file), `compare` makes each
+variant one (runs/setup.py's `Variant` adds a name), the manifest stores it, and `--config
+RUN.jsonl.manifest.json` reads it back. A bad value is one `DataError` naming the key, the value and
+what is allowed, raised before any file is read or any model loads.
+"""
+
+import math
+import types
+from dataclasses import dataclass, fields
+from typing import Union, get_args, get_origin
+
+from rawreact.config.choices import (
+    BACKOFFS,
+    LOOPS,
+    MAX_TOKENS,
+    METHODS,
+    MODES,
+    REASONING,
+    REPEATS,
+    SAMPLING,
+    guard_problem,
+    loop_problem,
+)
+from rawreact.core.errors import DataError
+from rawreact.models.specs import DEFAULT_MODEL, sequences_problem
+
+# The least value each count may take, and the largest seed every backend takes (llama.cpp, vLLM
+# and Ollama read it as an unsigned 32-bit number).
+_LEAST = {
+    "n_first": 1,
+    "max_steps": 1,
+    "max_tokens": 1,
+    "n_ctx": 1,
+    "k": 0,
+    "samples": 1,
+    "budget": 1,
+    "seed": 0,
+    "limit": 1,
+    "shuffle_range": 1,
+    "workers": 1,
+}
+SEED_MAX = 2**32 - 1
+# The command-line option of each setting whose name differs from `--name-with-hyphens`.
+OPTIONS = {"k": "--exemplars", "host": "--ollama-host"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """One run's settings. Every field has the default `rawreact run` uses.
+
+    `method` is one of METHODS; `prompt`, `key`, `instruction`, `k` and `order` set its prompt (for
+    a back-off, its first part's), and `backoff_prompt`, `backoff_key` and `backoff_instruction` the
+    prompt of a back-off's second part. `samples` and `sample_temperature` are CoT-SC's n and T.
+    `loop` is "tolerant" (rawreact's) or "reference" (the notebook's, byte for byte); `n_first`,
+    unless set, is the loop's default (2 and 5). `grammar` is None (off) or a mode. `repeats`
+    ("off", "note", "stop") and `budget` (tokens per episode, or None) are the guardrails.
+    `passages` (a store from `rawreact index`, or a collection file) replaces each question's own
+    paragraphs: HotpotQA's open ("fullwiki") setting. `data` None is the demo collection.
+    """
+
+    # What decides each episode: a comparison's variants differ in these.
+    method: str = "react"
+    loop: str = "tolerant"
+    model: str = DEFAULT_MODEL
+    prompt: str | None = None
+    key: str | None = None
+    instruction: str | None = None
+    k: int | None = None
+    order: int | None = None
+    grammar: str | None = None
+    grammar_file: str | None = None
+    n_first: int | None = None
+    repeats: str = "off"
+    budget: int | None = None
+    max_steps: int | None = None  # None: the paper's, 7 (5 for FEVER's ReAct -> CoT-SC); see `steps`
+    max_tokens: int = MAX_TOKENS
+    temperature: float = 0.0
+    seed: int = 0
+    n_ctx: int = 8192
+    samples: int = 21
+    sample_temperature: float = 0.7
+    backoff_prompt: str | None = None
+    backoff_key: str | None = None
+    backoff_instruction: str | None = None
+    passages: str | None = None
+    # The questions, and how they are sent: a comparison's variants share these.
+    data: str | None = None
+    question: str | None = None
+    answer: str = ""
+    limit: int | None = None
+    shuffle: bool = False
+    shuffle_seed: int = 0
+    shuffle_range: int | None = None
+    workers: int = 1
+    host: str | None = None
+    timeout: float = 300.0
+
+    def __post_init__(self) -> None:
+        for f in fields(Settings):  # a Variant's name is checked by the Variant
+            value = getattr(self, f.name)
+            problem = type_problem(f.name, value)
+            if problem:
+                raise DataError(f"{self._where}{problem}")
+            if isinstance(value, int) and not isinstance(value, bool) and float in _kinds(f.name):
+                object.__setattr__(self, f.name, float(value))  # 1 in a file is the temperature 1.0
+        problem = self.problem()
+        if problem:
+            raise DataError(f"{self._where}{problem}")
+
+    def problem(self) -> str | None:
+        """What is wrong with these settings, or None: each value alone (`value_problem`), then together."""
+        for key in KEYS:
+            problem = value_problem(key, getattr(self, key))
+            if problem:
+                return problem
+        if (self.grammar or self.grammar_file) and self.method in REASONING:
+            return f"a grammar constrains action lines, and method {self.method} writes none; drop the grammar"
+        problem = loop_problem(self.loop, self.method, bool(self.grammar or self.grammar_file), self.repeats)
+        problem = problem or guard_problem(self.method, self.repeats, self.budget)
+        backoff = self.backoff_prompt or self.backoff_key or self.backoff_instruction
+        if problem is None and backoff and self.method not in BACKOFFS:
+            return f"the backoff prompt settings apply to {' and '.join(BACKOFFS)} only"
+        return problem or sequences_problem(self.model, self.samples if self.method in SAMPLING else 1, "samples")
+
+    def steps(self, task: str = "qa") -> int:
+        """The step limit: `max_steps`, or the paper's, 7, and 5 for the ReAct part of FEVER's ReAct -> CoT-SC."""
+        if self.max_steps is not None:
+            return self.max_steps
+        return 5 if task == "fever" and self.method == "react-cot-sc" else 7
+
+    @property
+    def sentences(self) -> int:
+        """How many sentences a search shows: `n_first`, or the loop's default."""
+        return LOOPS[self.loop] if self.n_first is None else self.n_first
+
+    def to_dict(self) -> dict:
+        """Every setting by name, JSON- and TOML-ready; `Settings(**d)` reads it back."""
+        return {f.name: getattr(self, f.name) for f in fields(Settings)}
+
+    @property
+    def _where(self) -> str:
+        return ""
+
+
+KEYS = tuple(f.name for f in fields(Settings))
+# The settings of the questions and of how they are sent: a comparison's variants share them.
+SHARED = KEYS[KEYS.index("data") :]
+VARIANT_KEYS = KEYS[: KEYS.index("data")]
+
+
+def option(key: str) -> str:
+    """The command-line option of a setting: `--max-steps` for max_steps."""
+    return OPTIONS.get(key, "--" + key.replace("_", "-"))
+
+
+def _kinds(key: str) -> tuple[type, ...]:
+    """The types a setting takes, None's type included when it may be None."""
+    declared = next(f.type for f in fields(Settings) if f.name == key)
+    if get_origin(declared) in (Union, types.UnionType):
+        return get_args(declared)
+    return (declared,)
+
+
+_KIND_NAMES = {str: "a string", int: "a whole number", float: "a number", bool: "true or false"}
+
+
+def kind_text(key: str) -> str:
+    """What a setting takes, in words: "a whole number or nothing"."""
+    kinds = _kinds(key)
+    words = [_KIND_NAMES[k] for k in kinds if k is not type(None)]
+    return " or ".join(words) + (" (or left out)" if type(None) in kinds else "")
+
+
+def type_problem(key: str, value: object) -> str | None:
+    """What is wrong with the type of one setting's value, or None."""
+    kinds = _kinds(key)
+    if value is None and type(None) in kinds:
+        return None
+    if isinstance(value, bool):
+        ok = bool in kinds
+    elif isinstance(value, int):
+        ok = int in kinds or float in kinds
+    else:
+        ok = any(isinstance(value, k) for k in kinds if k not in (type(None), bool, int))
+    return None if ok else f"{key}={value!r} must be {kind_text(key)}"
+
+
+def value_problem(key: str, value: object) -> str | None:
+    """What is wrong with one setting's value alone (its type, its word, its range), or None."""
+    problem = type_problem(key, value)
+    if problem or value is None:
+        return problem
+    if key == "method" and value not in METHODS:
+        return f"method={value!r}; the methods are {', '.join(METHODS)}"
+    if key == "grammar" and value not in MODES:
+        return f"grammar={value!r}; use off, {', '.join(MODES)}"
+    if key == "loop" and value not in LOOPS:
+        return f"loop={value!r}; the loops are {', '.join(LOOPS)}"
+    if key == "repeats" and value not in REPEATS:
+        return f"repeats={value!r}; use one of {', '.join(REPEATS)}"
+    if key in _LEAST and value < _LEAST[key]:
+        return f"{key}={value} ({option(key)}) must be at least {_LEAST[key]}"
+    if key == "seed" and value > SEED_MAX:
+        return f"seed={value} (--seed) must be at most {SEED_MAX}"
+    if key in ("temperature", "sample_temperature") and not (math.isfinite(value) and value >= 0):
+        return f"{key}={value} must be a finite number of at least 0 (0 is greedy)"
+    if key == "timeout" and not (math.isfinite(value) and value > 0):
+        return f"timeout={value} (--timeout) must be a finite number of seconds above 0"
+    return None
+
+
+def parse_spec(spec: str, where: str, keys: tuple[str, ...] = KEYS) -> dict:
+    """`key=value,key=value` (as `--variant` and `--base` take it) -> setting values of their types."""
+    values = {}
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        key, equals, value = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not equals or key not in keys:
+            raise DataError(f"{where}: {item!r} is not key=value with a known key; the keys are {', '.join(keys)}")
+        values[key] = _convert(key, value.strip(), where)
+    return values
+
+
+def _convert(key: str, value: str, where: str):
+    kinds = _kinds(key)
+    kind = next((t for t in (bool, int, float) if t in kinds), str)
+    if key == "grammar" and value in ("off", "none", ""):
+        return None
+    if kind is bool:
+        if value.lower() not in ("true", "false", "yes", "no", "1", "0"):
+            raise DataError(f"{where}: {key}={value!r} is not true or false")
+        return value.lower() in ("true", "yes", "1")
+    try:
+        return kind(value)
+    except ValueError:
+        raise DataError(f"{where}: {key}={value!r} is not {'a whole number' if kind is int else 'a number'}") from None

@@ -1,0 +1,29 @@
+"""Text helpers every layer shares: one-line text, text safe for a terminal, counted words, question headers."""
+
+import re
+
+
+def one_line(text: str) -> str:
+    """Collapse all white space, line breaks included, so text cannot start a transcript line."""
+    return " ".join(text.split())
+
+
+# Control characters (an escape sequence could move the cursor or retitle the terminal), and the
+# bidirectional overrides that can make text read differently from what it is.
+# Lone surrogates too: no terminal (no UTF-8) can show them.
+_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def printable(text: str) -> str:
+    """`text` safe for a terminal: line breaks and tabs kept, other control characters (and lone
+    surrogates) shown as escapes."""
+    return _UNSAFE.sub(lambda match: match.group(0).encode("unicode_escape").decode("ascii"), text)
+
+
+def plural(n: int, word: str) -> str:
+    """`n word`, with an s unless n is 1, and n's thousands separated (`5,233,329 pages`)."""
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
+
+
+# The word each task's question lines start with, in prompts and transcripts.
+HEADERS = {"qa": "Question", "fever": "Claim"}

@@ -1,0 +1,151 @@
+"""Prompt experiments: variants of a run on the same questions, side by side, with bootstrap intervals.
+
+A `Variant` fixes everything that decides a run's numbers: model, prompt (exemplar file,
+instruction, k, exemplar order), grammar, passage length, step and token limits, temperature.
+`compare` runs each variant on the same questions in the same order into an ordinary run file
+`OUT/NAME.jsonl` (so an interrupted comparison resumes, and a finished variant is not run again),
+then `Comparison` (reports/comparison.py) puts them side by side: EM and F1 with 95% bootstrap intervals,
+and the paired difference to the first variant with a paired bootstrap interval.
+"""
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from rawreact.config.files import manifest_settings
+from rawreact.config.settings import Settings
+from rawreact.core.errors import DataError, GrammarError, ModelError
+from rawreact.core.stats import RESAMPLES
+from rawreact.experiments.variants import Variant
+from rawreact.models import load_model
+from rawreact.reports.comparison import Comparison
+from rawreact.runs.run import Result, check_context, run_questions
+from rawreact.runs.runfile import RunFile
+from rawreact.tasks.collection import Collection, Question, choose_questions
+from rawreact.tasks.loading import load_collection
+
+
+def compare(
+    data: str | Path | Collection | None,
+    variants: Iterable[Variant],
+    out: str | Path,
+    *,
+    limit: int | None = None,
+    shuffle: bool = False,
+    shuffle_seed: int = 0,
+    shuffle_range: int | None = None,
+    workers: int = 1,
+    host: str | None = None,
+    timeout: float | None = None,
+    resamples: int = RESAMPLES,
+    stats_seed: int = 0,
+    on_variant: Callable[[Variant, int, int], None] | None = None,
+    on_result: Callable[[Variant, Result], None] | None = None,
+    stop: Callable[[], bool] | None = None,
+) -> Comparison:
+    """Run every variant on the same questions into `out/NAME.jsonl`, then compare them.
+
+    The questions are the data's (shuffled with `shuffle_seed` as `rawreact run --shuffle` does), the first
+    `limit` of them. A variant whose run file exists is resumed: finished questions are kept, and a
+    run made with other settings is refused. Everything is loaded and checked before the first model
+    call; models load only for variants with questions left, once per model and sampling setting.
+    `on_variant(variant, done, total)` is called as each variant starts, `on_result` after each
+    question, and `stop()` as in `run_questions`.
+    """
+    collection = data if isinstance(data, Collection) else load_collection(data)
+    variants = list(variants)
+    if not variants:
+        raise DataError("a comparison needs at least one variant")
+    names = [v.name for v in variants]
+    if len(set(names)) != len(names):
+        raise DataError(f"variant names must differ, and {', '.join(n for n in names if names.count(n) > 1)} repeat")
+    questions = choose_questions(
+        collection, limit=limit, shuffle=shuffle, seed=shuffle_seed, shuffle_range=shuffle_range
+    )
+    out = Path(out)
+    checked = []  # every variant loaded and checked before anything is written
+    for variant in variants:
+        task = collection.task
+        prompt, grammar = variant.load_prompt(task), variant.load_grammar()
+        backoff = variant.load_backoff_prompt(task)
+        variant.collection(collection)  # opens its passages now: a bad store fails before any model loads
+        shuffled = {"shuffle": shuffle, "shuffle_seed": shuffle_seed, "shuffle_range": shuffle_range}
+        config = variant.config(collection, prompt, grammar, backoff, **shuffled)
+        checked.append((variant, (prompt, grammar, backoff), config))
+    folder_made = not out.exists()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise DataError(f"{out}: cannot make the comparison folder: {error.strerror}") from None
+    plans, made = [], []  # made: the run files this call starts, removed if the setup fails
+    try:
+        for variant, loaded, config in checked:
+            path = out / f"{variant.name}.jsonl"
+            new = not path.exists()
+            details = {"data": collection.source, "layout": collection.layout, "limit": limit, "variant": variant.name}
+            shared = {"data": collection.source or None, "limit": limit, "workers": workers, "host": host}
+            shared |= {"shuffle": shuffle, "shuffle_seed": shuffle_seed, "shuffle_range": shuffle_range}
+            shared |= {} if timeout is None else {"timeout": timeout}
+            details["settings"] = manifest_settings(Settings(**variant.settings.to_dict() | shared))
+            sink = RunFile(path, config, resume=True, details=details)
+            made += [path, sink.manifest_path] if new else []
+            plans.append((variant, loaded, sink, sum(q.id in sink.done for q in questions)))
+        models = _models(plans, questions, host, timeout, workers)
+    except BaseException:
+        for *_, sink, _ in plans:
+            sink.close()
+        for path in made:  # nothing was written to them yet: a failed setup leaves the folder as it was
+            path.unlink(missing_ok=True)
+        if folder_made and not any(out.iterdir()):
+            out.rmdir()
+        raise
+    try:
+        for variant, (prompt, grammar, backoff), sink, done in plans:
+            if on_variant is not None:
+                on_variant(variant, done, len(questions))
+            if done == len(questions) or (stop is not None and stop()):
+                continue
+            results = run_questions(
+                questions,
+                variant.env(collection),
+                models[_model_key(variant)],
+                prompt,
+                out=sink,
+                workers=workers,
+                stop=stop,
+                **variant.solve_options(grammar, backoff, collection.task),
+            )
+            for result in results:
+                if on_result is not None:
+                    on_result(variant, result)
+    finally:
+        for *_, sink, _ in plans:
+            sink.close()
+    # Each run file's `done` holds every record it has, read at resume or appended since.
+    records = {v.name: [sink.done[q.id] for q in questions if q.id in sink.done] for v, *_, sink, _ in plans}
+    return Comparison(names, records, resamples, stats_seed)
+
+
+def _model_key(variant: Variant) -> tuple:
+    return variant.model, variant.n_ctx, variant.temperature, variant.seed
+
+
+def _models(
+    plans: list, questions: list[Question], host: str | None, timeout: float | None, workers: int
+) -> dict[tuple, object]:
+    """Load each model that a variant with questions left needs, once, and check it can do the job."""
+    models: dict[tuple, object] = {}
+    for variant, (prompt, grammar, backoff), _, done in plans:
+        if done == len(questions):
+            continue
+        key = _model_key(variant)
+        if key not in models:
+            options = {"n_ctx": variant.n_ctx, "temperature": variant.temperature, "seed": variant.seed, "host": host}
+            options["workers"] = workers
+            models[key] = load_model(variant.model, **options, timeout=timeout)
+        if grammar is not None and not models[key].supports_grammar:
+            raise GrammarError(f"variant {variant.name}: model {models[key].name} cannot apply a grammar")
+        try:
+            check_context(models[key], prompt, questions, variant.max_tokens, variant.method, backoff)
+        except ModelError as error:
+            raise ModelError(f"variant {variant.name}: {error}") from None
+    return models

@@ -1,0 +1,91 @@
+"""Run files side by side: EM and F1 with bootstrap intervals, and paired differences to the first run."""
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from rawreact.core.errors import DataError
+from rawreact.core.stats import RESAMPLES, Interval, bootstrap, paired
+from rawreact.reports.summary import COLUMNS, _branch_cell, _cell, _endings_cell, drop_unused, summarize, table
+from rawreact.runs.records import read_run
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Variants' records side by side, on the questions every variant answered."""
+
+    names: list[str]
+    records: dict[str, list[dict]]
+    resamples: int = RESAMPLES
+    seed: int = 0
+    # Bootstrap intervals by (name, metric, paired): each is computed once, however many tables ask.
+    _intervals: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    @cached_property
+    def ids(self) -> list[str]:
+        """The questions all variants answered and scored, in the first variant's order: what is compared
+        (a question without a gold answer has no score to compare)."""
+        common = set.intersection(*({r["id"] for r in self.records[n] if r["em"] is not None} for n in self.names))
+        return [r["id"] for r in self.records[self.names[0]] if r["id"] in common]
+
+    def scores(self, name: str, metric: str) -> list[float]:
+        """One variant's per-question scores ("em" or "f1"), over `ids`."""
+        by_id = {r["id"]: r[metric] for r in self.records[name]}
+        return [by_id[i] for i in self.ids]
+
+    def interval(self, name: str, metric: str) -> Interval:
+        """The variant's mean score and its 95% bootstrap interval."""
+        key = (name, metric, False)
+        if key not in self._intervals:
+            self._intervals[key] = bootstrap(self.scores(name, metric), resamples=self.resamples, seed=self.seed)
+        return self._intervals[key]
+
+    def difference(self, name: str, metric: str) -> Interval:
+        """The variant's score minus the first variant's, per question, with a paired interval."""
+        key = (name, metric, True)
+        if key not in self._intervals:
+            base = self.scores(self.names[0], metric)
+            self._intervals[key] = paired(base, self.scores(name, metric), resamples=self.resamples, seed=self.seed)
+        return self._intervals[key]
+
+    def rows(self, style: str = "text") -> list[dict[str, str]]:
+        """One row per variant; CSV rows carry bounds in their own columns and unrounded numbers."""
+        ids, rows = set(self.ids), []
+        if not ids:
+            raise DataError("the variants have no question in common, so there is nothing to compare")
+        for name in self.names:
+            summary = summarize([r for r in self.records[name] if r["id"] in ids])
+            row = {
+                "variant": name,
+                "method": summary["method"],
+                "loop": summary["loop"],
+                "n": str(summary["questions"]),
+            }
+            for metric in ("em", "f1"):
+                label, mean = metric.upper(), self.interval(name, metric)
+                diff = self.difference(name, metric) if name != self.names[0] else None
+                if style == "csv":
+                    row |= {metric: f"{mean.mean:.6f}", f"{metric}_low": f"{mean.low:.6f}"}
+                    row |= {f"{metric}_high": f"{mean.high:.6f}"}
+                    for part in ("mean", "low", "high"):
+                        row[f"d{metric}_{part}"] = "" if diff is None else f"{getattr(diff, part):.6f}"
+                else:
+                    row[label] = f"{mean.mean:.3f} [{mean.low:.3f}, {mean.high:.3f}]"
+                    shown = None if diff is None else f"{diff.mean:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}]"
+                    row[f"Δ{label}"] = shown or "base"
+            for header, (key, form) in COLUMNS.items():
+                if key not in ("questions", "scored", "em", "f1"):
+                    row[header] = _cell(summary, key, form)
+            row["answered by"] = _branch_cell(summary)
+            row["ended"] = _endings_cell(summary)
+            rows.append(row)
+        return drop_unused(rows)
+
+    def table(self, style: str = "text") -> str:
+        """The comparison as an aligned text table, a Markdown table or CSV."""
+        return table(self.rows(style), style)
+
+
+def compare_runs(runs: dict[str, str | Path], *, resamples: int = RESAMPLES, seed: int = 0) -> Comparison:
+    """A Comparison of finished run files, `{name: path}`, the first being the base."""
+    return Comparison(list(runs), {name: read_run(path)[1] for name, path in runs.items()}, resamples, seed)

@@ -1,0 +1,179 @@
+"""Fine-tuning examples from run files: the steps of the episodes that went well, one example a line,
+in the two layouts trainers take (as FireAct fine-tuned small models on ReAct trajectories).
+
+- "completion": one example per step, `{"prompt": ..., "completion": ...}`. The prompt is the question
+  and the steps before this one, as the model saw them, up to `Thought i:` (`Action i:` in an Act
+  episode); the completion is the thought and the action, as the loop renders them. Steps whose action
+  could not be carried out, or that repeated an earlier one, are not made targets (they stay in
+  later prompts, since the model saw them).
+- "chat": one example per episode, `{"messages": [...]}`: the question as the user's first message,
+  each step's thought and action as an assistant message, each observation as a user message. The
+  assistant messages of invalid and repeated steps carry `"weight": 0`, which trainers that read
+  OpenAI's chat layout take as "do not learn from this message".
+
+A tools episode (native tool calls) is exported in the chat layout only: its own message history,
+with the functions it was offered, as OpenAI's fine-tuning takes function calling.
+
+Without `with_prompt` the few-shot prompt is left out (a fine-tuned model needs no exemplars); with
+it, it comes before the question (completion) or as the system message (chat).
+"""
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from rawreact import __version__
+from rawreact.agents.record import Step, Trajectory
+from rawreact.agents.tools import shipped_tools
+from rawreact.core.errors import DataError
+from rawreact.models.base import openai_message
+from rawreact.runs.records import manifest_path, read_run
+from rawreact.runs.runfile import refuse_existing, write_whole
+
+LAYOUTS = ("completion", "chat")
+_ACTING = ("react", "act", "tools")  # the parts that answer through a trajectory
+
+
+@dataclass(frozen=True)
+class Export:
+    """What an export wrote: examples, from how many questions, and why the others were left out."""
+
+    examples: int
+    questions: int
+    records: int
+    not_selected: int
+    no_trajectory: int
+    no_target: int = 0  # selected, but no step of theirs is a target (every action invalid or repeated)
+
+
+def selected(record: dict, min_f1: float | None = None) -> bool:
+    """Whether a record's episode is exported: EM 1 by default, F1 at least `min_f1` when it is given.
+
+    A question without a gold answer has no score (null), so it is never selected.
+    """
+    if min_f1 is None:
+        return record["em"] == 1
+    return record["f1"] is not None and record["f1"] >= min_f1
+
+
+def _target(step: Step) -> bool:
+    return bool(step.calls) and step.error is None and step.repeat_of is None
+
+
+def _cue(step: Step) -> str:
+    return f"Thought {step.i}:" if step.thought is not None else f"Action {step.i}:"
+
+
+def _answer(step: Step) -> str:
+    """What the model wrote after the cue, as the loop renders it."""
+    if step.thought is None:
+        return f" {step.action_text}"
+    return f" {step.thought}\nAction {step.i}: {step.action_text}"
+
+
+def completion_examples(traj: Trajectory, with_prompt: bool = False) -> list[dict]:
+    """One prompt/completion pair per step that ran a valid, new action."""
+    skip = 0 if with_prompt else len(traj.prompt)
+    return [
+        {"prompt": traj.transcript(k)[skip:] + _cue(step), "completion": _answer(step)}
+        for k, step in enumerate(traj.steps)
+        if _target(step)
+    ]
+
+
+def chat_example(traj: Trajectory, with_prompt: bool = False) -> dict:
+    """The episode as one conversation; invalid and repeated steps are there with weight 0.
+
+    A tools episode is its own message history, with the functions it was offered (`tools`), in the
+    layout OpenAI's fine-tuning takes for function calling.
+    """
+    if traj.messages is not None:
+        messages = [openai_message(m) for m in _weighed(traj)]
+        return {"messages": messages if with_prompt else messages[1:], "tools": list(shipped_tools())}
+    messages = [{"role": "system", "content": traj.prompt.rstrip("\n")}] if with_prompt else []
+    messages.append({"role": "user", "content": f"{traj.header}: {traj.question}"})
+    shown = [s for s in traj.steps if s.calls]  # not the reference loop's closing finish[]
+    for n, step in enumerate(shown):
+        message = {"role": "assistant", "content": (_cue(step) + _answer(step))}
+        if not _target(step):
+            message["weight"] = 0
+        messages.append(message)
+        if n + 1 < len(shown):  # the last observation ("Episode finished.") is nobody's cue
+            messages.append({"role": "user", "content": f"Observation {step.i}: {step.observation}{step.note}"})
+    return {"messages": messages}
+
+
+def _weighed(traj: Trajectory) -> list[dict]:
+    """A tools episode's messages, each assistant turn with `"weight": 0` when one of its calls is not a
+    target (an unknown function, arguments that are not a valid object, a repeat), as in the text layout.
+
+    Steps follow the turns' calls in order: a turn with n calls made the next n steps (fewer when the
+    episode ended inside the turn), a turn without calls (a plain-text answer) one step.
+    """
+    steps, out = iter(traj.steps), []
+    for message in traj.messages:
+        message = dict(message)
+        if message["role"] == "assistant":
+            made = [step for _, step in zip(range(len(message.get("tool_calls") or [None])), steps, strict=False)]
+            if any(step.error is not None or step.repeat_of is not None for step in made):
+                message["weight"] = 0
+        out.append(message)
+    return out
+
+
+def export(
+    runs: list[str | Path],
+    out: str | Path,
+    *,
+    layout: str = "completion",
+    min_f1: float | None = None,
+    with_prompt: bool = False,
+    force: bool = True,
+) -> Export:
+    """Write the examples of `runs`' selected episodes to `out` (whole or not at all), and a manifest beside it.
+
+    Without `force`, an existing `out` or manifest is refused once the runs are read, before anything is written.
+    """
+    if layout not in LAYOUTS:
+        raise DataError(f"unknown layout {layout!r}; the layouts are {', '.join(LAYOUTS)}")
+    if min_f1 is not None and not 0 <= min_f1 <= 1:
+        raise DataError(f"--min-f1 {min_f1} is not between 0 and 1")
+    lines, questions, records, not_selected, no_trajectory, no_target = [], 0, 0, 0, 0, 0
+    sources = []
+    for path in runs:
+        _, found = read_run(path)
+        sources.append({"run_file": str(path), "sha256": hashlib.sha256(Path(path).read_bytes()).hexdigest()})
+        for record in found:
+            records += 1
+            acting = record.get("trajectory") is not None and record.get("branch", "react") in _ACTING
+            # A tools episode is a chat history: it has no prompt/completion steps.
+            if not acting or (record.get("branch") == "tools" and layout == "completion"):
+                no_trajectory += 1
+                continue
+            if not selected(record, min_f1):
+                not_selected += 1
+                continue
+            traj = Trajectory.from_dict(record["trajectory"])
+            made = (
+                completion_examples(traj, with_prompt) if layout == "completion" else [chat_example(traj, with_prompt)]
+            )
+            questions += bool(made)
+            no_target += not made
+            lines += [json.dumps(example, ensure_ascii=False) for example in made]
+    result = Export(len(lines), questions, records, not_selected, no_trajectory, no_target)
+    manifest = {
+        "rawreact": __version__,
+        "layout": layout,
+        "selection": "em == 1" if min_f1 is None else f"f1 >= {min_f1}",
+        "with_prompt": with_prompt,
+        "sources": sources,
+        "examples": result.examples,
+        "questions": result.questions,
+    }
+    out = Path(out)
+    for path in (out, manifest_path(out)):
+        refuse_existing(path, force, "--out")
+    write_whole(out, "".join(line + "\n" for line in lines), "choose another --out")
+    write_whole(manifest_path(out), json.dumps(manifest, indent=2) + "\n", "choose another --out")
+    return result

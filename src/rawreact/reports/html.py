@@ -1,0 +1,188 @@
+"""One self-contained HTML page of one or several run files: the summary table, the comparison with
+intervals, charts as inline SVG, a table of questions to sort and filter, and every transcript.
+
+The page needs no network: its style, script and charts are inside it, and its Content Security
+Policy lets it load nothing else and run no script but its own. Everything that came from data or a
+model (questions, passages, completions, answers, run names) is escaped where it is written.
+"""
+
+import base64
+import hashlib
+from collections import Counter
+from html import escape
+from pathlib import Path
+
+from rawreact import __version__
+from rawreact.agents.guardrails import ENDINGS
+from rawreact.core.errors import DataError
+from rawreact.core.stats import RESAMPLES, bootstrap
+from rawreact.core.text import plural
+from rawreact.reports import svg
+from rawreact.reports.comparison import Comparison
+from rawreact.reports.html_questions import prompts_html, questions_table
+from rawreact.reports.summary import drop_unused, row_of, summarize
+from rawreact.runs.records import read_run
+from rawreact.runs.runfile import write_whole
+from rawreact.tasks.fever import label_table
+
+_ASSETS = Path(__file__).parent / "assets"  # the page's style and script
+# How episodes ended, each a colour of its own in the chart (the tolerant loop's endings first).
+ENDING_COLOURS = dict(
+    zip(ENDINGS, ("#009e73", "#e69f00", "#cc79a7", "#999999", "#d55e00", "#56b4e9", "#0072b2"), strict=True)
+)
+
+
+def page(runs: dict[str, str | Path], *, resamples: int = RESAMPLES, seed: int = 0) -> str:
+    """The HTML text of the report of `runs` ({name: run file}), the first being the comparison's base."""
+    if not runs:
+        raise DataError("a report needs at least one run file")
+    loaded = {name: read_run(path) for name, path in runs.items()}
+    records = {name: found for name, (_, found) in loaded.items()}
+    script = (_ASSETS / "report.js").read_text(encoding="utf-8")
+    digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+    # Nothing to load but its own style and script, no <base> to redirect links, no form to send. Markup
+    # could still navigate (<meta http-equiv="refresh">, which no policy blocks): every value is escaped.
+    policy = (
+        f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'sha256-{digest}'; "
+        "base-uri 'none'; form-action 'none'"
+    )
+    names = ", ".join(runs)
+    total = sum(len(found) for found in records.values())
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f'<meta http-equiv="Content-Security-Policy" content="{policy}">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>rawreact report: {escape(names)}</title>",
+        f"<style>{(_ASSETS / 'report.css').read_text(encoding='utf-8')}</style></head><body>",
+        f"<h1>rawreact report: {escape(names)}</h1>",
+        f'<p class="lede">{plural(len(runs), "run")}, {total} question records; '
+        f"written by rawreact {escape(__version__)}. Click a question to see its transcript.</p>",
+        "<h2>Summary</h2>",
+        _split(drop_unused([row_of(name, *read) for name, read in loaded.items()]), _SCORES),
+        _inputs(runs, {name: manifest for name, (manifest, _) in loaded.items()}),
+        _labels(records),
+        _comparison(records, resamples, seed),
+        "<h2>Charts</h2>",
+        _charts(records, resamples, seed),
+        "<h2>Questions</h2>",
+        questions_table(records),
+        prompts_html(records),
+        f"<script>{script}</script></body></html>",
+    ]
+    return "\n".join(part for part in parts if part) + "\n"
+
+
+def write_page(runs: dict[str, str | Path], out: str | Path, **options) -> Path:
+    """Write the report of `runs` to `out`, whole or not at all."""
+    return write_whole(out, page(runs, **options), "choose another --html path")
+
+
+def _table(rows: list[dict[str, str]], cls: str) -> str:
+    """Rows of text as an HTML table, every cell escaped."""
+    if not rows:
+        return ""
+    head = "".join(f"<th>{escape(h)}</th>" for h in rows[0])
+    body = "".join("<tr>" + "".join(f"<td>{escape(v)}</td>" for v in row.values()) + "</tr>" for row in rows)
+    return f'<div class="scroll"><table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+
+
+# The columns of the first of the two tables a wide table is split into (each keeps its first column):
+# what a run scored, then what it did and cost.
+_SCORES = ("method", "loop", "model", "grammar", "n", "scored", "EM", "F1", "finished", "supported", "EM supp")
+_SCORES += ("EM unsupp",)
+_SCORES += ("vote share", "answered by")
+_INTERVALS = ("method", "loop", "n", "EM", "ΔEM", "F1", "ΔF1", "finished")
+
+
+def _split(rows: list[dict[str, str]], first: tuple[str, ...]) -> str:
+    """A wide table as two: its first column with the `first` columns, then with the others."""
+    if not rows:
+        return ""
+    key = next(iter(rows[0]))
+    heads = [[key] + [h for h in rows[0] if h in first], [key] + [h for h in rows[0] if h != key and h not in first]]
+    return "".join(_table([{h: row[h] for h in head} for row in rows], "summary") for head in heads)
+
+
+def _inputs(runs: dict[str, str | Path], manifests: dict[str, dict | None]) -> str:
+    """What each run was made from, as its manifest says: the trace of its numbers to their inputs."""
+    rows = []
+    for name, manifest in manifests.items():
+        config = (manifest or {}).get("config", {})
+        rows.append(
+            {
+                "run": name,
+                "file": str(runs[name]),
+                "created": str((manifest or {}).get("created", "?")),
+                "data": str((manifest or {}).get("data") or config.get("question") or "?"),
+                "data sha256": str(config.get("data_sha256") or "-")[:12],
+                "model sha256": str(config.get("model_sha256") or "-")[:12],
+                "prompt sha256": str(config.get("prompt_sha256") or "-")[:12],
+                "passages": str(config.get("passages") or "own"),
+                "passages sha256": str(config.get("passages_sha256") or "-")[:12],
+                "rawreact": str((manifest or {}).get("rawreact", "?")),
+            }
+        )
+    return '<h3>Inputs</h3><p class="note">From each run\'s manifest ("?": the manifest is missing).</p>' + _table(
+        rows, "inputs"
+    )
+
+
+def _labels(records: dict[str, list[dict]]) -> str:
+    """FEVER runs: label accuracy per gold label, and what was answered; empty for other runs."""
+    rows = label_table(records)
+    if not rows:
+        return ""
+    return '<h3>Labels</h3><p class="note">FEVER claims by gold label ("none": no label could be read).</p>' + _table(
+        rows, "labels"
+    )
+
+
+def _comparison(records: dict[str, list[dict]], resamples: int, seed: int) -> str:
+    """Several runs on their shared questions, with intervals; empty for one run."""
+    if len(records) < 2:
+        return ""
+    comparison = Comparison(list(records), records, resamples, seed)
+    if not comparison.ids:
+        return '<h2>Comparison</h2><p class="note">The runs have no question in common, so none is compared.</p>'
+    return (
+        "<h2>Comparison</h2>"
+        f'<p class="note">On the {len(comparison.ids)} questions every run answered; 95% bootstrap intervals '
+        f"({resamples} resamples, seed {seed}); Δ is paired against {escape(comparison.names[0])}.</p>"
+        + _split(comparison.rows(), _INTERVALS)
+    )
+
+
+def _charts(records: dict[str, list[dict]], resamples: int, seed: int) -> str:
+    """EM and F1 with intervals, steps per question, endings, tokens and seconds per question."""
+    filled = {name: found for name, found in records.items() if found}
+    if not filled:
+        return '<p class="note">No question has finished yet.</p>'
+    summaries = {name: summarize(found) for name, found in filled.items()}
+    charts = []
+    for metric in ("em", "f1"):
+        rows = []
+        for name, found in filled.items():
+            scored = [r[metric] for r in found if r[metric] is not None]  # no gold answer, no score
+            if scored:
+                interval = bootstrap(scored, resamples=resamples, seed=seed)
+                rows.append((name, interval.mean, interval.low, interval.high))
+        if rows:  # a run whose questions have no gold answer has no score to chart
+            charts.append(svg.intervals(f"{metric.upper()} per run, with its 95% interval", rows))
+    steps = [(name, Counter(r["steps"] for r in found)) for name, found in filled.items()]
+    charts.append(svg.histogram("Questions by steps taken", steps))
+    endings = [(name, s["endings"]) for name, s in summaries.items()]
+    colours = ENDING_COLOURS | {e: "#333333" for _, counts in endings for e in counts if e not in ENDING_COLOURS}
+    charts.append(svg.shares("How episodes ended", endings, colours))
+    generated = [(name, s["completion_tokens"]) for name, s in summaries.items()]
+    charts.append(svg.bars("Generated tokens per question", generated, "{:.0f}"))
+    evaluated = [(name, s["evaluated_tokens"]) for name, s in summaries.items() if s["evaluated_tokens"] is not None]
+    if evaluated:
+        charts.append(svg.bars("Evaluated prompt tokens per question", evaluated, "{:.0f}"))
+    charts.append(svg.bars("Seconds per question", [(name, s["seconds"]) for name, s in summaries.items()]))
+    unscored = (
+        ""
+        if any(r["em"] is not None for found in filled.values() for r in found)
+        else ('<p class="note">No question has a gold answer, so there is no EM or F1 to chart.</p>')
+    )
+    return unscored + '<div class="charts">' + "".join(f"<figure>{c}</figure>" for c in charts) + "</div>"

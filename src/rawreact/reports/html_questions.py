@@ -1,0 +1,186 @@
+"""The report page's questions: the table to sort and filter, and each question's transcript, escaped.
+
+A transcript shows every step as the model wrote it (raw completions on request), its observations,
+and the few-shot prompts once each; everything from data or a model is escaped where it is written.
+"""
+
+import hashlib
+from html import escape
+
+from rawreact.agents.reasoning import Reasoning
+from rawreact.agents.record import Step, Trajectory
+from rawreact.config.choices import BACKOFFS
+from rawreact.reports.show import reasoning_text
+from rawreact.reports.summary import score
+
+_ERRORS = {"no action": "no action", "truncated": "truncated", "invalid": "invalid action"}
+
+
+_COLUMNS = (  # header, type (for sorting)
+    ("run", "text"),
+    ("id", "text"),
+    ("question", "text"),
+    ("gold", "text"),
+    ("prediction", "text"),
+    ("EM", "number"),
+    ("F1", "number"),
+    ("ended", "text"),
+    ("steps", "number"),
+    ("invalid", "number"),
+    ("repeats", "number"),
+    ("s", "number"),
+)
+
+
+def questions_table(records: dict[str, list[dict]]) -> str:
+    """The filter controls and the table of questions, each row followed by its hidden transcript."""
+    several = len(records) > 1
+    columns = [c for c in _COLUMNS if several or c[0] != "run"]
+    runs = "".join(f'<option value="{escape(name)}">{escape(name)}</option>' for name in records)
+    controls = [
+        '<label><input type="checkbox" id="f-wrong"> wrong only</label>',
+        '<label><input type="checkbox" id="f-invalid"> with invalid actions</label>',
+        '<label><input type="checkbox" id="f-steps"> ended by the step limit</label>',
+        f'<select id="f-run" aria-label="run"><option value="">all runs</option>{runs}</select>' if several else "",
+        '<input type="search" id="f-text" placeholder="text in the row" aria-label="text in the row">',
+        '<label><input type="checkbox" id="f-raw"> raw completions</label>',
+        '<span id="shown"></span>',
+    ]
+    head = "".join(f'<th data-type="{kind}">{escape(name)}</th>' for name, kind in columns)
+    rows = []
+    for name, found in records.items():
+        for record in found:
+            rows.append(_question_row(name, record, several, len(columns)))
+    return (
+        f'<div id="filters">{"".join(controls)}</div>'
+        f'<div class="scroll"><table id="questions"><thead><tr>{head}</tr></thead><tbody>'
+        + "".join(rows)
+        + "</tbody></table></div>"
+    )
+
+
+def _question_row(run: str, record: dict, several: bool, width: int) -> str:
+    right = record["em"] == 1
+    cells = [("run", run, None)] if several else []
+    cells += [
+        ("id", record["id"], None),
+        ("q", record["question"], None),
+        ("gold", record["answer"], None),
+        ("prediction", record["prediction"], None),
+        ("em", score(record["em"], "{:.0f}"), record["em"]),
+        ("f1", score(record["f1"], "{:.2f}"), record["f1"]),
+        ("ended", record["ended"], None),
+        ("steps", str(record["steps"]), record["steps"]),
+        ("invalid", str(record["invalid_actions"]), record["invalid_actions"]),
+        ("repeats", str(record.get("repeats", "?")), record.get("repeats", -1)),
+        ("s", f"{record['seconds']:.1f}", record["seconds"]),
+    ]
+    tds = "".join(
+        f'<td class="{cls}"' + ("" if v is None else f' data-v="{escape(str(v))}"') + f">{escape(text)}</td>"
+        for cls, text, v in cells
+    )
+    data = (
+        f'data-run="{escape(run)}" data-em="{escape(score(record["em"], "{:.0f}"))}" '
+        f'data-invalid="{escape(str(record["invalid_actions"]))}" data-ended="{escape(record["ended"])}"'
+    )
+    return (
+        f'<tr class="question {"right" if right else "wrong" if record["em"] is not None else "unscored"}" '
+        f"{data}>{tds}</tr>"
+        f'<tr class="detail" hidden><td colspan="{width}">{transcript(record)}</td></tr>'
+    )
+
+
+def transcript(record: dict) -> str:
+    """One question as HTML: each part's steps (thought, action, observation) or completions, marked."""
+    method = record.get("method", "react")
+    parts = []
+    if record.get("trajectory") is not None:
+        parts.append(_trajectory(Trajectory.from_dict(record["trajectory"])))
+    if record.get("reasoning") is not None:
+        reasoning = Reasoning.from_dict(record["reasoning"])
+        parts.append(_prompt(reasoning.prompt) + f"<pre>{escape(reasoning_text(reasoning, False))}</pre>")
+    if method == "cot-sc-react":
+        parts.reverse()
+    if method in BACKOFFS and len(parts) == 2:
+        parts = [f"<h4>{escape(name)}</h4>{part}" for name, part in zip(BACKOFFS[method], parts, strict=True)]
+    ending = (
+        f'<p class="ending">Ended by {escape(record["ended"])}: answer {escape(repr(record["prediction"]))}, '
+        f"gold {escape(repr(record['answer']))} (EM {score(record['em'], '{:.0f}')}, "
+        f"F1 {score(record['f1'], '{:.2f}')}).</p>"
+    )
+    return f'<div class="transcript">{"".join(parts)}{ending}</div>'
+
+
+def _prompt_id(prompt: str) -> str:
+    return "prompt-" + hashlib.sha256(prompt.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+
+
+def _prompt(prompt: str, label: str = "Few-shot prompt") -> str:
+    """A link to the prompt, which the page holds once however many questions used it."""
+    return f'<p class="note">{label}: <a href="#{_prompt_id(prompt)}">{_prompt_id(prompt)}</a></p>'
+
+
+def prompts_html(records: dict[str, list[dict]]) -> str:
+    """Each few-shot prompt the runs used, once, folded, under the id the transcripts link to."""
+    found: dict[str, int] = {}
+    for record in (r for rs in records.values() for r in rs):
+        for part in ("trajectory", "reasoning"):
+            if record.get(part) is not None:
+                prompt = record[part]["prompt"]
+                found[prompt] = found.get(prompt, 0) + 1
+    if not found:
+        return ""
+    items = "".join(
+        f'<details id="{_prompt_id(p)}"><summary>{_prompt_id(p)}: {len(p)} characters, used {n} '
+        f"time{'s' if n != 1 else ''}</summary><pre>{escape(p)}</pre></details>"
+        for p, n in found.items()
+    )
+    return f"<h2>Prompts</h2>{items}"
+
+
+def _trajectory(traj: Trajectory) -> str:
+    label = "System message" if traj.loop == "tools" else "Few-shot prompt"
+    out = [
+        _prompt(traj.prompt, label),
+        f'<p><span class="tag">{escape(traj.header)}</span> {escape(traj.question)}</p>',
+    ]
+    out += [_step(step, traj.loop) for step in traj.steps]
+    return "".join(out)
+
+
+def _step(step: Step, loop: str) -> str:
+    badges = []
+    if step.error is not None:
+        badges.append(f'<span class="badge bad">{escape(_ERRORS.get(step.error, step.error))}</span>')
+    elif step.finish_reason == "length":
+        badges.append('<span class="badge warn">ran to the token limit</span>')
+    if step.fallback:
+        badges.append('<span class="badge warn">fallback call</span>')
+    if step.repeat_of is not None:
+        badges.append(f'<span class="badge warn">repeats step {escape(str(step.repeat_of))}</span>')
+    if not step.calls:
+        closing = "another call of the same reply" if loop == "tools" else "closing step, not shown to the model"
+        badges.append(f'<span class="badge">{closing}</span>')
+    classes = "step" + (" invalid" if step.error is not None else "") + (" repeat" if step.repeat_of else "")
+    lines = []
+    if loop == "tools" and not step.action_text and not step.observation:  # a plain-text answer
+        return f'<div class="{classes}">{_line("thought", f"Message {step.i}", escape(step.thought or ""))}</div>'
+
+    if step.thought is not None:
+        lines.append(_line("thought", f"Thought {step.i}", f'<span class="text">{escape(step.thought)}</span>'))
+    lines.append(_line("action", f"Action {step.i}", f"<code>{escape(step.action_text)}</code>{''.join(badges)}"))
+    note = f'<span class="guard-note">{escape(step.note)}</span>' if step.note else ""
+    seen = f'<span class="text">{escape(step.observation)}</span>{note}'
+    lines.append(_line("observation", f"Observation {step.i}", seen))
+    for k, call in enumerate(step.calls, 1):
+        evaluated = "?" if call.evaluated_tokens is None else call.evaluated_tokens
+        meta = (
+            f"call {k} of {len(step.calls)}: finish reason {call.finish_reason}, {call.prompt_tokens} prompt tokens "
+            f"({evaluated} evaluated), {call.completion_tokens} generated, {call.seconds:.2f} s"
+        )
+        lines.append(f'<div class="raw"><span class="meta">{escape(meta)}</span><pre>{escape(call.text)}</pre></div>')
+    return f'<div class="{classes}">{"".join(lines)}</div>'
+
+
+def _line(cls: str, tag: str, html: str) -> str:
+    return f'<div class="{cls}"><span class="tag">{escape(tag)}</span> {html}</div>'

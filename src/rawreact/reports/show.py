@@ -1,0 +1,75 @@
+"""`rawreact show`: a run's questions as a list, and one question's transcript as the model saw it."""
+
+from rawreact.agents.reasoning import Reasoning
+from rawreact.agents.record import Trajectory, history_text
+from rawreact.config.choices import BACKOFFS
+from rawreact.reports.summary import score, table
+
+
+def listing(records: list[dict]) -> str:
+    """The questions of a run, one row each: id, EM, F1, how it ended, steps."""
+    rows = [
+        {"id": r["id"], "EM": score(r["em"], "{:.0f}"), "F1": score(r["f1"], "{:.2f}"), "ended": r["ended"]}
+        | {"steps": str(r["steps"])}
+        for r in records
+    ]
+    return table(rows) if rows else "no questions yet\n"
+
+
+def show(record: dict, with_prompt: bool = False) -> str:
+    """One question of a run: its scores, then what the model saw and wrote (the prompt on request).
+
+    A ReAct or Act question shows its transcript; a Standard or CoT question its completion; a
+    CoT-SC question the vote and every sample; a back-off both parts, in the order they ran.
+    """
+    method, branch = record.get("method", "react"), record.get("branch", "react")
+    answered = f"; answered by {branch}" if method in BACKOFFS else ""
+    loop = f", {record['loop']} loop" if record.get("loop") else ""
+    head = (
+        f"id {record['id']}: EM {score(record['em'], '{:.0f}')}, F1 {score(record['f1'], '{:.2f}')}; "
+        f"prediction {record['prediction']!r}, "
+        f"gold {record['answer']!r}; ended by {record['ended']} after {record['steps']} steps, "
+        f"{record['model_calls']} calls ({record.get('fallback_calls', '?')} fallback), {record['invalid_actions']} "
+        f"invalid actions, {record.get('repeats', '?')} repeats, {record['seconds']:.1f} s; method "
+        f"{method}{answered}{loop}{_seen(record.get('supported'))}\n"
+    )
+    parts = []
+    if record.get("trajectory") is not None:
+        traj = Trajectory.from_dict(record["trajectory"])
+        if traj.messages is not None:  # a tools episode: its message history (the system message on request)
+            parts.append(history_text(traj.messages if with_prompt else traj.messages[1:]))
+        else:
+            transcript = traj.transcript()
+            parts.append(transcript if with_prompt else transcript[len(traj.prompt) :])
+    if record.get("reasoning") is not None:
+        parts.append(reasoning_text(Reasoning.from_dict(record["reasoning"]), with_prompt))
+    if method == "cot-sc-react":
+        parts.reverse()
+    if len(parts) == 1:
+        return head + "\n" + parts[0]
+    return head + "".join(f"\n--- {name}\n{part}" for name, part in zip(BACKOFFS[method], parts, strict=True))
+
+
+def _seen(supported: bool | None) -> str:
+    """What `show` says of the support check."""
+    if supported is None:
+        return ""
+    return "; the answer occurs in an observation" if supported else "; the answer occurs in no observation"
+
+
+def reasoning_text(reasoning: Reasoning, with_prompt: bool) -> str:
+    """A Standard or CoT completion; for CoT-SC, the vote, then each sample and its answer."""
+    if reasoning.method != "cot-sc":
+        text = reasoning.transcript()
+        return (text if with_prompt else text[len(reasoning.prompt) :]) + "\n"
+    tally = reasoning.vote
+    lines = [
+        f"CoT-SC: {len(reasoning.samples)} samples at temperature {reasoning.temperature:g}, seed {reasoning.seed}; "
+        f"the answer {tally.answer!r} has {tally.votes} votes ({tally.share:.0%})",
+        "votes: " + (", ".join(f"{answer!r} {count}" for answer, count in tally.counts.items()) or "no answers"),
+    ]
+    if with_prompt:
+        lines.append(reasoning.prompt + f"{reasoning.header}: {reasoning.question}\n{reasoning.cue}")
+    for k, sample in enumerate(reasoning.samples, 1):
+        lines.append(f"\n[sample {k}] answer {sample.answer!r}\n{reasoning.cue}{sample.call.text}")
+    return "\n".join(lines) + "\n"

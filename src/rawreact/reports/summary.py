@@ -1,0 +1,230 @@
+"""Summaries of run files, and tables of several runs side by side (plain text, Markdown, CSV),
+with bootstrap intervals when the runs answered the same questions (`Comparison`).
+"""
+
+import csv
+import io
+from collections import Counter
+
+from rawreact.agents.guardrails import ENDINGS
+from rawreact.config.choices import BACKOFFS
+
+
+def summarize(records: list[dict]) -> dict:
+    """Aggregate scores and costs over the result records of a run (means are per question)."""
+    n = len(records)
+    if n == 0:
+        return {"questions": 0}
+
+    def mean(key: str) -> float:
+        return sum(r[key] for r in records) / n
+
+    endings = _endings(records)
+    scored = [r for r in records if r["em"] is not None]  # a question without a gold answer has no score
+
+    searches = sum(r.get("searches", 0) for r in records)
+    evaluated = [r["tokens"].get("evaluated") for r in records]
+    shares = [r["vote_share"] for r in records if r.get("vote_share") is not None]
+    backoffs = [r for r in records if r.get("method") in BACKOFFS]
+    methods = sorted({r.get("method", "react") for r in records})
+    return {
+        "questions": n,
+        "scored": len(scored),
+        # Means over the scored questions; absent (shown "-") when no question had a gold answer.
+        **(
+            {"em": sum(r["em"] for r in scored) / len(scored), "f1": sum(r["f1"] for r in scored) / len(scored)}
+            if scored
+            else {}
+        ),
+        "finished": sum(r["ended"] == "finish" for r in records) / n,
+        "invalid_per_question": mean("invalid_actions"),
+        "fallback_per_question": _known_mean(records, "fallback_calls"),
+        "repeats_per_question": _known_mean(records, "repeats"),
+        **_support(records),
+        "endings": endings,
+        "search_hit_rate": sum(r.get("search_hits", 0) for r in records) / searches if searches else 0.0,
+        "steps": mean("steps"),
+        "calls": mean("model_calls"),
+        "prompt_tokens": sum(r["tokens"]["prompt"] for r in records) / n,
+        # None (unknown) where a backend did not say how much of the prompt it computed.
+        "evaluated_tokens": None if None in evaluated else sum(evaluated) / n,
+        "context_ended": endings.get("context", 0),
+        "completion_tokens": sum(r["tokens"]["completion"] for r in records) / n,
+        "seconds": mean("seconds"),
+        "method": "+".join(methods),
+        "loop": "+".join(sorted({_loop(r) for r in records})),
+        # CoT-SC's mean vote share, and which part of a back-off answered: absent where they do not apply.
+        **({"vote_share": sum(shares) / len(shares)} if shares else {}),
+        **({"branches": _shares([r["branch"] for r in backoffs])} if backoffs else {}),
+    }
+
+
+def _known_mean(records: list[dict], key: str) -> float | None:
+    """The mean of a count per question; None (unknown) when records written before it was counted lack it."""
+    return sum(r[key] for r in records) / len(records) if all(key in r for r in records) else None
+
+
+def _support(records: list[dict]) -> dict:
+    """The share of answers found in what the agent saw, and EM among those found and those not.
+
+    Over the records that have a verdict (an answer from a method that searched); absent when none has.
+    The EM shares count only the questions with a gold answer (a score).
+    """
+    judged = [r for r in records if r.get("supported") is not None]
+    if not judged:
+        return {}
+    found = [r["em"] for r in judged if r["supported"] and r["em"] is not None]
+    unseen = [r["em"] for r in judged if not r["supported"] and r["em"] is not None]
+    return (
+        {"supported": sum(bool(r["supported"]) for r in judged) / len(judged)}
+        | ({"em_supported": sum(found) / len(found)} if found else {})
+        | ({"em_unsupported": sum(unseen) / len(unseen)} if unseen else {})
+    )
+
+
+def _endings(records: list[dict]) -> dict[str, int]:
+    """How many questions ended each way, in the order of ENDINGS (then any other value)."""
+    counts = Counter(r["ended"] for r in records)
+    return {e: counts[e] for e in [*ENDINGS, *sorted(set(counts) - set(ENDINGS))] if counts[e]}
+
+
+def _endings_cell(summary: dict) -> str:
+    return ", ".join(f"{e} {n}" for e, n in summary.get("endings", {}).items()) or "-"
+
+
+def _loop(record: dict) -> str:
+    """The loop that acted ("-" for none); a record written before there were two loops ran the tolerant one."""
+    return record.get("loop") or ("tolerant" if record.get("trajectory") is not None else "-")
+
+
+def _shares(branches: list[str]) -> dict[str, float]:
+    """How often each branch answered, as shares, in the order the branches first answered."""
+    return {b: branches.count(b) / len(branches) for b in dict.fromkeys(branches)}
+
+
+def _branch_cell(summary: dict) -> str:
+    branches = summary.get("branches")
+    return "-" if not branches else " ".join(f"{b} {share:.0%}" for b, share in branches.items())
+
+
+def summary_line(summary: dict) -> str:
+    """One sentence a terminal can show at the end of a run."""
+    if not summary["questions"]:
+        return "0 questions"
+    s = summary
+    evaluated = _cell(s, "evaluated_tokens", "{:.0f}")
+    repeats = _cell(s, "repeats_per_question", "{:.2f}")
+    support = f", {s['supported']:.0%} of answers seen in an observation" if "supported" in s else ""
+    context = f", {s['context_ended']} ended by the context window" if s["context_ended"] else ""
+    fallback = _cell(s, "fallback_per_question", "{:.2f}")
+    unscored = s["questions"] - s["scored"]
+    scores = (
+        f"EM {s['em']:.3f}, F1 {s['f1']:.3f}" + (f" over {s['scored']} scored" if unscored else "")
+        if "em" in s
+        else "EM -, F1 - (no gold answers)"
+    )
+    return (
+        f"{s['questions']} question{'s' if s['questions'] != 1 else ''}: {scores}, "
+        f"finished {round(s['finished'] * s['questions'])}/{s['questions']}{context}, "
+        f"{s['invalid_per_question']:.2f} invalid actions, {fallback} fallback calls, {s['steps']:.1f} steps, "
+        f"{s['calls']:.1f} calls, "
+        f"{s['completion_tokens']:.0f} generated and {evaluated} evaluated tokens, "
+        f"{s['search_hit_rate']:.0%} of searches hit, {repeats} repeats{support}, {s['seconds']:.1f} s per question; "
+        f"ended: {_endings_cell(s)}"
+    )
+
+
+def context_warning(summary: dict, n_ctx: int | None = None) -> str | None:
+    """A warning when most questions ended because the prompt outgrew the context window, else None."""
+    ended, n = summary.get("context_ended", 0), summary["questions"]
+    if not n or ended * 2 <= n:
+        return None
+    window = f" of {n_ctx} tokens" if n_ctx else ""
+    return (
+        f"{ended} of {n} questions ended because the prompt outgrew the context window{window}, so their scores "
+        "say nothing about the model; raise --n-ctx (or the server's context size), lower --max-tokens or "
+        "--max-steps, or use fewer exemplars (-k)"
+    )
+
+
+def score(value: float | None, form: str) -> str:
+    """A question's EM or F1 as text: "-" when it has no gold answer, so no score."""
+    return "-" if value is None else form.format(value)
+
+
+# Column header -> (summary key or manifest field, format).
+COLUMNS = {
+    "n": ("questions", "{:d}"),
+    "scored": ("scored", "{:d}"),
+    "EM": ("em", "{:.3f}"),
+    "F1": ("f1", "{:.3f}"),
+    "finished": ("finished", "{:.0%}"),
+    "invalid/q": ("invalid_per_question", "{:.2f}"),
+    "fallback/q": ("fallback_per_question", "{:.2f}"),
+    "repeats/q": ("repeats_per_question", "{:.2f}"),
+    "supported": ("supported", "{:.0%}"),
+    "EM supp": ("em_supported", "{:.3f}"),
+    "EM unsupp": ("em_unsupported", "{:.3f}"),
+    "search hits": ("search_hit_rate", "{:.0%}"),
+    "steps/q": ("steps", "{:.1f}"),
+    "calls/q": ("calls", "{:.1f}"),
+    "gen tok/q": ("completion_tokens", "{:.0f}"),
+    "eval tok/q": ("evaluated_tokens", "{:.0f}"),
+    "s/q": ("seconds", "{:.1f}"),
+    "vote share": ("vote_share", "{:.0%}"),
+}
+
+
+# Columns shown only when some run has them, and the values that do not count as having them:
+# CoT-SC's, the back-offs', and the loop once a run used the reference loop. ("scored" is shown
+# only when some run has questions without a gold answer.)
+OPTIONAL = {"vote share": ("-",), "answered by": ("-",), "loop": ("-", "tolerant")}
+
+
+def drop_unused(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The rows without the optional columns that no row fills (see OPTIONAL)."""
+    unused = [h for h, empty in OPTIONAL.items() if all(row.get(h, "-") in empty for row in rows)]
+    unused += ["scored"] * all(row.get("scored", row.get("n")) == row.get("n") for row in rows)  # every one scored
+    return [{k: v for k, v in row.items() if k not in unused} for row in rows]
+
+
+def row_of(name: str, manifest: dict | None, records: list[dict]) -> dict[str, str]:
+    """One table row for a run read by `read_run` (its manifest and records): its name, model, grammar and
+    summary, formatted."""
+    config = manifest.get("config", {}) if manifest else {}
+    summary = summarize(records)
+    grammar = (config.get("grammar") or "off") if manifest else "?"  # "?": the manifest is missing
+    method = str(config.get("method", "react")) if manifest else summary.get("method", "?")
+    row = {"run": name, "method": method, "loop": summary.get("loop", "-")}
+    row |= {"model": str(config.get("model", "?")), "grammar": grammar}
+    for header, (key, form) in COLUMNS.items():
+        row[header] = _cell(summary, key, form)
+    row["answered by"] = _branch_cell(summary)
+    row["ended"] = _endings_cell(summary)
+    return row
+
+
+def _cell(summary: dict, key: str, form: str) -> str:
+    """One formatted number of a summary; "-" when there are none, "unknown" when a backend did not say."""
+    if key not in summary:
+        return "-"
+    return "unknown" if summary[key] is None else form.format(summary[key])
+
+
+def table(rows: list[dict[str, str]], style: str = "text") -> str:
+    """Rows as an aligned text table, a Markdown table or CSV."""
+    headers = list(rows[0]) if rows else ["run"]
+    if style == "csv":
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=headers, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+        return buffer.getvalue()
+    if style == "markdown":
+        lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(" --- " for _ in headers) + "|"]
+        lines += ["| " + " | ".join(row[h] for h in headers) + " |" for row in rows]
+        return "\n".join(lines) + "\n"
+    widths = {h: max(len(h), *(len(row[h]) for row in rows)) for h in headers}
+    lines = ["  ".join(h.ljust(widths[h]) for h in headers)]
+    lines += ["  ".join(row[h].ljust(widths[h]) for h in headers) for row in rows]
+    return "\n".join(line.rstrip() for line in lines) + "\n"

@@ -1,0 +1,254 @@
+"""Runs over many questions: each question answered, scored, and written to its run file as it finishes.
+
+The run file itself (its lines, manifest, lock and resume) is `runfile.py`'s.
+"""
+
+import queue
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from rawreact.agents.methods import Outcome, solve
+from rawreact.agents.prompts import Prompt
+from rawreact.agents.reasoning import CUES
+from rawreact.agents.record import Step
+from rawreact.agents.tools import check_model
+from rawreact.config.choices import BACKOFFS, first_method
+from rawreact.core.errors import ModelError
+from rawreact.core.metrics import scores
+from rawreact.environments.env import PassageEnv
+from rawreact.models.base import WORKER, Model
+from rawreact.runs.records import manifest_path, read_manifest, read_run
+from rawreact.runs.runfile import RunFile
+from rawreact.tasks.collection import Question
+from rawreact.tasks.fever import label_score, lenient_score, read_label
+
+__all__ = ["Result", "RunFile", "check_context", "manifest_path", "read_manifest", "read_run", "run_questions"]
+
+
+@dataclass(frozen=True)
+class Result:
+    """One question's outcome: the gold answer, what the method did, and the scores."""
+
+    question: Question
+    outcome: Outcome
+
+    @property
+    def em(self) -> float | None:
+        """Exact match of the prediction against the gold answer (for a FEVER claim, against its label, as
+        the reference's reward); None when the question has no gold answer: it is not scored."""
+        if self.question.task == "fever":
+            return label_score(self.outcome.answer, self.question.answer)
+        return scores(self.outcome.answer, self.question.answer)[0]
+
+    @property
+    def f1(self) -> float | None:
+        """Token F1 of the prediction against the gold answer (for a FEVER claim, label accuracy again);
+        None when the question has no gold answer."""
+        if self.question.task == "fever":
+            return self.em
+        return scores(self.outcome.answer, self.question.answer)[1]
+
+    @property
+    def supported(self) -> bool | None:
+        """Whether the answer occurs in what the episode saw; None for a FEVER label, which never would."""
+        return self.outcome.supported if self.question.task == "qa" else None
+
+    def to_dict(self) -> dict:
+        """One JSON line of a run file.
+
+        `trajectory` holds the loop's part (ReAct or Act; null for the methods that only reason),
+        `reasoning` the Standard, CoT or CoT-SC part (null when there is none), and `branch` says
+        which part gave the answer. `vote_share` is the winner's share of the CoT-SC votes. `loop`
+        is the loop that acted ("tolerant" or "reference"; null without one); `fallback_calls`
+        counts the steps that asked for the action alone (the reference's `n_badcalls`), and
+        `invalid_actions` the steps whose action could not be carried out. `repeats` counts the
+        steps that repeated an earlier action and saw the same, and `supported` says whether the
+        answer occurs in what the searches and lookups showed (null: no answer, or no passage seen).
+        """
+        out = self.outcome
+        reasoning = out.reasoning
+        return {
+            "id": self.question.id,
+            "question": self.question.question,
+            "answer": self.question.answer,
+            "prediction": out.answer,
+            "em": self.em,
+            "f1": self.f1,
+            "method": out.method,
+            "branch": out.branch,
+            "loop": out.loop,
+            "ended": out.ended,
+            "steps": len(out.steps),
+            "model_calls": out.model_calls,
+            "invalid_actions": out.invalid_actions,
+            "fallback_calls": out.fallback_calls,
+            "repeats": out.repeats,
+            "supported": self.supported,
+            "searches": out.searches,
+            "search_hits": out.search_hits,
+            "vote_share": reasoning.vote.share if reasoning is not None and reasoning.method == "cot-sc" else None,
+            "tokens": out.tokens(),
+            "seconds": out.seconds,
+            "trajectory": None if out.trajectory is None else out.trajectory.to_dict(),
+            "reasoning": None if reasoning is None else reasoning.to_dict(),
+        } | ({} if self.question.task == "qa" else self._claim())
+
+    def _claim(self) -> dict:
+        """A claim's own fields: the label read leniently from the answer, and that reading's score."""
+        answer, gold = self.outcome.answer, self.question.answer
+        return {"task": self.question.task, "label": read_label(answer), "lenient_em": lenient_score(answer, gold)}
+
+
+def refuse_workers(name: str, workers: int) -> ModelError:
+    """The error for workers above 1 on a model loaded for one question at a time."""
+    return ModelError(
+        f"model {name} was loaded for one question at a time; load it with load_model(..., workers={workers}) "
+        f"to decode {workers} questions together"
+    )
+
+
+def check_context(
+    model: Model,
+    prompt: Prompt,
+    questions: Iterable[Question],
+    max_tokens: int,
+    method: str = "react",
+    backoff: Prompt | None = None,
+) -> None:
+    """Refuse a run whose first call cannot fit the model's context window, before any call is made.
+
+    The first call sends the few-shot prompt and the question, and asks for up to `max_tokens`; if
+    that does not fit, every question would end by the context limit with no answer. A back-off's
+    second part (`backoff`, its prompt) is checked the same way. Only a model that can count its
+    tokens and knows its window (the embedded llama.cpp model) is checked here; a server's refusal
+    ends each question as `context`, and the run's summary says so.
+    """
+    if method == "tools":  # a chat prompt: the model must take tool calls; a prompt too long ends as context
+        check_model(model)
+        return
+    tokenize, n_ctx = getattr(model, "tokenize", None), getattr(model, "n_ctx", None)
+    questions = list(questions)
+    if tokenize is None or not isinstance(n_ctx, int) or not questions:
+        return
+    longest = max(questions, key=lambda q: len(q.question))
+    parts = [(prompt, first_method(method))] + ([(backoff, BACKOFFS[method][1])] if backoff is not None else [])
+    for part_prompt, part in parts:
+        needed = len(tokenize(f"{part_prompt.text}{longest.header}: {longest.question}\n{CUES[part]}")) + max_tokens
+        if needed > n_ctx:
+            raise ModelError(
+                f"the prompt ({part_prompt.source}) with the longest question and --max-tokens {max_tokens} needs "
+                f"{needed} tokens, but {model.name}'s context window is {n_ctx}; raise --n-ctx to at least "
+                f"{needed} (more for the steps that follow), lower --max-tokens, or use fewer exemplars (-k)"
+            )
+
+
+def run_questions(
+    questions: Iterable[Question],
+    env: Callable[[Question], PassageEnv],
+    model: Model,
+    prompt: Prompt,
+    *,
+    out: str | Path | RunFile | None = None,
+    on_step: Callable[[Question, Step], None] | None = None,
+    workers: int = 1,
+    stop: Callable[[], bool] | None = None,
+    **solve_options,
+) -> Iterator[Result]:
+    """Run `solve` (by default ReAct) on each question, yielding each result as soon as it is done.
+
+    `env` gives the environment of a question. With `out` (a path, or an open RunFile), each
+    result is appended to the run file and flushed before it is yielded, so an interrupted run
+    loses nothing finished; questions the run file already holds are skipped. `workers` > 1 keeps
+    that many questions in flight at once, on a model that allows it (`model.concurrent`, a
+    server); results then come in the order they finish. `stop()` is asked before each question
+    starts: once it says True no question starts, and the ones under way finish and are written.
+    """
+    if workers > 1 and not getattr(model, "concurrent", False):
+        raise refuse_workers(model.name, workers)
+    sink = RunFile(out) if isinstance(out, (str, Path)) else out  # opened now: a bad path fails early
+    pending = (q for q in questions if sink is None or q.id not in sink.done)
+
+    def answer(question: Question) -> Result:
+        step_hook = None if on_step is None else (lambda step: on_step(question, step))
+        return Result(
+            question,
+            solve(
+                question.question,
+                env(question),
+                model,
+                prompt,
+                on_step=step_hook,
+                header=question.header,
+                **solve_options,
+            ),
+        )
+
+    results = _sequential(pending, answer, stop) if workers <= 1 else _parallel(pending, answer, stop, workers)
+    return _written(results, sink)
+
+
+def _written(results: Iterator[Result], sink: RunFile | None) -> Iterator[Result]:
+    """Append each result to the run file before yielding it; close the file at the end."""
+    try:
+        for result in results:
+            if sink is not None:
+                sink.append(result.to_dict())
+            yield result
+    finally:
+        results.close()
+        if sink is not None:
+            sink.close()
+
+
+def _sequential(questions: Iterator[Question], answer, stop) -> Iterator[Result]:
+    for question in questions:
+        if stop is not None and stop():
+            return
+        yield answer(question)
+
+
+def _parallel(questions: Iterator[Question], answer, stop, workers: int) -> Iterator[Result]:
+    """`workers` threads take questions in turn; results come back in the order they finish.
+
+    The threads are daemons, so a second Ctrl-C ends the process at once instead of waiting for
+    the questions under way. An error in one question stops new ones from starting; the ones
+    under way still finish and are yielded (so written) before the error is raised.
+    """
+    take, finished, halt = threading.Lock(), queue.SimpleQueue(), threading.Event()
+
+    def work(index: int) -> None:
+        WORKER.set(index)
+        try:
+            while not halt.is_set() and not (stop is not None and stop()):
+                with take:
+                    question = next(questions, None)
+                if question is None:
+                    break
+                finished.put(answer(question))
+        except BaseException as error:  # handed to the consumer, which raises it
+            halt.set()
+            finished.put(error)
+        finally:
+            finished.put(None)
+
+    for index in range(workers):
+        threading.Thread(target=work, args=(index,), daemon=True, name=f"rawreact-worker-{index}").start()
+    live, failure = workers, None
+    try:
+        while live:
+            try:
+                item = finished.get(timeout=0.2)  # a timeout keeps the wait interruptible by signals
+            except queue.Empty:
+                continue
+            if item is None:
+                live -= 1
+            elif isinstance(item, BaseException):
+                failure = failure or item
+            else:
+                yield item
+        if failure is not None:
+            raise failure
+    finally:
+        halt.set()

@@ -1,0 +1,238 @@
+"""Run files: one JSON line per finished question, a manifest beside it, and what reads them back.
+
+`RUN.jsonl` holds one line per finished question; `RUN.jsonl.manifest.json` says how the run was
+made (model, prompt, grammar, parameters, data file, and their hashes), holds the few-shot prompt
+once for every line, and records each resume. A run interrupted even by SIGKILL resumes where it
+stopped: finished questions are kept, a half-written last line is dropped and its question asked
+again. While a run writes its file, the file is locked against a second writer.
+"""
+
+import json
+import os
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+
+from rawreact.core.errors import DataError
+from rawreact.runs.records import (
+    _KIND_NAMES,
+    _PARTS,
+    _existing_manifest,
+    _records,
+    _sha256,
+    manifest_path,
+    read_manifest,
+)
+
+
+def write_whole(path: str | Path, text: str, hint: str) -> Path:
+    """Write a text file whole or not at all: a temporary file beside it, renamed into place.
+
+    An error names the file and says `hint`, what to do; a file already at `path` is then left as it was.
+    """
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        # A lone surrogate (which a model can write and a run file keeps as a JSON escape) has no UTF-8:
+        # it is written as its escape, `\udc80`, which in JSON is the same string and on a page is visible.
+        temporary.write_bytes(text.encode("utf-8", "backslashreplace"))
+        os.replace(temporary, path)
+    except OSError as error:
+        raise DataError(f"cannot write {path}: {error.strerror}; {hint}") from None
+    finally:
+        temporary.unlink(missing_ok=True)  # gone once renamed; removed on any error, Ctrl-C included
+    return path
+
+
+def refuse_existing(path: str | Path, force: bool, option: str) -> None:
+    """Refuse to replace an existing output file without `force` (the command's --force)."""
+    if Path(path).exists() and not force:
+        raise DataError(f"{path} exists; choose another {option}, or add --force to replace it")
+
+
+_KIND_NAMES |= {bool: "true or false", None: "null"}
+
+
+def _json_bytes(value: object, **options) -> bytes:
+    """`value` as UTF-8 JSON ending in a line break; a string no UTF-8 can hold (a lone surrogate)
+    makes the whole text ASCII, with JSON escapes, so it is written and reads back as it was."""
+    try:
+        return (json.dumps(value, ensure_ascii=False, **options) + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        return (json.dumps(value, **options) + "\n").encode("ascii")
+
+
+class RunFile:
+    """An open run file that results are appended to, each flushed as soon as it is written.
+
+    `RunFile(out, config)` starts a run (refusing to touch an existing one); with `resume=True`
+    it continues the run in `out`, whose manifest must have the same `config`. `details` go into
+    the manifest without being compared (a data path, a limit); each resume is recorded there.
+    `done` holds the records already there. While it is open, the file is locked, so a second
+    process cannot write the same run. The few-shot prompt of each record's trajectory is stored
+    once, in the manifest, and `read_run` puts it back.
+    """
+
+    def __init__(
+        self, out: str | Path, config: dict | None = None, *, resume: bool = False, details: dict | None = None
+    ) -> None:
+        self.path = Path(out)
+        self.manifest_path = manifest_path(out)
+        self.config, self.details = config or {}, details or {}
+        if self.path.is_dir():
+            raise DataError(f"{self.path} is a folder; give --out a file name, such as {self.path / 'run.jsonl'}")
+        try:
+            self._sink = open(self.path, "ab")  # noqa: SIM115 (closed by close())
+        except OSError as error:
+            raise DataError(f"{self.path}: cannot write results: {error.strerror}; does the folder exist?") from None
+        try:
+            self._lock()
+            self._open(resume)
+        except BaseException:
+            self._sink.close()
+            raise
+
+    def _lock(self) -> None:
+        """Hold an exclusive lock on the run file for as long as it is open."""
+        try:
+            import fcntl
+        except ImportError:  # not on this platform: no lock, as before
+            return
+        try:
+            fcntl.flock(self._sink.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise DataError(
+                f"{self.path} is being written by another rawreact process; wait for it to finish, "
+                "or choose another --out"
+            ) from None
+
+    def _open(self, resume: bool) -> None:
+        existing = self.path.stat().st_size > 0
+        if existing and not resume:
+            raise DataError(
+                f"{self.path} already holds results; pass --resume to finish that run, or choose another --out"
+            )
+        self.done: dict[str, dict] = {}
+        self.manifest: dict = {}
+        if existing:
+            self._recover()
+        else:
+            from rawreact import __version__
+
+            created = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+            self.manifest = {"rawreact": __version__, "created": created, "versions": _versions()}
+            self.manifest |= {"run_file": self.path.name, "config": self.config, **self.details, "prompts": {}}
+            if resume:  # --resume of a run that was never started starts it, with an empty list of resumes
+                self.manifest["resumes"] = []
+            self._write_manifest()
+
+    def _write_manifest(self) -> None:
+        temporary = self.manifest_path.with_name(self.manifest_path.name + ".tmp")
+        try:
+            temporary.write_bytes(_json_bytes(self.manifest, indent=2, allow_nan=False))
+            os.replace(temporary, self.manifest_path)
+        except ValueError as error:
+            raise DataError(f"{self.manifest_path}: cannot record a setting in JSON ({error})") from None
+        except OSError as error:
+            raise DataError(f"{self.manifest_path}: cannot write the manifest: {error.strerror}") from None
+        finally:
+            temporary.unlink(missing_ok=True)
+
+    def _recover(self) -> None:
+        """Read the finished questions, drop a half-written last line, and check the run is the same."""
+        found = _existing_manifest(self.path)
+        if found is None:
+            raise DataError(
+                f"{self.path} has no manifest {self.manifest_path.name}, so --resume cannot check it is the same "
+                "run; restore the manifest, or start a new run with another --out"
+            )
+        self.manifest = read_manifest(self.path)
+        data = self.path.read_bytes()
+        whole = data.rfind(b"\n") + 1
+        records = _records(self.path, data[:whole], self.manifest.get("prompts", {}))
+        old = self.manifest.get("config", {})
+        changed = [f"{key} was {old.get(key)!r}, now {self.config.get(key)!r}" for key in _changed(old, self.config)]
+        if changed:
+            raise DataError(
+                f"--resume would mix two different runs in {self.path}: {'; '.join(changed)}. "
+                "Use the same settings, or choose another --out"
+            )
+        if whole < len(data):  # a crash cut the last line: drop it, so its question runs again
+            os.truncate(self.path, whole)
+        self.done = {record["id"]: record for record in records}
+        resumed = {"at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "done": len(records), **self.details}
+        self.manifest = {**self.manifest, "config": self.config, **self.details}
+        self.manifest.setdefault("prompts", {})
+        self.manifest["resumes"] = [*self.manifest.get("resumes", []), resumed]
+        if found != self.manifest_path:  # a rawreact 0.1 manifest: carried over to the new name
+            self.manifest["run_file"] = self.path.name
+        self._write_manifest()
+
+    def append(self, record: dict) -> None:
+        """Write one result line and flush it to the operating system."""
+        line = dict(record)
+        for part in _PARTS:
+            found = record.get(part)
+            if isinstance(found, dict) and isinstance(found.get("prompt"), str):
+                digest = _sha256(found["prompt"])
+                if digest not in self.manifest["prompts"]:  # the manifest holds it before any line refers to it
+                    self.manifest["prompts"][digest] = found["prompt"]
+                    self._write_manifest()
+                line[part] = {k: v for k, v in found.items() if k != "prompt"} | {"prompt_sha256": digest}
+        self._sink.write(_json_bytes(line))
+        self._sink.flush()
+        self.done[record["id"]] = record
+
+    def close(self) -> None:
+        """Close the file (releasing its lock); everything appended is already written."""
+        self._sink.close()
+
+
+def _versions() -> dict[str, str | None]:
+    """The versions of what decides a run's numbers, besides rawreact's own."""
+    found: dict[str, str | None] = {"python": sys.version.split()[0]}
+    for package in ("llama-cpp-python", "numpy"):
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            found[package] = None
+    return found
+
+
+# Settings that name a file, and the key of the file's content hash: a run that names the same
+# content by another path is the same run.
+_BY_CONTENT = {
+    "model": "model_sha256",
+    "prompt": "prompt_sha256",
+    "grammar": "grammar_sha256",
+    "passages": "passages_sha256",
+}
+_ADDED = ("model_sha256", "grammar_sha256", "shuffle_seed", "shuffle_range")  # settings older runs did not record
+# Settings added after rawreact 0.1, and the value every run made before them had: ReAct with no
+# samples (the methods), the tolerant loop, no guardrails.
+_BEFORE = dict.fromkeys(
+    ("samples", "sample_temperature", "backoff_prompt", "backoff_prompt_sha256", "passages", "passages_sha256")
+) | {
+    "method": "react",
+    "loop": "tolerant",
+    "repeats": "off",
+    "budget": None,
+}
+
+
+def _changed(old: dict, new: dict) -> list[str]:
+    changed = []
+    for key in sorted(old.keys() | new.keys()):
+        if key in _ADDED and key not in old:
+            continue
+        if key in _BEFORE and key not in old and new.get(key) == _BEFORE[key]:
+            continue
+        if key in _BY_CONTENT.values() and new.get(key) is None and new.get("model") == old.get("model"):
+            continue  # the file is gone: it cannot be checked, and nothing can run on it either
+        digest = _BY_CONTENT.get(key)
+        if digest and old.get(digest) is not None and old.get(digest) == new.get(digest):
+            continue
+        if old.get(key) != new.get(key):
+            changed.append(key)
+    return changed

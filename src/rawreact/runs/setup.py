@@ -1,0 +1,196 @@
+"""From settings to the parts of a run: the prompt, the back-off's prompt, the grammar, the passages,
+each question's environment, the keyword arguments of `solve`, and the manifest's config.
+
+`Variant` is a `Settings` value with a name, for `compare`; `rawreact run` uses the same functions on
+its settings, so a run and a comparison's variant with the same settings are the same run.
+"""
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from rawreact.agents.grammar import Grammar, load_grammar
+from rawreact.agents.prompts import Prompt
+from rawreact.agents.prompts import load_prompt as _load_prompt
+from rawreact.config.choices import BACKOFFS, REASONING, SAMPLING, first_method
+from rawreact.config.settings import Settings
+from rawreact.core.errors import DataError, GrammarError
+from rawreact.models.specs import model_sha256
+from rawreact.tasks.collection import Collection, Passages, Question
+from rawreact.tasks.loading import open_passages
+
+
+def where(settings: Settings) -> str:
+    """How an error names the settings: "variant NAME: " for a comparison's variant, else nothing."""
+    return settings._where
+
+
+def prompt_of(settings: Settings, task: str = "qa") -> Prompt:
+    """The prompt the settings send (a back-off's first part's) for the task ("qa" or "fever")."""
+    return _load_prompt(
+        settings.prompt,
+        k=settings.k,
+        instruction=settings.instruction,
+        key=settings.key,
+        order=settings.order,
+        method=first_method(settings.method),
+        task=task,
+    )
+
+
+def backoff_prompt_of(settings: Settings, task: str = "qa") -> Prompt | None:
+    """The prompt of a back-off's second part, or None for a method that is not a back-off."""
+    if settings.method not in BACKOFFS:
+        return None
+    second = BACKOFFS[settings.method][1]
+    return _load_prompt(
+        settings.backoff_prompt,
+        key=settings.backoff_key,
+        instruction=settings.backoff_instruction,
+        method=second,
+        task=task,
+    )
+
+
+def grammar_of(settings: Settings) -> Grammar | None:
+    """The grammar the settings apply, or None."""
+    if settings.grammar is None and settings.grammar_file is None:
+        return None
+    return load_grammar(settings.grammar or "step", settings.grammar_file)
+
+
+def collection_of(settings: Settings, collection: Collection) -> Collection:
+    """The questions over the settings' passages: their own, or those of `passages`."""
+    if settings.passages is None:
+        if collection.task == "fever" and settings.method not in REASONING:
+            raise DataError(
+                f"{where(settings)}FEVER claims are checked against Wikipedia: build a store of FEVER's wiki-pages "
+                "(rawreact index wiki-pages/ --out fever.sqlite) and give it with --passages fever.sqlite"
+            )
+        return collection
+    passages = shared_passages(settings.passages)
+    if settings.grammar == "titles" and passages.kind == "store":
+        raise GrammarError(
+            f"{where(settings)}--grammar titles writes every passage title into the grammar, and the store "
+            f"{settings.passages} has {passages.count:,} pages; use --grammar step"
+        )
+    return collection.over(passages)
+
+
+def envs_of(settings: Settings, collection: Collection) -> Callable[[Question], object]:
+    """The environment of each question under the settings' passages, loop and passage length."""
+    collection = collection_of(settings, collection)
+    return lambda question: collection.env(question, n_first=settings.sentences, loop=settings.loop)
+
+
+def solve_options(settings: Settings, grammar: Grammar | None, backoff: Prompt | None, task: str = "qa") -> dict:
+    """The keyword arguments of `solve` (through `run_questions`) for these settings, on the task's questions."""
+    return {
+        "method": settings.method,
+        "loop": settings.loop,
+        "repeats": settings.repeats,
+        "budget": settings.budget,
+        "backoff_prompt": backoff,
+        "samples": settings.samples,
+        "sample_temperature": settings.sample_temperature,
+        "seed": settings.seed,
+        "max_steps": settings.steps(task),
+        "max_tokens": settings.max_tokens,
+        "grammar": grammar,
+    }
+
+
+def manifest_config(
+    settings: Settings,
+    collection: Collection,
+    prompt: Prompt,
+    grammar: Grammar | None,
+    backoff: Prompt | None = None,
+    **run,
+) -> dict:
+    """The manifest config of a run file: what `--resume` checks is unchanged.
+
+    Files are recorded by content (SHA-256) as well as by name, so an edited grammar, script or
+    model file is told apart, and the same content under another path is the same run. `run` may
+    set question, shuffle, shuffle_seed and shuffle_range (a comparison's questions are its own).
+    """
+    shuffle = run.get("shuffle", False)
+    sampled = settings.method in SAMPLING
+    return {
+        "question": run.get("question"),
+        "method": settings.method,
+        "loop": settings.loop,
+        "data_sha256": collection.sha256,
+        "model": settings.model,
+        "model_sha256": model_sha256(settings.model),
+        "prompt": prompt.source,
+        "prompt_sha256": prompt.sha256,
+        "exemplars": prompt.exemplars,
+        "grammar": grammar.name if grammar else None,
+        "grammar_sha256": grammar.sha256 if grammar else None,
+        "shuffle": shuffle,
+        "shuffle_seed": run.get("shuffle_seed", 0) if shuffle else None,
+        "shuffle_range": run.get("shuffle_range") if shuffle else None,
+        "seed": settings.seed,
+        "max_steps": settings.steps(collection.task),
+        "max_tokens": settings.max_tokens,
+        "n_first": settings.sentences,
+        "repeats": settings.repeats,
+        "budget": settings.budget,
+        "n_ctx": settings.n_ctx,
+        "temperature": settings.temperature,
+        "samples": settings.samples if sampled else None,
+        "sample_temperature": settings.sample_temperature if sampled else None,
+        "backoff_prompt": backoff.source if backoff else None,
+        "backoff_prompt_sha256": backoff.sha256 if backoff else None,
+        "passages": settings.passages,
+        "passages_sha256": shared_passages(settings.passages).sha256 if settings.passages else None,
+    }
+
+
+@dataclass(frozen=True)
+class Parts:
+    """What a run's settings name, loaded and checked: its prompts, grammar and manifest config."""
+
+    prompt: Prompt
+    grammar: Grammar | None
+    backoff: Prompt | None
+    config: dict
+
+
+def load_parts(settings: Settings, collection: Collection, **run) -> Parts:
+    """Load and check everything the settings name, before any model loads: a bad file fails first."""
+    task = collection.task
+    prompt, grammar, backoff = prompt_of(settings, task), grammar_of(settings), backoff_prompt_of(settings, task)
+    collection_of(settings, collection)  # opens the passages now: a bad store fails before any model loads
+    return Parts(prompt, grammar, backoff, manifest_config(settings, collection, prompt, grammar, backoff, **run))
+
+
+def shared_passages(path: str) -> Passages:
+    """A store or collection opened once per process, so variants and questions share it; a file
+    rebuilt or replaced since it was opened (another size or time) is opened again, so its new
+    digest is what a resume compares."""
+    try:
+        stat = Path(path).stat()
+        version = (stat.st_size, stat.st_mtime_ns, stat.st_ino)
+    except OSError:
+        version = None  # open_passages names the missing file
+    return _opened(path, version)
+
+
+@functools.cache
+def _opened(path: str, version: tuple | None) -> Passages:
+    return open_passages(path)
+
+
+def model_options(settings: Settings) -> dict:
+    """The keyword arguments of `load_model` for these settings (a backend drops what it has no use for)."""
+    return {
+        "n_ctx": settings.n_ctx,
+        "temperature": settings.temperature,
+        "seed": settings.seed,
+        "host": settings.host,
+        "workers": settings.workers,
+        "timeout": settings.timeout,
+    }

@@ -1,0 +1,104 @@
+"""The folder layout is the architecture: each subpackage imports only the layers its docstring
+allows, and no module imports one that imports it back (read from the source with `ast`)."""
+
+import ast
+import re
+from pathlib import Path
+
+import rawreact
+
+PACKAGE = Path(rawreact.__file__).parent
+# Bottom to top; the root modules (the public API, the console script, `python -m`) sit above all.
+LAYERS = ("core", "models", "config", "environments", "tasks", "agents", "runs", "reports", "experiments", "cli")
+
+
+def _name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def _imports(name: str) -> set[str]:
+    """Every rawreact module `name` imports, anywhere in it (inside functions and TYPE_CHECKING too)."""
+    path = MODULES[name]
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + [base]).strip(".")
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
+        else:
+            continue
+        found |= {t for t in targets if t in MODULES and t != name}
+    return found
+
+
+GRAPH = {name: _imports(name) for name in MODULES}
+
+
+def _layer(name: str) -> str | None:
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in LAYERS else None
+
+
+def _allowed(layer: str) -> set[str]:
+    """The layers a subpackage's docstring says it may import."""
+    doc = ast.get_docstring(ast.parse((PACKAGE / layer / "__init__.py").read_text(encoding="utf-8"))) or ""
+    line = re.search(r"^May import: (.*)$", doc, re.MULTILINE)
+    assert line, f"rawreact/{layer}/__init__.py's docstring says nothing of what it may import"
+    text = line.group(1).rstrip(".")
+    if text == "every layer":
+        return set(LAYERS)
+    if text.startswith("nothing"):
+        return {layer}
+    return {word.strip() for word in text.split(",")} | {layer}
+
+
+def test_every_module_lives_in_a_layer_or_is_a_root_entry_point():
+    roots = {name for name in MODULES if _layer(name) is None}
+    assert roots == {"rawreact", "rawreact.__main__", "rawreact.console"}
+
+
+def test_each_layer_imports_only_the_layers_its_docstring_allows():
+    wrong = []
+    for layer in LAYERS:
+        allowed = _allowed(layer)
+        assert allowed <= set(LAYERS), f"{layer}: its docstring names an unknown layer"
+        below = set(LAYERS[: LAYERS.index(layer) + 1])
+        assert allowed <= below, f"{layer}'s docstring allows a layer above it: {sorted(allowed - below)}"
+        for name, targets in GRAPH.items():
+            if _layer(name) == layer:
+                # The root package holds only the version and lazy public names: every layer may read it.
+                wrong += [(name, t) for t in targets if t != "rawreact" and _layer(t) not in allowed]
+    assert wrong == []
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    cycles, state = [], {}
+
+    def visit(name: str, path: list[str]) -> None:
+        state[name] = "open"
+        for target in sorted(GRAPH[name]):
+            if state.get(target) == "open":
+                cycles.append(path[path.index(target) :] + [target])
+            elif target not in state:
+                visit(target, [*path, target])
+        state[name] = "done"
+
+    for name in sorted(GRAPH):
+        if name not in state:
+            visit(name, [name])
+    assert cycles == []
+
+
+def test_the_checker_sees_the_imports_it_must_see():
+    """The graph is read right: a lazy import inside a function and a TYPE_CHECKING import both count."""
+    assert "rawreact.models.llama" in GRAPH["rawreact.models"]  # imported inside load_model
+    assert "rawreact.environments.store" in GRAPH["rawreact.environments.env"]  # under TYPE_CHECKING
+    assert "rawreact.core.errors" in GRAPH["rawreact.core.resources"]
