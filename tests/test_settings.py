@@ -90,7 +90,7 @@ def test_a_toml_file_is_read_with_paths_relative_to_it(tmp_path):
 @pytest.mark.parametrize(
     ("text", "said"),
     [
-        ("max_step = 3\n", "unknown setting 'max_step' (a key); the settings are method, loop, model"),
+        ("max_step = 3\n", "unknown setting 'max_step' (a key); did you mean max_steps? the settings are method, loop"),
         ("[models]\nname = 'x'\n", "unknown setting 'models' (a table)"),
         ("[model]\nname = 'x'\n", "model must be a string, not a table"),
         ("max_steps = '3'\n", "max_steps='3' must be a whole number (or left out)"),

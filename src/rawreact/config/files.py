@@ -8,6 +8,7 @@ key and value is checked here, so a mistake is one line naming the file, the key
 allowed, before anything is loaded.
 """
 
+import difflib
 import json
 import sys
 from pathlib import Path
@@ -69,7 +70,9 @@ def _checked(path: Path, values: dict) -> dict:
         key = ALIASES.get(raw.replace("-", "_"), raw.replace("-", "_"))
         if key not in KEYS:
             kind = "a table" if isinstance(value, dict) else "a key"
-            raise DataError(f"{path}: unknown setting {raw!r} ({kind}); the settings are {', '.join(KEYS)}")
+            near = difflib.get_close_matches(key, [*KEYS, *ALIASES], n=1)
+            hint = f"did you mean {near[0]}? " if near else ""
+            raise DataError(f"{path}: unknown setting {raw!r} ({kind}); {hint}the settings are {', '.join(KEYS)}")
         if key in checked:
             raise DataError(f"{path}: {raw!r} sets {key} a second time")
         if key == "grammar" and value == "off":

@@ -3,7 +3,7 @@
 The questions (data, limit, shuffle), the method and its prompts, the model and its sampling, the
 loop, grammar, passages and guardrails, the limits, and how the questions are sent (workers, host,
 timeout). `rawreact run` builds one from its flags (over a `--config` file), `compare` makes each
-variant one (runs/setup.py's `Variant` adds a name), the manifest stores it, and `--config
+variant one (experiments/variants.py's `Variant` adds a name), the manifest stores it, and `--config
 RUN.jsonl.manifest.json` reads it back. A bad value is one `DataError` naming the key, the value and
 what is allowed, raised before any file is read or any model loads.
 """
@@ -104,12 +104,12 @@ class Settings:
             value = getattr(self, f.name)
             problem = type_problem(f.name, value)
             if problem:
-                raise DataError(f"{self._where}{problem}")
+                raise DataError(f"{self.where}{problem}")
             if isinstance(value, int) and not isinstance(value, bool) and float in _kinds(f.name):
                 object.__setattr__(self, f.name, float(value))  # 1 in a file is the temperature 1.0
         problem = self.problem()
         if problem:
-            raise DataError(f"{self._where}{problem}")
+            raise DataError(f"{self.where}{problem}")
 
     def problem(self) -> str | None:
         """What is wrong with these settings, or None: each value alone (`value_problem`), then together."""
@@ -142,7 +142,8 @@ class Settings:
         return {f.name: getattr(self, f.name) for f in fields(Settings)}
 
     @property
-    def _where(self) -> str:
+    def where(self) -> str:
+        """How an error names these settings: nothing here, "variant NAME: " for a comparison's variant."""
         return ""
 
 

@@ -36,7 +36,7 @@ class Variant(Settings):
         super().__post_init__()
 
     @property
-    def _where(self) -> str:
+    def where(self) -> str:
         return "" if self.name == "run" else f"variant {self.name}: "
 
     @property

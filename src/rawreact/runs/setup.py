@@ -21,11 +21,6 @@ from rawreact.tasks.collection import Collection, Passages, Question
 from rawreact.tasks.loading import open_passages
 
 
-def where(settings: Settings) -> str:
-    """How an error names the settings: "variant NAME: " for a comparison's variant, else nothing."""
-    return settings._where
-
-
 def prompt_of(settings: Settings, task: str = "qa") -> Prompt:
     """The prompt the settings send (a back-off's first part's) for the task ("qa" or "fever")."""
     return _load_prompt(
@@ -65,14 +60,14 @@ def collection_of(settings: Settings, collection: Collection) -> Collection:
     if settings.passages is None:
         if collection.task == "fever" and settings.method not in REASONING:
             raise DataError(
-                f"{where(settings)}FEVER claims are checked against Wikipedia: build a store of FEVER's wiki-pages "
+                f"{settings.where}FEVER claims are checked against Wikipedia: build a store of FEVER's wiki-pages "
                 "(rawreact index wiki-pages/ --out fever.sqlite) and give it with --passages fever.sqlite"
             )
         return collection
     passages = shared_passages(settings.passages)
     if settings.grammar == "titles" and passages.kind == "store":
         raise GrammarError(
-            f"{where(settings)}--grammar titles writes every passage title into the grammar, and the store "
+            f"{settings.where}--grammar titles writes every passage title into the grammar, and the store "
             f"{settings.passages} has {passages.count:,} pages; use --grammar step"
         )
     return collection.over(passages)
