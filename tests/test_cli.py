@@ -70,10 +70,7 @@ def test_run_the_demo_collection_quietly(tmp_path, capsys):
         (["run", "NOANSWER"], "questions[0] needs a string 'answer'"),
         (["run", "-k", "9"], "k=9 exemplars asked for"),
         (["run", "--prompt", "missing.txt"], "missing.txt: cannot read the prompt file"),
-        (
-            ["run", "--out", "no/such/folder/run.jsonl", "--model", "scripted:S"],
-            "run.jsonl: cannot write results: No such file or directory; does the folder exist?",
-        ),
+        (["run", "--out", "S/run.jsonl", "--model", "scripted:S"], "S/run.jsonl: S is a file, not a folder"),
         (["run", "--passages", "NOPE"], "NOPE: no such file; --passages takes a store built by `rawreact index`"),
         (["run", "--passages", "BAD"], "BAD line 1 column 2: not valid JSON"),
         (["run", "--key", "x"], "--key 'x' applies to a reference JSON prompt file"),

@@ -159,7 +159,7 @@ def test_the_cli_exports_says_what_it_did_and_explains_bad_input(runs, tmp_path)
 
 
 @pytest.mark.parametrize("layout", ["completion", "chat"])
-def test_an_empty_selection_writes_an_empty_file_and_says_why(rows, tmp_path, layout):
+def test_an_empty_selection_writes_nothing_fails_and_says_why(rows, tmp_path, layout):
     data = _data(rows, tmp_path, 3)
     run = tmp_path / "wrong.jsonl"
     model = _oracle(rows[:3], tmp_path / "w.json", wrong_every=1)
@@ -170,8 +170,9 @@ def test_an_empty_selection_writes_an_empty_file_and_says_why(rows, tmp_path, la
     done = subprocess.run(
         [*RAWREACT, "export", run, "--out", tmp_path / "t.jsonl", "--layout", layout], capture_output=True, text=True
     )
-    assert done.returncode == 0 and "no episode was selected" in done.stderr and "--min-f1 0.5" in done.stderr
-    assert (tmp_path / "t.jsonl").read_text() == ""
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "--min-f1 0.5" in done.stderr
+    assert "no example to export from 3 questions: 3 not selected (EM 1), 0 with no steps" in done.stderr
+    assert not (tmp_path / "t.jsonl").exists() and not (tmp_path / "t.jsonl.manifest.json").exists()
 
 
 def test_the_readme_examples_are_what_export_writes():

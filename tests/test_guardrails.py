@@ -223,7 +223,7 @@ def test_the_repeats_ablation_runs_from_the_command_line(rows, tmp_path):
         [sys.executable, "-m", "rawreact", "show", tmp_path / "cmp" / "repeats-note.jsonl", "--id", rows[0]["_id"]],
         capture_output=True, text=True, timeout=60,
     ).stdout  # fmt: skip
-    assert "ended by finish after 3 steps" in shown and ", 1 repeats," in shown
+    assert "ended by finish after 3 steps" in shown and ", 1 repeat," in shown
     assert "; the answer occurs in an observation" in shown.splitlines()[0]
     assert "Observation 2: " in shown and "(Note: step 1 already did Search[" in shown
     bad = subprocess.run([sys.executable, "-m", "rawreact", "run", "--budget", "0"], capture_output=True, text=True)

@@ -34,7 +34,7 @@ def compare_command(args: argparse.Namespace) -> int:
 
         def started(variant: Variant, done: int, total: int) -> None:
             bar.total = (bar.total or 0) + total
-            bar.update(done)
+            bar.resumed(done)
             kept = f"{done} of {total} questions already in its run file" if done else f"{total} questions"
             bar.write(f"variant {variant.name}: {kept}", file=sys.stderr)
 

@@ -3,6 +3,7 @@
 
 import argparse
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -97,6 +98,13 @@ def export_command(args: argparse.Namespace) -> int:
     options = {"layout": args.layout, "min_f1": args.min_f1, "with_prompt": args.prompt, "force": args.force}
     done = export(args.runs, args.out, **options)
     chosen = "EM 1" if args.min_f1 is None else f"F1 at least {args.min_f1:g}"
+    if not done.examples:  # nothing was written: an empty file would look like a finished export
+        hint = "; try --min-f1 0.5" if args.min_f1 is None and done.not_selected else ""
+        raise DataError(
+            f"no example to export from {plural(done.records, 'question')}: {done.not_selected} not selected "
+            f"({chosen}), {done.no_trajectory} with no steps for the {args.layout} layout, {done.no_target} with no "
+            f"step to learn from; nothing was written to {args.out}{hint}"
+        )
     print(
         f"rawreact: wrote {plural(done.examples, 'example')} ({args.layout}) from {done.questions} of "
         f"{plural(done.records, 'question')} ({chosen}) to {args.out}; {done.not_selected} not selected, "
@@ -105,9 +113,6 @@ def export_command(args: argparse.Namespace) -> int:
         "repeated)",
         file=sys.stderr,
     )
-    if not done.examples:
-        hint = "; try --min-f1 0.5" if args.min_f1 is None else ""
-        print(f"rawreact: warning: no episode was selected, so {args.out} is empty{hint}", file=sys.stderr)
     return 0
 
 
@@ -115,7 +120,8 @@ def show_command(args: argparse.Namespace) -> int:
     """`rawreact show`: the questions of a run file, or one question's transcript."""
     _, records = read_run(args.run)
     if args.id is None and not args.first_wrong:
-        print(printable(listing(records)), end="")
+        width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None  # piped: whole lines
+        print(printable(listing(records, width)), end="")
         return 0
     if args.first_wrong:
         found = [r for r in records if r["em"] == 0]

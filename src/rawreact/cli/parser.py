@@ -2,6 +2,9 @@
 left out, the setting comes from `--config` (or `--reference`), else from `Settings`."""
 
 import argparse
+import difflib
+import re
+import sys
 
 from rawreact import __version__
 from rawreact.config.choices import LOOPS, METHODS, REPEATS
@@ -54,83 +57,129 @@ def _seconds(text: str) -> float:
     return value
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, saying which option or command was meant when a word is misspelt (`--limt` -> `--limit`)."""
+
+    def error(self, message: str):
+        words = re.findall(r"(?:unrecognized arguments|invalid choice): '?([^ ']+)", message)
+        if words:
+            word = words[0]
+            if "choose from" in message:  # a command, or an option's value: the words argparse lists
+                known = re.findall(r"'([^']*)'", message.split("choose from", 1)[1])
+            else:
+                known = self._options()
+            # Options are compared without their dashes, which every one shares.
+            bare = {option.lstrip("-"): option for option in known}
+            near = difflib.get_close_matches(word.split("=")[0].lstrip("-"), list(bare), n=1, cutoff=0.6)
+            if near:
+                message += f"; did you mean {bare[near[0]]}?"
+        command = self._command()
+        if command is None:
+            super().error(message)
+        command.print_usage(sys.stderr)  # the usage of the command that was given, not the top level's
+        self.exit(2, f"{command.prog}: error: {message}\n")
+
+    def _command(self) -> argparse.ArgumentParser | None:
+        for action in self._subparsers._group_actions if self._subparsers else []:
+            name = next((word for word in self._given if word in action.choices), None)  # the first is the command
+            return action.choices[name] if name else None
+        return None
+
+    def _options(self) -> list[str]:
+        """The options of this parser and, when a command was given, of that command's parser."""
+        command = self._command()
+        actions = self._actions + (command._actions if command is not None else [])
+        return [option for action in actions for option in action.option_strings]
+
+    def parse_args(self, args=None, namespace=None):
+        self._given = list(args) if args is not None else sys.argv[1:]
+        return super().parse_args(args, namespace)
+
+
 def parser() -> argparse.ArgumentParser:
     """The whole command line: `rawreact COMMAND ...`."""
-    parser = argparse.ArgumentParser(prog="rawreact", description=DESCRIPTION, epilog=EPILOG)
+    parser = _Parser(prog="rawreact", description=DESCRIPTION, epilog=EPILOG)
+    parser._given = []
     parser.add_argument("--version", action="version", version=f"rawreact {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     run = commands.add_parser("run", help="run ReAct episodes, score them, and write a run file")
-    run.add_argument(
+    by_questions = run.add_argument_group("the questions")
+    by_method = run.add_argument_group("the method and its prompts")
+    by_model = run.add_argument_group("the model and its sampling")
+    by_loop = run.add_argument_group("the loop (grammar, passages, sentences per search)")
+    by_guard = run.add_argument_group("guardrails and limits")
+    by_output = run.add_argument_group("settings files and output")
+    by_questions.add_argument(
         "data",
         nargs="?",
         help="questions: HotpotQA JSON (official or Hugging Face), JSONL, or a collection (envs/ layout); "
         "default: the demo",
     )
-    run.add_argument(
+    by_model.add_argument(
         "--model",
         help=f"{', '.join(EMBEDDED_MODELS)}, a .gguf path, ollama:NAME, openai:[MODEL@]URL (or vllm:, llamacpp:), "
         f"or scripted:FILE.json (default: {DEFAULT_MODEL})",
     )
-    run.add_argument("--ollama-host", help="where Ollama listens (default: OLLAMA_HOST, else 127.0.0.1:11434)")
-    run.add_argument(
+    by_model.add_argument("--ollama-host", help="where Ollama listens (default: OLLAMA_HOST, else 127.0.0.1:11434)")
+    by_model.add_argument(
         "--timeout",
         type=_seconds,
         help=f"seconds to wait for a server's answer to one call before retrying it (default: {_DEFAULT.timeout})",
     )
-    run.add_argument(
+    by_model.add_argument(
         "--workers",
         type=_positive,
         help="questions in flight at once: decoded together by the embedded model, sent at once to a server; "
         f"default: {_DEFAULT.workers}",
     )
-    run.add_argument(
+    by_method.add_argument(
         "--method",
         choices=list(METHODS),
         help="react (the default), act (no thoughts), standard, cot, cot-sc (self-consistency), react-cot-sc "
         "(CoT-SC when ReAct gives no answer), cot-sc-react (ReAct when CoT-SC's vote is split), tools (native tool "
         "calls of a chat model)",
     )
-    run.add_argument(
+    by_output.add_argument(
         "--config",
         metavar="FILE",
         help="read the run's settings from a TOML file, or from a finished run's manifest (RUN.jsonl.manifest.json, "
         "or RUN.jsonl) to run it again; flags given beside it override it",
     )
-    run.add_argument(
+    by_method.add_argument(
         "--reference",
         metavar="DIR",
         help="the ReAct paper's setup, from your checkout DIR of the reference repository: its prompts and "
         "instruction, loop, sampling and scoring; options given beside it override their part",
     )
-    run.add_argument(
+    by_loop.add_argument(
         "--loop",
         choices=list(LOOPS),
         help="tolerant (rawreact's loop, the default) or reference (the reference notebook's loop and environment, "
         "byte for byte; 5 sentences per search unless --n-first; see docs/reference.md)",
     )
-    run.add_argument(
+    by_guard.add_argument(
         "--repeats",
         choices=list(REPEATS),
         help="a step that repeats an earlier action and sees the same: off (only counted, the default), note (a note "
         "after its observation tells the model), stop (the episode ends as 'repeat')",
     )
-    run.add_argument(
+    by_guard.add_argument(
         "--budget",
         type=_positive,
         metavar="TOKENS",
         help="tokens per episode (evaluated prompt tokens plus generated ones): a step starts only if the tokens "
         "spent plus --max-tokens fit, or the episode ends as 'budget' (default: no budget)",
     )
-    run.add_argument("--samples", type=_positive, help="CoT-SC samples per question (default: 21)")
-    run.add_argument("--sample-temperature", type=float, help="temperature of CoT-SC's samples (default: 0.7)")
-    run.add_argument("--prompt", help="an exemplar file, or a reference-style JSON prompt file with --key")
-    run.add_argument("--key", help="which prompt of a reference-style JSON file, such as webthink_simple6")
-    run.add_argument("--instruction", help="an instruction file to put before the exemplars (empty: none)")
-    run.add_argument("--backoff-prompt", help="the prompt of a back-off's second part (default: the shipped one)")
-    run.add_argument("--backoff-key", help="which prompt of a reference-style --backoff-prompt JSON file")
-    run.add_argument("--backoff-instruction", help="the instruction of a back-off's second part")
-    run.add_argument("-k", "--exemplars", type=int, help="use the first K exemplars (default: all)")
-    run.add_argument(
+    by_method.add_argument("--samples", type=_positive, help="CoT-SC samples per question (default: 21)")
+    by_method.add_argument("--sample-temperature", type=float, help="temperature of CoT-SC's samples (default: 0.7)")
+    by_method.add_argument("--prompt", help="an exemplar file, or a reference-style JSON prompt file with --key")
+    by_method.add_argument("--key", help="which prompt of a reference-style JSON file, such as webthink_simple6")
+    by_method.add_argument("--instruction", help="an instruction file to put before the exemplars (empty: none)")
+    by_method.add_argument("--backoff-prompt", help="the prompt of a back-off's second part (default: the shipped one)")
+    by_method.add_argument("--backoff-key", help="which prompt of a reference-style --backoff-prompt JSON file")
+    by_method.add_argument("--backoff-instruction", help="the instruction of a back-off's second part")
+    by_method.add_argument("-k", "--exemplars", type=int, help="use the first K exemplars (default: all)")
+    by_loop.add_argument(
         "--grammar",
         nargs="?",
         const="step",
@@ -138,44 +187,50 @@ def parser() -> argparse.ArgumentParser:
         help="constrain each step with a GBNF grammar: step (one call; --grammar alone), action (a free thought, "
         "then a constrained action), titles (step, with searches limited to passage titles), or off (the default)",
     )
-    run.add_argument("--grammar-file", help="your own grammar template, in the layout of prompts/grammars/step.gbnf")
-    run.add_argument("--question", help="ask this question instead of the data's questions")
-    run.add_argument("--answer", help="the gold answer of --question, for scoring")
-    run.add_argument(
+    by_loop.add_argument(
+        "--grammar-file", help="your own grammar template, in the layout of prompts/grammars/step.gbnf"
+    )
+    by_questions.add_argument("--question", help="ask this question instead of the data's questions")
+    by_questions.add_argument("--answer", help="the gold answer of --question, for scoring")
+    by_loop.add_argument(
         "--passages",
         help="search these passages instead of each question's own (the open setting): a store built by "
         "`rawreact index`, a collection (envs/ layout) or a HotpotQA file (its paragraphs pooled)",
     )
-    run.add_argument("--limit", type=_positive, help="run only the first N questions")
-    run.add_argument(
+    by_questions.add_argument("--limit", type=_positive, help="run only the first N questions")
+    by_questions.add_argument(
         "--shuffle", action=argparse.BooleanOptionalAction, help="shuffle the questions before --limit (default: no)"
     )
-    run.add_argument("--shuffle-seed", type=int, help="seed of --shuffle (default: 0)")
-    run.add_argument(
+    by_questions.add_argument("--shuffle-seed", type=int, help="seed of --shuffle (default: 0)")
+    by_questions.add_argument(
         "--shuffle-range",
         type=_positive,
         metavar="N",
         help="shuffle the first N questions' indices, as FEVER.ipynb shuffles range(7405) (default: all)",
     )
-    run.add_argument("--seed", type=int, help=f"seed of sampling (default: {_DEFAULT.seed})")
-    run.add_argument("--out", help="write one JSON line per question to this run file, and a manifest beside it")
-    run.add_argument("--resume", action="store_true", help="continue the run in --out, skipping finished questions")
-    run.add_argument(
+    by_model.add_argument("--seed", type=int, help=f"seed of sampling (default: {_DEFAULT.seed})")
+    by_output.add_argument("--out", help="write one JSON line per question to this run file, and a manifest beside it")
+    by_output.add_argument(
+        "--resume", action="store_true", help="continue the run in --out, skipping finished questions"
+    )
+    by_guard.add_argument(
         "--max-steps",
         type=_positive,
         help="step limit per question (default: 7, or 5 for the ReAct part of a FEVER react-cot-sc, as the paper)",
     )
-    run.add_argument(
+    by_model.add_argument(
         "--max-tokens", type=_positive, help=f"token limit per model call (default: {_DEFAULT.max_tokens})"
     )
-    run.add_argument(
+    by_loop.add_argument(
         "--n-first", type=_positive, help="sentences a search shows (default: 2, or 5 with --loop reference)"
     )
-    run.add_argument("--n-ctx", type=_positive, help=f"context window of a llama.cpp model (default: {_DEFAULT.n_ctx})")
-    run.add_argument(
+    by_model.add_argument(
+        "--n-ctx", type=_positive, help=f"context window of a llama.cpp model (default: {_DEFAULT.n_ctx})"
+    )
+    by_model.add_argument(
         "--temperature", type=float, help=f"sampling temperature (default: {_DEFAULT.temperature}, greedy)"
     )
-    run.add_argument("-q", "--quiet", action="store_true", help="print only the result lines")
+    by_output.add_argument("-q", "--quiet", action="store_true", help="print only the result lines")
     _compare_parser(commands)
     report = commands.add_parser("report", help="the summaries of run files, side by side")
     report.add_argument("runs", nargs="+", metavar="[NAME=]RUN.jsonl", help="run files, the first being the base")

@@ -14,13 +14,14 @@ from rawreact.config.choices import REASONING, SAMPLING
 from rawreact.config.files import manifest_settings
 from rawreact.config.settings import Settings
 from rawreact.core.errors import DataError, GrammarError
+from rawreact.core.folders import check_parents
 from rawreact.core.text import plural, printable
 from rawreact.models import load_model
 from rawreact.reports.summary import context_warning, summarize, summary_line
 from rawreact.runs.records import manifest_path
 from rawreact.runs.run import Result, check_context, run_questions
 from rawreact.runs.runfile import RunFile
-from rawreact.runs.setup import envs_of, load_parts, model_options, solve_options
+from rawreact.runs.setup import envs_of, load_parts, model_options, shared_passages, solve_options
 from rawreact.tasks.collection import Question
 
 
@@ -30,6 +31,8 @@ def run(args: argparse.Namespace) -> int:
         raise DataError("--resume continues the run file given with --out; add --out RUN.jsonl")
     if args.out and Path(args.out).is_dir():
         raise DataError(f"{args.out} is a folder; give --out a file name, such as {Path(args.out) / 'run.jsonl'}")
+    if args.out:
+        check_parents(args.out)  # before any model time; the folders themselves are made with the run file
     if args.out and args.config:
         for out in (args.out, manifest_path(args.out)):
             refuse_inputs(out, [args.config], "the settings file")
@@ -66,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"rawreact {__version__}: {plural(len(questions), 'question')} from {collection.name}, model {model.name}, "
         f"method {settings.method}{_sampling(settings)}{_loop(settings)}, prompt {prompt.source} "
-        f"({plural(prompt.exemplars, 'exemplar')}), grammar {parts.config['grammar'] or 'off'}"
+        f"({plural(prompt.exemplars, 'exemplar')}), grammar {parts.config['grammar'] or 'off'}{_passages(settings)}"
         + (f"; {len(done)} already in {args.out}" if done else ""),
         flush=True,
     )
@@ -130,6 +133,15 @@ def _loop(settings: Settings) -> str:
     return f", {settings.loop} loop ({', '.join(parts)})"
 
 
+def _passages(settings: Settings) -> str:
+    """Where searches look, for a run's header when it is not each question's own paragraphs."""
+    if settings.passages is None:
+        return ""
+    passages = shared_passages(settings.passages)
+    what = "the store" if passages.kind == "store" else "the pooled passages of"
+    return f", searching {what} {settings.passages} ({plural(passages.count, 'page')}; the open setting)"
+
+
 def _support(value: bool | None) -> str:
     return "" if value is None else ", answer seen" if value else ", answer not seen"
 
@@ -167,6 +179,7 @@ def _result_line(n: int, total: int, result: Result) -> str:
         f"result [{n}/{total}] {result.question.id}: {verdict(result.em)} (EM {score_cell(result.em, '{:.0f}')}, "
         f"F1 {score_cell(result.f1, '{:.2f}')}) "
         f"answer {out.answer!r}{branch}, gold {result.question.answer!r}; ended by {out.ended} after "
-        f"{len(out.steps)} steps, {out.model_calls} calls, {out.invalid_actions} invalid, "
-        f"{out.fallback_calls} fallback, {out.repeats} repeats{_support(result.supported)}, {out.seconds:.1f} s"
+        f"{plural(len(out.steps), 'step')}, {plural(out.model_calls, 'call')}, {out.invalid_actions} invalid, "
+        f"{out.fallback_calls} fallback, {plural(out.repeats, 'repeat')}{_support(result.supported)}, "
+        f"{out.seconds:.1f} s"
     )

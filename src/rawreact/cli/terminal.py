@@ -2,6 +2,7 @@
 
 import signal
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -43,7 +44,33 @@ def terminated_as_interrupt() -> Iterator[None]:
 
 
 def progress(total: int, done: int):
-    """A progress bar on stderr when it is a terminal (tqdm turns itself off otherwise)."""
+    """A progress bar on stderr when it is a terminal (tqdm turns itself off otherwise).
+
+    Its clock ticks every second while questions are under way, even before the first one finishes,
+    and its rate and time left count only the questions answered in this process: `done` (already
+    in the run file) is where it starts, not progress.
+    """
     from tqdm import tqdm
 
-    return tqdm(total=total, initial=done, unit="q", dynamic_ncols=True, disable=None, file=sys.stderr)
+    class Bar(tqdm):
+        def close(self) -> None:
+            self.ticking.set()
+            super().close()
+
+        def resumed(self, done: int) -> None:
+            """Count `done` questions found in a run file as there, not as answered now."""
+            self.n += done
+            self.last_print_n += done
+            self.initial += done
+            self.refresh()
+
+    bar = Bar(total=total, initial=done, unit="q", dynamic_ncols=True, disable=None, file=sys.stderr)
+    bar.ticking = threading.Event()
+    if not bar.disable:
+        threading.Thread(target=_tick, args=(bar,), daemon=True).start()
+    return bar
+
+
+def _tick(bar) -> None:
+    while not bar.ticking.wait(1.0):
+        bar.refresh()

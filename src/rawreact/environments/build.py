@@ -14,6 +14,7 @@ from pathlib import Path
 
 from rawreact import __version__
 from rawreact.core.errors import DataError
+from rawreact.core.folders import make_parents, remove_made
 from rawreact.core.text import one_line
 from rawreact.environments.store import FORMAT, VERSION
 from rawreact.environments.titles import title_key
@@ -40,12 +41,14 @@ def build_store(
     counted (`unreadable`).
     """
     out = Path(out)
+    made = make_parents(out)
     remove_stale_builds(out)
     temp = out.with_name(f"{_BUILDING.format(name=out.name)}{os.getpid()}")
     temp.unlink(missing_ok=True)
     try:
         db = sqlite3.connect(temp)
     except sqlite3.Error as error:
+        remove_made(made)
         raise DataError(f"{out}: cannot write the store there ({error})") from None
     try:
         info = _fill(db, sources, on_pages)
@@ -55,6 +58,7 @@ def build_store(
     except BaseException:
         db.close()
         temp.unlink(missing_ok=True)
+        remove_made(made)
         raise
 
 

@@ -134,6 +134,7 @@ def export(
     """Write the examples of `runs`' selected episodes to `out` (whole or not at all), and a manifest beside it.
 
     Without `force`, an existing `out` or manifest is refused once the runs are read, before anything is written.
+    With no example to write, nothing is written (`examples` is 0, and the counts say why).
     """
     if layout not in LAYOUTS:
         raise DataError(f"unknown layout {layout!r}; the layouts are {', '.join(LAYOUTS)}")
@@ -172,6 +173,8 @@ def export(
         "questions": result.questions,
     }
     out = Path(out)
+    if not lines:  # an empty file would look like a finished export: write nothing (the caller says why)
+        return result
     for path in (out, manifest_path(out)):
         refuse_existing(path, force, "--out")
     write_whole(out, "".join(line + "\n" for line in lines), "choose another --out")

@@ -3,17 +3,39 @@
 from rawreact.agents.reasoning import Reasoning
 from rawreact.agents.record import Trajectory, history_text
 from rawreact.config.choices import BACKOFFS
+from rawreact.core.text import one_line, plural
 from rawreact.reports.summary import score, table
 
 
-def listing(records: list[dict]) -> str:
-    """The questions of a run, one row each: id, EM, F1, how it ended, steps."""
+def listing(records: list[dict], width: int | None = None) -> str:
+    """The questions of a run, one row each: id, EM, F1, how it ended, steps, then the question, the
+    prediction and the gold answer (one line each), cut with "…" to fit `width` columns if given."""
     rows = [
         {"id": r["id"], "EM": score(r["em"], "{:.0f}"), "F1": score(r["f1"], "{:.2f}"), "ended": r["ended"]}
         | {"steps": str(r["steps"])}
+        | {"question": one_line(r["question"]), "prediction": one_line(r["prediction"]), "gold": one_line(r["answer"])}
         for r in records
     ]
-    return table(rows) if rows else "no questions yet\n"
+    if not rows:
+        return "no questions yet\n"
+    if width is not None:  # the answers take up to a quarter each, the question the rest
+        longest = {h: max(len(h), *(len(row[h]) for row in rows)) for h in rows[0]}
+        texts = ("question", "prediction", "gold")
+        room = width - sum(longest[h] + 2 for h in rows[0] if h not in texts) - 4
+        limits = {h: min(longest[h], max(8, room // 4)) for h in texts[1:]}
+        limits["question"] = max(8, room - sum(limits.values()))
+        for row in rows:
+            row |= {h: _cut(row[h], limits[h]) for h in texts}
+    return table(rows)
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _count(n: int | None, word: str) -> str:
+    """`plural`, or "? repeats" for a count that records written before it was counted lack."""
+    return f"? {word}s" if n is None else plural(n, word)
 
 
 def show(record: dict, with_prompt: bool = False) -> str:
@@ -28,9 +50,10 @@ def show(record: dict, with_prompt: bool = False) -> str:
     head = (
         f"id {record['id']}: EM {score(record['em'], '{:.0f}')}, F1 {score(record['f1'], '{:.2f}')}; "
         f"prediction {record['prediction']!r}, "
-        f"gold {record['answer']!r}; ended by {record['ended']} after {record['steps']} steps, "
-        f"{record['model_calls']} calls ({record.get('fallback_calls', '?')} fallback), {record['invalid_actions']} "
-        f"invalid actions, {record.get('repeats', '?')} repeats, {record['seconds']:.1f} s; method "
+        f"gold {record['answer']!r}; ended by {record['ended']} after {plural(record['steps'], 'step')}, "
+        f"{plural(record['model_calls'], 'call')} ({record.get('fallback_calls', '?')} fallback), "
+        f"{plural(record['invalid_actions'], 'invalid action')}, {_count(record.get('repeats'), 'repeat')}, "
+        f"{record['seconds']:.1f} s; method "
         f"{method}{answered}{loop}{_seen(record.get('supported'))}\n"
     )
     parts = []

@@ -42,7 +42,6 @@ def summarize(records: list[dict]) -> dict:
         "repeats_per_question": _known_mean(records, "repeats"),
         **_support(records),
         "endings": endings,
-        "search_hit_rate": sum(r.get("search_hits", 0) for r in records) / searches if searches else 0.0,
         "steps": mean("steps"),
         "calls": mean("model_calls"),
         "prompt_tokens": sum(r["tokens"]["prompt"] for r in records) / n,
@@ -56,6 +55,8 @@ def summarize(records: list[dict]) -> dict:
         # CoT-SC's mean vote share, and which part of a back-off answered: absent where they do not apply.
         **({"vote_share": sum(shares) / len(shares)} if shares else {}),
         **({"branches": _shares([r["branch"] for r in backoffs])} if backoffs else {}),
+        # Absent (shown "-") when no question searched: Standard and CoT cannot.
+        **({"search_hit_rate": sum(r.get("search_hits", 0) for r in records) / searches} if searches else {}),
     }
 
 
@@ -118,6 +119,7 @@ def summary_line(summary: dict) -> str:
     context = f", {s['context_ended']} ended by the context window" if s["context_ended"] else ""
     fallback = _cell(s, "fallback_per_question", "{:.2f}")
     unscored = s["questions"] - s["scored"]
+    hits = f"{s['search_hit_rate']:.0%} of searches hit" if "search_hit_rate" in s else "no searches"
     scores = (
         f"EM {s['em']:.3f}, F1 {s['f1']:.3f}" + (f" over {s['scored']} scored" if unscored else "")
         if "em" in s
@@ -129,7 +131,7 @@ def summary_line(summary: dict) -> str:
         f"{s['invalid_per_question']:.2f} invalid actions, {fallback} fallback calls, {s['steps']:.1f} steps, "
         f"{s['calls']:.1f} calls, "
         f"{s['completion_tokens']:.0f} generated and {evaluated} evaluated tokens, "
-        f"{s['search_hit_rate']:.0%} of searches hit, {repeats} repeats{support}, {s['seconds']:.1f} s per question; "
+        f"{hits}, {repeats} repeats{support}, {s['seconds']:.1f} s per question; "
         f"ended: {_endings_cell(s)}"
     )
 

@@ -15,6 +15,7 @@ from importlib import metadata
 from pathlib import Path
 
 from rawreact.core.errors import DataError
+from rawreact.core.folders import make_parents, remove_made
 from rawreact.runs.records import (
     _KIND_NAMES,
     _PARTS,
@@ -32,6 +33,7 @@ def write_whole(path: str | Path, text: str, hint: str) -> Path:
     An error names the file and says `hint`, what to do; a file already at `path` is then left as it was.
     """
     path = Path(path)
+    make_parents(path)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         # A lone surrogate (which a model can write and a run file keeps as a JSON escape) has no UTF-8:
@@ -82,15 +84,21 @@ class RunFile:
         self.config, self.details = config or {}, details or {}
         if self.path.is_dir():
             raise DataError(f"{self.path} is a folder; give --out a file name, such as {self.path / 'run.jsonl'}")
+        made = make_parents(self.path)
         try:
             self._sink = open(self.path, "ab")  # noqa: SIM115 (closed by close())
         except OSError as error:
-            raise DataError(f"{self.path}: cannot write results: {error.strerror}; does the folder exist?") from None
+            remove_made(made)
+            raise DataError(f"{self.path}: cannot write results: {error.strerror}") from None
         try:
             self._lock()
             self._open(resume)
         except BaseException:
             self._sink.close()
+            if made:  # a run that never started leaves no folder behind either
+                self.path.unlink(missing_ok=True)
+                self.manifest_path.unlink(missing_ok=True)
+                remove_made(made)
             raise
 
     def _lock(self) -> None:

@@ -1,0 +1,39 @@
+"""Output folders made as `mkdir -p` makes them, and removed again when what was to go in them failed."""
+
+from pathlib import Path
+
+from rawreact.core.errors import DataError
+
+
+def check_parents(path: str | Path) -> None:
+    """Refuse a path with a file where one of its folders should be, before anything is made or loaded."""
+    for folder in reversed(Path(path).parents):
+        if folder.exists() and not folder.is_dir():
+            raise DataError(f"{path}: {folder} is a file, not a folder; choose another path")
+
+
+def make_parents(path: str | Path) -> list[Path]:
+    """Make the folders above `path` that are missing, as `mkdir -p` does; returns those made, top first,
+    so a caller that then fails can remove them (`remove_made`). A file in the way is one clear error."""
+    check_parents(path)
+    made = []
+    for folder in reversed(Path(path).parents):
+        if folder.is_dir():
+            continue
+        try:
+            folder.mkdir()
+        except FileExistsError:  # made at the same moment by another process
+            continue
+        except OSError as error:
+            raise DataError(f"{path}: cannot make the folder {folder}: {error.strerror}") from None
+        made.append(folder)
+    return made
+
+
+def remove_made(folders: list[Path]) -> None:
+    """Remove the folders `make_parents` made, deepest first, where they are still empty."""
+    for folder in reversed(folders):
+        try:
+            folder.rmdir()
+        except OSError:
+            return
