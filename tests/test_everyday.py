@@ -123,7 +123,8 @@ def _in_a_terminal(args: list[str], columns: int = 100) -> str:
 
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, columns, 0, 0))
-    process = subprocess.Popen([*RAWREACT, *args], stdin=slave, stdout=slave, stderr=slave)
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}  # the terminal's size decides
+    process = subprocess.Popen([*RAWREACT, *args], stdin=slave, stdout=slave, stderr=slave, env=env)
     os.close(slave)
     shown = b""
     while True:
@@ -157,3 +158,31 @@ def test_the_progress_clock_ticks_before_the_first_answer_and_a_resume_is_not_sp
     assert " 4/4 " in last
     seconds = float(last.split("s/q")[0].split()[-1]) if "s/q" in last else 1 / float(last.split("q/s")[0].split()[-1])
     assert seconds > 1.0, last  # counting the 2 kept questions as answered at once would halve it or worse
+
+
+def test_text_tables_fit_the_terminal_and_markdown_and_csv_keep_every_column(rows, tmp_path, capsys):
+    out, _ = _records(rows, tmp_path, n=3)
+    other = tmp_path / "other.jsonl"
+    assert (
+        main(["run", str(tmp_path / "dev.json"), "--model", _oracle(rows, tmp_path / "p.json"), "--out", str(other)])
+        == 0
+    )
+    capsys.readouterr()
+    for width in (100, 160):
+        shown = _in_a_terminal(["compare-runs", str(out), str(other), "--resamples", "200"], columns=width)
+        lines = [line for line in shown.replace("\r", "").splitlines() if line and not line.startswith("3 questions")]
+        assert max(map(len, lines)) <= width
+        heads = [line.split() for line in lines if line.startswith("variant")]
+        assert len(heads) >= 2 and all(head[0] == "variant" for head in heads)  # the name starts every table
+        essentials = ["variant", "n", "EM", "ΔEM", "F1", "ΔF1", "finished"]  # first, as far as they fit
+        first = min(len(heads[0]), len(essentials))
+        assert heads[0][:first] == essentials[:first] and (width == 100 or first == len(essentials))
+    assert main(["compare-runs", str(out), str(other), "--format", "markdown", "--resamples", "200"]) == 0
+    markdown = capsys.readouterr().out.splitlines()
+    assert len(markdown) == 4 and "| s/q |" in markdown[0] and "| ΔF1 |" in markdown[0]
+    assert main(["report", str(out), "--columns", "EM,F1,s/q"]) == 0
+    assert capsys.readouterr().out.splitlines()[0].split() == ["run", "EM", "F1", "s/q"]
+    assert main(["report", str(out), "--columns", "all"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 2  # one table, however wide
+    assert main(["report", str(out), "--columns", "EN"]) == 2
+    assert "--columns: no column 'EN'; the columns are method, " in capsys.readouterr().err

@@ -4,7 +4,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from rawreact.cli.files import intervals_note
+from rawreact.cli.files import intervals_note, shown
 from rawreact.cli.run import score_cell, verdict
 from rawreact.cli.settings import given_flags
 from rawreact.cli.terminal import Stopper, progress
@@ -73,6 +73,6 @@ def compare_command(args: argparse.Namespace) -> int:
     out = Path(args.out)
     for style, name in (("markdown", "comparison.md"), ("csv", "comparison.csv")):
         (out / name).write_text(comparison.table(style), encoding="utf-8")
-    print(comparison.table(args.format), end="")
+    print(shown(comparison.rows(args.format), args), end="")
     intervals_note(args, comparison, f"; tables in {out / 'comparison.md'} and {out / 'comparison.csv'}")
     return 0

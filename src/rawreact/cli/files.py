@@ -14,7 +14,7 @@ from rawreact.reports.comparison import compare_runs
 from rawreact.reports.export import export
 from rawreact.reports.html import write_page
 from rawreact.reports.show import listing, show
-from rawreact.reports.summary import drop_unused, row_of, table
+from rawreact.reports.summary import drop_unused, fitted, row_of, table
 from rawreact.runs.records import legacy_manifest_path, manifest_path, read_run
 from rawreact.runs.runfile import refuse_existing
 from rawreact.tasks.fever import label_table
@@ -42,6 +42,15 @@ def run_inputs(runs: list[str | Path]) -> list[Path]:
     return [path for run in map(Path, runs) for path in (run, manifest_path(run), legacy_manifest_path(run))]
 
 
+def shown(rows: list[dict[str, str]], args: argparse.Namespace) -> str:
+    """A table as a command prints it: Markdown and CSV with every column; text fitted to the terminal's
+    width (as several tables, or the `--columns` chosen), and whole when the output is not a terminal."""
+    if args.format != "text":
+        return table(rows, args.format)
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+    return fitted(rows, width, args.columns)
+
+
 def intervals_note(args: argparse.Namespace, comparison, where: str = "") -> None:
     """Say on stderr how many questions a comparison covers and how its intervals were drawn."""
     print(
@@ -54,7 +63,7 @@ def intervals_note(args: argparse.Namespace, comparison, where: str = "") -> Non
 def compare_runs_command(args: argparse.Namespace) -> int:
     """`rawreact compare-runs`: finished run files side by side, with intervals, on their shared questions."""
     comparison = compare_runs(_named(args.runs), resamples=args.resamples, seed=args.stats_seed)
-    print(comparison.table(args.format), end="")
+    print(shown(comparison.rows(args.format), args), end="")
     intervals_note(args, comparison)
     return 0
 
@@ -84,7 +93,7 @@ def report(args: argparse.Namespace) -> int:
     if args.html:
         written = write_page(runs, args.html, resamples=args.resamples, seed=args.stats_seed)
         print(f"rawreact: wrote the report of {plural(len(runs), 'run')} to {written}", file=sys.stderr)
-    print(printable(table(drop_unused(rows), args.format)), end="")
+    print(printable(shown(drop_unused(rows), args)), end="")
     labels = label_table({name: records for name, (_, records) in loaded.items()})
     if labels:  # FEVER runs: label accuracy per gold label, and what was answered
         print("\n" + printable(table(labels, args.format)), end="")

@@ -23,6 +23,10 @@ EPILOG = "Start with `rawreact run` (the demo on the embedded model); `rawreact 
 
 
 _DEFAULT = Settings()
+COLUMNS_HELP = (
+    "the text table's columns after the name, comma-separated, or all (one table, however wide); by default "
+    "every column, in as many tables as fit the terminal's width (Markdown and CSV always have every column)"
+)
 
 
 def _positive(text: str) -> int:
@@ -235,6 +239,7 @@ def parser() -> argparse.ArgumentParser:
     report = commands.add_parser("report", help="the summaries of run files, side by side")
     report.add_argument("runs", nargs="+", metavar="[NAME=]RUN.jsonl", help="run files, the first being the base")
     report.add_argument("--format", choices=("text", "markdown", "csv"), default="text", help="table format")
+    report.add_argument("--columns", metavar="LIST", help=COLUMNS_HELP)
     report.add_argument(
         "--html", metavar="FILE", help="also write the whole report (charts, questions, transcripts) as one web page"
     )
@@ -246,6 +251,7 @@ def parser() -> argparse.ArgumentParser:
     )
     runs.add_argument("runs", nargs="+", metavar="[NAME=]RUN.jsonl", help="run files, the first being the base")
     runs.add_argument("--format", choices=("text", "markdown", "csv"), default="text", help="table format")
+    runs.add_argument("--columns", metavar="LIST", help=COLUMNS_HELP)
     runs.add_argument("--resamples", type=_positive, default=10_000, help="bootstrap resamples (default: 10000)")
     runs.add_argument("--stats-seed", type=int, default=0, help="seed of the bootstrap (default: 0)")
     export_ = commands.add_parser("export", help="the steps of a run's good episodes as fine-tuning examples")
@@ -321,6 +327,7 @@ def _compare_parser(commands) -> None:
     compare.add_argument("--ollama-host", help="where Ollama listens (default: OLLAMA_HOST)")
     compare.add_argument("--timeout", type=_seconds, help="seconds a server may take per call")
     compare.add_argument("--format", choices=("text", "markdown", "csv"), default="text", help="table on stdout")
+    compare.add_argument("--columns", metavar="LIST", help=COLUMNS_HELP)
     compare.add_argument("--resamples", type=_positive, default=10_000, help="bootstrap resamples (default: 10000)")
     compare.add_argument("--stats-seed", type=int, default=0, help="seed of the bootstrap (default: 0)")
     compare.add_argument("-q", "--quiet", action="store_true", help="no line per question")

@@ -8,6 +8,7 @@ from collections import Counter
 
 from rawreact.agents.guardrails import ENDINGS
 from rawreact.config.choices import BACKOFFS
+from rawreact.core.errors import DataError
 
 
 def summarize(records: list[dict]) -> dict:
@@ -230,3 +231,35 @@ def table(rows: list[dict[str, str]], style: str = "text") -> str:
     lines = ["  ".join(h.ljust(widths[h]) for h in headers)]
     lines += ["  ".join(row[h].ljust(widths[h]) for h in headers) for row in rows]
     return "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+ESSENTIAL = ("n", "scored", "EM", "ΔEM", "F1", "ΔF1", "finished")
+
+
+def fitted(rows: list[dict[str, str]], width: int | None, columns: str | None = None) -> str:
+    """A text table that fits `width` columns: as many tables as it takes, each starting with the name
+    column, the essential columns first (ESSENTIAL), then the others in order. `columns` is "all" (one table,
+    every column, however wide) or a comma-separated list of the columns to show after the name."""
+    if not rows:
+        return table(rows)
+    name, *rest = list(rows[0])
+    if columns and columns != "all":
+        wanted = [c.strip() for c in columns.split(",") if c.strip()]
+        unknown = [c for c in wanted if c not in rest]
+        if unknown:
+            raise DataError(f"--columns: no column {unknown[0]!r}; the columns are {', '.join(rest)} (or all)")
+        rest = wanted
+    else:  # the essential columns first: the scores with their intervals and differences, and how many finished
+        rest = [c for c in ESSENTIAL if c in rest] + [c for c in rest if c not in ESSENTIAL]
+    if columns == "all" or width is None:
+        return table([{h: row[h] for h in (name, *rest)} for row in rows])
+    size = {h: max(len(h), *(len(row[h]) for row in rows)) for h in (name, *rest)}
+    parts, part, used = [], [], size[name]
+    for header in rest:
+        if part and used + 2 + size[header] > width:
+            parts.append(part)
+            part, used = [], size[name]
+        part.append(header)
+        used += 2 + size[header]
+    parts.append(part)
+    return "\n".join(table([{h: row[h] for h in (name, *part)} for row in rows]) for part in parts)
