@@ -186,3 +186,19 @@ def test_text_tables_fit_the_terminal_and_markdown_and_csv_keep_every_column(row
     assert len(capsys.readouterr().out.splitlines()) == 2  # one table, however wide
     assert main(["report", str(out), "--columns", "EN"]) == 2
     assert "--columns: no column 'EN'; the columns are method, " in capsys.readouterr().err
+
+
+def test_throughput_counts_the_wall_time_the_questions_covered_once(rows, tmp_path, capsys):
+    _, records = _records(rows, tmp_path, n=2)
+    assert all(
+        r["started"] <= r["finished"] and abs(r["finished"] - r["started"] - r["seconds"]) < 0.05 for r in records
+    )
+    base = records[0]
+    spans = [(0.0, 10.0), (5.0, 15.0), (100.0, 110.0)]  # two overlap (workers), then a gap (a resume)
+    timed = [{**base, "id": str(i), "started": s, "finished": f} for i, (s, f) in enumerate(spans)]
+    summary = summarize(timed)
+    assert summary["wall_seconds"] == 25.0 and summary["per_minute"] == 3 * 60 / 25
+    assert "(7.2 questions per minute of wall time)" in summary_line(summary)
+    assert row_of("t", None, timed)["q/min"] == "7.2"
+    untimed = [timed[0], {k: v for k, v in timed[1].items() if k not in ("started", "finished")}]
+    assert "per_minute" not in summarize(untimed) and row_of("u", None, untimed)["q/min"] == "-"

@@ -274,7 +274,7 @@ def _parallel_setup(rows, tmp_path, n=12, **script):
 
 def _same(records: list[dict]) -> dict[str, dict]:
     """Records by id, without what depends on timing."""
-    strip = lambda r: {k: v for k, v in r.items() if k not in ("seconds", "trajectory")}  # noqa: E731
+    strip = lambda r: {k: v for k, v in r.items() if k not in ("seconds", "started", "finished", "trajectory")}  # noqa: E731
     steps = lambda r: [(s["thought"], s["action_text"], s["observation"]) for s in r["trajectory"]["steps"]]  # noqa: E731
     return {r["id"]: {**strip(r), "steps": steps(r)} for r in records}
 

@@ -12,7 +12,7 @@ from rawreact.cli.app import main
 from rawreact.config.files import manifest_settings
 from rawreact.config.settings import KEYS, SHARED, VARIANT_KEYS
 
-TIMES = ("seconds",)
+TIMES = ("seconds", "started", "finished")
 
 
 def _timeless(value):

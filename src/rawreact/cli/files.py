@@ -14,7 +14,7 @@ from rawreact.reports.comparison import compare_runs
 from rawreact.reports.export import export
 from rawreact.reports.html import write_page
 from rawreact.reports.show import listing, show
-from rawreact.reports.summary import drop_unused, fitted, row_of, table
+from rawreact.reports.summary import TIMES_NOTE, drop_unused, fitted, row_of, table
 from rawreact.runs.records import legacy_manifest_path, manifest_path, read_run
 from rawreact.runs.runfile import refuse_existing
 from rawreact.tasks.fever import label_table
@@ -55,7 +55,7 @@ def intervals_note(args: argparse.Namespace, comparison, where: str = "") -> Non
     """Say on stderr how many questions a comparison covers and how its intervals were drawn."""
     print(
         f"\n{plural(len(comparison.ids), 'question')}; 95% bootstrap intervals ({args.resamples} resamples, "
-        f"seed {args.stats_seed}); Δ is paired against {comparison.names[0]}{where}",
+        f"seed {args.stats_seed}); Δ is paired against {comparison.names[0]}{where}; {TIMES_NOTE}",
         file=sys.stderr,
     )
 
@@ -94,6 +94,7 @@ def report(args: argparse.Namespace) -> int:
         written = write_page(runs, args.html, resamples=args.resamples, seed=args.stats_seed)
         print(f"rawreact: wrote the report of {plural(len(runs), 'run')} to {written}", file=sys.stderr)
     print(printable(shown(drop_unused(rows), args)), end="")
+    print(f"rawreact: {TIMES_NOTE}", file=sys.stderr)
     labels = label_table({name: records for name, (_, records) in loaded.items()})
     if labels:  # FEVER runs: label accuracy per gold label, and what was answered
         print("\n" + printable(table(labels, args.format)), end="")

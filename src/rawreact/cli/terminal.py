@@ -59,6 +59,8 @@ def progress(total: int, done: int):
 
         def resumed(self, done: int) -> None:
             """Count `done` questions found in a run file as there, not as answered now."""
+            if self.disable:  # not a terminal: no bar to count on
+                return
             self.n += done
             self.last_print_n += done
             self.initial += done

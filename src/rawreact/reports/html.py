@@ -20,7 +20,7 @@ from rawreact.core.text import plural
 from rawreact.reports import svg
 from rawreact.reports.comparison import Comparison
 from rawreact.reports.html_questions import prompts_html, questions_table
-from rawreact.reports.summary import drop_unused, row_of, summarize
+from rawreact.reports.summary import TIMES_NOTE, drop_unused, row_of, summarize
 from rawreact.runs.records import read_run
 from rawreact.runs.runfile import write_whole
 from rawreact.tasks.fever import label_table
@@ -60,6 +60,7 @@ def page(runs: dict[str, str | Path], *, resamples: int = RESAMPLES, seed: int =
         f"written by rawreact {escape(__version__)}. Click a question to see its transcript.</p>",
         "<h2>Summary</h2>",
         _split(drop_unused([row_of(name, *read) for name, read in loaded.items()]), _SCORES),
+        f'<p class="note">{escape(TIMES_NOTE[0].upper() + TIMES_NOTE[1:])}.</p>',
         _inputs(runs, {name: manifest for name, (manifest, _) in loaded.items()}),
         _labels(records),
         _comparison(records, resamples, seed),

@@ -56,9 +56,26 @@ def summarize(records: list[dict]) -> dict:
         # CoT-SC's mean vote share, and which part of a back-off answered: absent where they do not apply.
         **({"vote_share": sum(shares) / len(shares)} if shares else {}),
         **({"branches": _shares([r["branch"] for r in backoffs])} if backoffs else {}),
+        **_throughput(records),
         # Absent (shown "-") when no question searched: Standard and CoT cannot.
         **({"search_hit_rate": sum(r.get("search_hits", 0) for r in records) / searches} if searches else {}),
     }
+
+
+def _throughput(records: list[dict]) -> dict:
+    """Questions per minute of the run's wall time: the time covered by its questions, each from its start
+    to its end, counted once where questions overlapped (under workers) and not between sessions (a
+    resume). Absent when records written before their times were kept lack them."""
+    spans = sorted((r["started"], r["finished"]) for r in records if "started" in r and "finished" in r)
+    if not spans or len(spans) < len(records):
+        return {}
+    covered, (start, end) = 0.0, spans[0]
+    for begin, finish in spans[1:]:
+        if begin > end:
+            covered, start = covered + end - start, begin
+        end = max(end, finish)
+    covered += end - start
+    return {"wall_seconds": covered, "per_minute": 60 * len(spans) / covered if covered > 0 else None}
 
 
 def _known_mean(records: list[dict], key: str) -> float | None:
@@ -121,6 +138,7 @@ def summary_line(summary: dict) -> str:
     fallback = _cell(s, "fallback_per_question", "{:.2f}")
     unscored = s["questions"] - s["scored"]
     hits = f"{s['search_hit_rate']:.0%} of searches hit" if "search_hit_rate" in s else "no searches"
+    rate = f" ({s['per_minute']:.1f} questions per minute of wall time)" if s.get("per_minute") else ""
     scores = (
         f"EM {s['em']:.3f}, F1 {s['f1']:.3f}" + (f" over {s['scored']} scored" if unscored else "")
         if "em" in s
@@ -132,7 +150,7 @@ def summary_line(summary: dict) -> str:
         f"{s['invalid_per_question']:.2f} invalid actions, {fallback} fallback calls, {s['steps']:.1f} steps, "
         f"{s['calls']:.1f} calls, "
         f"{s['completion_tokens']:.0f} generated and {evaluated} evaluated tokens, "
-        f"{hits}, {repeats} repeats{support}, {s['seconds']:.1f} s per question; "
+        f"{hits}, {repeats} repeats{support}, {s['seconds']:.1f} s per question{rate}; "
         f"ended: {_endings_cell(s)}"
     )
 
@@ -174,6 +192,7 @@ COLUMNS = {
     "gen tok/q": ("completion_tokens", "{:.0f}"),
     "eval tok/q": ("evaluated_tokens", "{:.0f}"),
     "s/q": ("seconds", "{:.1f}"),
+    "q/min": ("per_minute", "{:.1f}"),
     "vote share": ("vote_share", "{:.0%}"),
 }
 
@@ -233,6 +252,11 @@ def table(rows: list[dict[str, str]], style: str = "text") -> str:
     return "\n".join(line.rstrip() for line in lines) + "\n"
 
 
+# What the two times of a summary mean, said under every table that shows them.
+TIMES_NOTE = (
+    "s/q is each question's own wall time, which overlaps under --workers; q/min is questions per minute of "
+    "the run's wall time (the time its questions covered, resumes' gaps left out)"
+)
 ESSENTIAL = ("n", "scored", "EM", "ΔEM", "F1", "ΔF1", "finished")
 
 
@@ -249,10 +273,10 @@ def fitted(rows: list[dict[str, str]], width: int | None, columns: str | None = 
         if unknown:
             raise DataError(f"--columns: no column {unknown[0]!r}; the columns are {', '.join(rest)} (or all)")
         rest = wanted
-    else:  # the essential columns first: the scores with their intervals and differences, and how many finished
-        rest = [c for c in ESSENTIAL if c in rest] + [c for c in rest if c not in ESSENTIAL]
     if columns == "all" or width is None:
         return table([{h: row[h] for h in (name, *rest)} for row in rows])
+    if not columns:  # the essential columns first: the scores with their intervals and differences, and finished
+        rest = [c for c in ESSENTIAL if c in rest] + [c for c in rest if c not in ESSENTIAL]
     size = {h: max(len(h), *(len(row[h]) for row in rows)) for h in (name, *rest)}
     parts, part, used = [], [], size[name]
     for header in rest:

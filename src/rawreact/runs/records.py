@@ -111,6 +111,8 @@ _OPTIONAL: dict[str, tuple] = {
     "task": (str,),
     "label": (str, None),
     "lenient_em": _NUMBER,
+    "started": _NUMBER,
+    "finished": _NUMBER,
 }
 
 

@@ -5,6 +5,7 @@ The run file itself (its lines, manifest, lock and resume) is `runfile.py`'s.
 
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,8 @@ class Result:
 
     question: Question
     outcome: Outcome
+    started: float | None = None  # wall-clock time (Unix seconds) when the question began, and ended
+    finished: float | None = None
 
     @property
     def em(self) -> float | None:
@@ -55,6 +58,11 @@ class Result:
         """Whether the answer occurs in what the episode saw; None for a FEVER label, which never would."""
         return self.outcome.supported if self.question.task == "qa" else None
 
+    def _times(self) -> dict:
+        if self.started is None or self.finished is None:
+            return {}
+        return {"started": round(self.started, 3), "finished": round(self.finished, 3)}
+
     def to_dict(self) -> dict:
         """One JSON line of a run file.
 
@@ -66,6 +74,8 @@ class Result:
         `invalid_actions` the steps whose action could not be carried out. `repeats` counts the
         steps that repeated an earlier action and saw the same, and `supported` says whether the
         answer occurs in what the searches and lookups showed (null: no answer, or no passage seen).
+        `started` and `finished` are the wall-clock times (Unix seconds) the question began and
+        ended: under workers questions overlap, and the run's throughput counts the time covered.
         """
         out = self.outcome
         reasoning = out.reasoning
@@ -93,6 +103,9 @@ class Result:
             "seconds": out.seconds,
             "trajectory": None if out.trajectory is None else out.trajectory.to_dict(),
             "reasoning": None if reasoning is None else reasoning.to_dict(),
+            **(
+                {} if self.started is None else {"started": round(self.started, 3), "finished": round(self.finished, 3)}
+            ),
         } | ({} if self.question.task == "qa" else self._claim())
 
     def _claim(self) -> dict:
@@ -172,18 +185,17 @@ def run_questions(
 
     def answer(question: Question) -> Result:
         step_hook = None if on_step is None else (lambda step: on_step(question, step))
-        return Result(
-            question,
-            solve(
-                question.question,
-                env(question),
-                model,
-                prompt,
-                on_step=step_hook,
-                header=question.header,
-                **solve_options,
-            ),
+        started = time.time()
+        outcome = solve(
+            question.question,
+            env(question),
+            model,
+            prompt,
+            on_step=step_hook,
+            header=question.header,
+            **solve_options,
         )
+        return Result(question, outcome, started, time.time())
 
     results = _sequential(pending, answer, stop) if workers <= 1 else _parallel(pending, answer, stop, workers)
     return _written(results, sink)
