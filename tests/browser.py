@@ -75,10 +75,10 @@ class Browser:
         message, self._buffer = self._buffer.split(b"\0", 1)
         return json.loads(message)
 
-    def open(self, path: Path) -> None:
-        """Load a file and wait for its load event."""
+    def open(self, path: Path, fragment: str = "") -> None:
+        """Load a file (at `#fragment`, if given) and wait for its load event."""
         self.events.clear()
-        self.call("Page.navigate", session=True, url=path.resolve().as_uri())
+        self.call("Page.navigate", session=True, url=path.resolve().as_uri() + (f"#{fragment}" if fragment else ""))
         while not any(e.get("method") == "Page.loadEventFired" for e in self.events):
             self.events.append(self._receive())
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from browser import Browser, find_chromium
@@ -96,7 +97,7 @@ def test_data_and_completions_cannot_add_markup_or_script(runs):
     found = _Scripts()
     found.feed(html)
     assert found.scripts == 1 and found.handlers == [] and found.images == 0
-    assert found.sources and all(link.startswith("#prompt-") for link in found.sources)  # links within the page
+    assert found.sources and all(link.startswith(("#prompt-", "#crafted/")) for link in found.sources)  # in the page
     assert "window.__pwned" in html and "<script>window.__pwned" not in html
     assert "&lt;/td&gt;&lt;script&gt;window.__pwned = 1&lt;/script&gt;&lt;b&gt;x" in html
     # The page's policy runs its own script alone (by hash) and loads nothing from anywhere.
@@ -147,12 +148,12 @@ def test_the_cli_writes_the_page_and_explains_a_path_it_cannot_write(runs, tmp_p
     assert out.read_text(encoding="utf-8") == page({"A": runs["crafted"], "B": runs["oracle"]}, resamples=300)
     out.write_text("kept")
     bad = subprocess.run(
-        [*RAWREACT, "report", runs["crafted"], "--html", tmp_path / "no-such-folder" / "r.html"],
+        [*RAWREACT, "report", runs["crafted"], "--html", out / "r.html"],  # a file where a folder should be
         capture_output=True,
         text=True,
     )
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
-    assert "cannot write" in bad.stderr and "no-such-folder" in bad.stderr
+    assert "report.html is a file, not a folder" in bad.stderr
     assert out.read_text() == "kept" and not list(tmp_path.glob(".*.tmp"))
 
 
@@ -270,3 +271,27 @@ def test_in_chromium_sorting_and_opening_a_transcript(runs, browser, tmp_path):
     png = shot.read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(png[16:20], "big") == 1280
     assert browser.problems() == []
+
+
+def test_in_chromium_a_question_has_a_link_that_opens_it_and_nothing_scrolls_sideways(runs, browser, tmp_path):
+    """Issue 29 item 11: `#RUN/ID` opens that question, a prompt wraps, and at 700 pixels the page itself
+    does not scroll sideways (wide tables scroll inside their own box)."""
+    path = write_page(runs, tmp_path / "report.html", resamples=200)
+    records = {name: _records(p) for name, p in runs.items()}
+    name, record = "crafted", records["crafted"][-1]
+    anchor = f"{name}/{record['id']}"
+    browser.open(path, fragment=quote(anchor))
+    row = f"document.getElementById({json.dumps(anchor)})"
+    assert browser.evaluate(f"{row}.classList.contains('open') && !{row}.nextElementSibling.hidden") is True
+    assert browser.evaluate(f"{row}.querySelector('td.id a').getAttribute('href')") == f"#{anchor}"
+    opened = "Array.from(document.querySelectorAll('tr.question.open')).map(r => r.id)"
+    assert browser.evaluate(opened) == [anchor]
+    other = f"{name}/{records[name][0]['id']}"
+    browser.evaluate(f"document.getElementById({json.dumps(other)}).querySelector('td.id a').click()")
+    assert browser.evaluate(opened) == [other, anchor] or browser.evaluate(opened) == [anchor, other]
+    assert set(browser.evaluate("Array.from(document.querySelectorAll('details pre')).map(p => "
+                                "getComputedStyle(p).whiteSpace)")) == {"pre-wrap"}  # fmt: skip
+    browser.call("Emulation.setDeviceMetricsOverride", session=True, width=700, height=900, deviceScaleFactor=1,
+                 mobile=False)  # fmt: skip
+    assert browser.evaluate("document.documentElement.scrollWidth <= window.innerWidth") is True
+    assert browser.evaluate("document.querySelector('table.summary').getBoundingClientRect().width") > 700

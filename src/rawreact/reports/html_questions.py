@@ -63,7 +63,7 @@ def _question_row(run: str, record: dict, several: bool, width: int) -> str:
     right = record["em"] == 1
     cells = [("run", run, None)] if several else []
     cells += [
-        ("id", record["id"], None),
+        ("id", record["id"], None),  # a link to the row itself: `#RUN/ID` opens it
         ("q", record["question"], None),
         ("gold", record["answer"], None),
         ("prediction", record["prediction"], None),
@@ -75,8 +75,13 @@ def _question_row(run: str, record: dict, several: bool, width: int) -> str:
         ("repeats", str(record.get("repeats", "?")), record.get("repeats", -1)),
         ("s", f"{record['seconds']:.1f}", record["seconds"]),
     ]
+    anchor = question_anchor(run, record["id"])
     tds = "".join(
-        f'<td class="{cls}"' + ("" if v is None else f' data-v="{escape(str(v))}"') + f">{escape(text)}</td>"
+        f'<td class="{cls}"'
+        + ("" if v is None else f' data-v="{escape(str(v))}"')
+        + ">"
+        + (f'<a href="#{escape(anchor)}">{escape(text)}</a>' if cls == "id" else escape(text))
+        + "</td>"
         for cls, text, v in cells
     )
     data = (
@@ -85,9 +90,14 @@ def _question_row(run: str, record: dict, several: bool, width: int) -> str:
     )
     return (
         f'<tr class="question {"right" if right else "wrong" if record["em"] is not None else "unscored"}" '
-        f"{data}>{tds}</tr>"
+        f'id="{escape(anchor)}" {data}>{tds}</tr>'
         f'<tr class="detail" hidden><td colspan="{width}">{transcript(record)}</td></tr>'
     )
+
+
+def question_anchor(run: str, question_id: str) -> str:
+    """The address of a question's row on the page, `RUN/ID` (white space, which no id may hold, as `_`)."""
+    return "_".join(f"{run}/{question_id}".split())
 
 
 def transcript(record: dict) -> str:

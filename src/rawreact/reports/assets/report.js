@@ -47,7 +47,8 @@
   }
 
   for (const [row, detail] of pairs) {
-    row.addEventListener("click", () => {
+    row.addEventListener("click", (event) => {
+      if (event.target.closest("a")) return;  // the row's own link opens it (see reveal)
       row.classList.toggle("open");
       detail.hidden = !row.classList.contains("open");
     });
@@ -66,10 +67,17 @@
   document.getElementById("f-raw").addEventListener("input", (event) => {
     document.body.classList.toggle("show-raw", event.target.checked);
   });
-  // A link to a folded prompt unfolds it, as does opening the page at its address.
+  // A link to a folded prompt unfolds it, and a link to a question (`#RUN/ID`) shows and opens its
+  // row, as does opening the page at either address.
   function reveal(id) {
     const target = document.getElementById(id);
     if (target && target.tagName === "DETAILS") target.open = true;
+    if (target && target.classList.contains("question")) {
+      target.hidden = false;
+      target.classList.add("open");
+      target.nextElementSibling.hidden = false;
+      target.scrollIntoView({ block: "start" });
+    }
   }
   document.addEventListener("click", (event) => {
     const link = event.target.closest('a[href^="#"]');
@@ -77,4 +85,5 @@
   });
   window.addEventListener("hashchange", () => reveal(decodeURIComponent(location.hash.slice(1))));
   filter();
+  if (location.hash) reveal(decodeURIComponent(location.hash.slice(1)));
 })();
