@@ -120,6 +120,8 @@ def test_a_manifest_without_settings_is_refused_with_what_to_do(tmp_path, capsys
     old.write_text(json.dumps({"run_file": "old.jsonl", "config": {"method": "react"}}), encoding="utf-8")
     assert main(["run", "--config", str(old)]) == 2
     assert "records no settings" in capsys.readouterr().err
+    assert main(["run", "--config", str(tmp_path / "gone.jsonl")]) == 2
+    assert "gone.jsonl: no manifest beside this run file (gone.jsonl.manifest.json)" in capsys.readouterr().err
 
 
 # `rawreact run --config`: the same records as the same flags.

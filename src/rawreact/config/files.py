@@ -24,14 +24,17 @@ else:  # Python 3.10: tomli is the same parser, before it joined the standard li
 ALIASES = {"exemplars": "k", "ollama_host": "host"}
 # Settings that name a file, read relative to the settings file that gives them.
 PATHS = ("data", "prompt", "instruction", "backoff_prompt", "backoff_instruction", "grammar_file", "passages")
-MANIFEST = "rawreact run manifest"
 
 
 def read_settings(path: str | Path) -> dict:
     """The settings a TOML file or a run manifest gives, by key, each checked alone (not yet together)."""
     path = Path(path)
-    if path.suffix == ".jsonl" and Path(f"{path}.manifest.json").is_file():
-        path = Path(f"{path}.manifest.json")  # the run file stands for its manifest
+    if path.suffix == ".jsonl":  # a run file stands for its manifest
+        if not Path(f"{path}.manifest.json").is_file():
+            raise DataError(
+                f"{path}: no manifest beside this run file ({path.name}.manifest.json) to read settings from"
+            )
+        path = Path(f"{path}.manifest.json")
     try:
         data = path.read_bytes()
     except FileNotFoundError:
