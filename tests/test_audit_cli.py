@@ -121,7 +121,8 @@ def test_show_lists_the_questions_and_opens_the_first_wrong_one(rows, tmp_path):
     assert _run(data, "--model", _oracle(rows, tmp_path / "o.json", wrong_every=2), "--out", out, "-q").returncode == 0
     listed = subprocess.run([*RAWREACT, "show", out], capture_output=True, text=True)
     lines = listed.stdout.splitlines()
-    assert listed.returncode == 0 and lines[0].split() == ["id", "EM", "F1", "ended", "steps"]
+    head = ["id", "EM", "F1", "ended", "steps", "question", "prediction", "gold"]  # issue 29: which question is which
+    assert listed.returncode == 0 and lines[0].split() == head
     assert [line.split()[:2] for line in lines[1:]] == [
         ["case000", "1"],
         ["case001", "0"],

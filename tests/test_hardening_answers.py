@@ -71,8 +71,8 @@ def test_a_question_without_a_gold_answer_is_reported_unscored_everywhere(tmp_pa
     assert (row["n"], row["EM"], row["F1"], row["scored"]) == ("1", "-", "-", "0")
     assert _cli("show", out).stdout.splitlines()[1].split()[1:3] == ["-", "-"]
     exported = _cli("export", out, "--out", tmp_path / "ex.jsonl")
-    assert exported.returncode == 0 and (tmp_path / "ex.jsonl").read_text() == ""
-    assert "0 of 1 question (EM 1)" in exported.stderr and "1 not selected" in exported.stderr
+    assert exported.returncode == 2 and not (tmp_path / "ex.jsonl").exists()  # issue 29: no empty file
+    assert "no example to export from 1 question: 1 not selected (EM 1)" in exported.stderr
     assert _cli("report", out, "--html", tmp_path / "p.html").returncode == 0
     page = (tmp_path / "p.html").read_text()
     assert 'data-em="-"' in page and "no EM or F1 to chart" in page and "EM per run" not in page

@@ -202,6 +202,7 @@ def test_report_puts_runs_side_by_side_and_show_prints_one_transcript(rows, tmp_
         "eval",
         "tok/q",
         "s/q",
+        "q/min",  # issue 29: throughput beside each question's own time
         "ended",
     ]
     assert text[1].split()[:7] == [
@@ -217,7 +218,7 @@ def test_report_puts_runs_side_by_side_and_show_prints_one_transcript(rows, tmp_
     assert text[1].split()[-2:] == ["finish", "6"]
     assert text[2].split()[9:11] == ["0.00", "0.00"]  # no fallback calls, no repeats
     markdown = subprocess.run([*RAWREACT, "report", right, "--format", "markdown"], capture_output=True, text=True)
-    assert markdown.stdout.splitlines()[1] == "|" + "|".join([" --- "] * 21) + "|"
+    assert markdown.stdout.splitlines()[1] == "|" + "|".join([" --- "] * 22) + "|"  # 21 columns and q/min
     assert markdown.stdout.splitlines()[2].endswith("| finish 6 |")
     csv = subprocess.run([*RAWREACT, "report", right, mixed, "--format", "csv"], capture_output=True, text=True)
     assert csv.stdout.splitlines()[2].startswith("mixed.jsonl,")
