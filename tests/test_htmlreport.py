@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+from collections import Counter
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import quote
@@ -295,3 +296,29 @@ def test_in_chromium_a_question_has_a_link_that_opens_it_and_nothing_scrolls_sid
                  mobile=False)  # fmt: skip
     assert browser.evaluate("document.documentElement.scrollWidth <= window.innerWidth") is True
     assert browser.evaluate("document.querySelector('table.summary').getBoundingClientRect().width") > 700
+
+
+def test_the_page_breaks_scores_down_by_type_level_and_ending(runs, browser, tmp_path):
+    """Issue 29 item 9: per run, EM and F1 by HotpotQA type and level and by ending, counted, with intervals."""
+    from rawreact.reports.breakdown import breakdown
+
+    records = {name: _records(p) for name, p in runs.items()}
+    assert all(r["kind"].count("/") == 1 for found in records.values() for r in found)  # type/level kept
+    rows = breakdown(records, resamples=200)
+    for name, found in records.items():
+        for by, key in (("type", lambda r: r["kind"].split("/")[0]), ("level", lambda r: r["kind"].split("/")[1])):
+            mine = {row["group"]: row for row in rows if row["run"] == name and row["by"] == by}
+            groups = {key(r) for r in found}
+            if len(groups) < 2:
+                assert not mine
+                continue
+            for group in groups:
+                members = [r for r in found if key(r) == group]
+                em = sum(r["em"] for r in members) / len(members)
+                assert mine[group]["n"] == str(len(members)) and mine[group]["EM"].startswith(f"{em:.3f} [")
+    crafted_endings = {row["group"]: int(row["n"]) for row in rows if row["run"] == "crafted" and row["by"] == "ended"}
+    assert crafted_endings == dict(Counter(r["ended"] for r in records["crafted"]))
+    path = write_page(runs, tmp_path / "report.html", resamples=200)
+    browser.open(path)
+    shown = browser.evaluate("document.querySelectorAll('table.breakdown tbody tr').length")
+    assert shown == len(rows) and browser.problems() == []

@@ -18,6 +18,7 @@ from rawreact.core.errors import DataError
 from rawreact.core.stats import RESAMPLES, bootstrap
 from rawreact.core.text import plural
 from rawreact.reports import svg
+from rawreact.reports.breakdown import breakdown, breakdown_note
 from rawreact.reports.comparison import Comparison
 from rawreact.reports.html_questions import prompts_html, questions_table
 from rawreact.reports.summary import TIMES_NOTE, drop_unused, row_of, summarize
@@ -63,6 +64,7 @@ def page(runs: dict[str, str | Path], *, resamples: int = RESAMPLES, seed: int =
         f'<p class="note">{escape(TIMES_NOTE[0].upper() + TIMES_NOTE[1:])}.</p>',
         _inputs(runs, {name: manifest for name, (manifest, _) in loaded.items()}),
         _labels(records),
+        _breakdown(records, resamples, seed),
         _comparison(records, resamples, seed),
         "<h2>Charts</h2>",
         _charts(records, resamples, seed),
@@ -137,6 +139,14 @@ def _labels(records: dict[str, list[dict]]) -> str:
     return '<h3>Labels</h3><p class="note">FEVER claims by gold label ("none": no label could be read).</p>' + _table(
         rows, "labels"
     )
+
+
+def _breakdown(records: dict[str, list[dict]], resamples: int, seed: int) -> str:
+    """Scores by question type, level and ending, where the runs' records allow; empty otherwise."""
+    rows = breakdown(records, resamples=resamples, seed=seed)
+    if not rows:
+        return ""
+    return f'<h3>Breakdown</h3><p class="note">{escape(breakdown_note(rows))}</p>' + _table(rows, "breakdown")
 
 
 def _comparison(records: dict[str, list[dict]], resamples: int, seed: int) -> str:

@@ -111,6 +111,7 @@ _OPTIONAL: dict[str, tuple] = {
     "task": (str,),
     "label": (str, None),
     "lenient_em": _NUMBER,
+    "kind": (str,),
     "started": _NUMBER,
     "finished": _NUMBER,
 }

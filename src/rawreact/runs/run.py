@@ -76,6 +76,7 @@ class Result:
         answer occurs in what the searches and lookups showed (null: no answer, or no passage seen).
         `started` and `finished` are the wall-clock times (Unix seconds) the question began and
         ended: under workers questions overlap, and the run's throughput counts the time covered.
+        `kind` is HotpotQA's type and level (`bridge/hard`), where the data gives them.
         """
         out = self.outcome
         reasoning = out.reasoning
@@ -106,6 +107,7 @@ class Result:
             **(
                 {} if self.started is None else {"started": round(self.started, 3), "finished": round(self.finished, 3)}
             ),
+            **({"kind": self.question.kind} if self.question.kind else {}),
         } | ({} if self.question.task == "qa" else self._claim())
 
     def _claim(self) -> dict:

@@ -1,0 +1,50 @@
+"""Scores broken down where the data allows: by HotpotQA's question type and level, and by how each
+question ended, with counts and 95% bootstrap intervals. (FEVER's labels have their own table,
+`tasks.fever.label_table`.)"""
+
+from rawreact.core.stats import RESAMPLES, bootstrap
+from rawreact.core.text import plural
+
+GROUPS = {
+    "type": lambda r: r["kind"].split("/")[0] if r.get("kind") else None,
+    "level": lambda r: r["kind"].split("/")[1] if "/" in r.get("kind", "") else None,
+    "ended": lambda r: r["ended"],
+}
+
+
+def breakdown(runs: dict[str, list[dict]], *, resamples: int = RESAMPLES, seed: int = 0) -> list[dict[str, str]]:
+    """One row per run, grouping ("type", "level", "ended") and value: how many questions, how many
+    scored, and EM and F1 over the scored ones with their intervals. A grouping is left out of a run
+    whose records do not have it (no HotpotQA type), or where every question falls in one group."""
+    rows = []
+    for name, records in runs.items():
+        for by, key in GROUPS.items():
+            groups: dict[str, list[dict]] = {}
+            for record in records:
+                value = key(record)
+                if value is not None:
+                    groups.setdefault(value, []).append(record)
+            if len(groups) < 2 or sum(map(len, groups.values())) < len(records):
+                continue
+            for value, found in sorted(groups.items(), key=lambda item: (-len(item[1]), item[0])):
+                rows.append(
+                    {"run": name, "by": by, "group": value, "n": str(len(found))} | _scores(found, resamples, seed)
+                )
+    return rows
+
+
+def _scores(records: list[dict], resamples: int, seed: int) -> dict[str, str]:
+    scored = [r for r in records if r["em"] is not None]
+    if not scored:
+        return {"scored": "0", "EM": "-", "F1": "-"}
+    cells = {"scored": str(len(scored))}
+    for metric in ("em", "f1"):
+        interval = bootstrap([r[metric] for r in scored], resamples=resamples, seed=seed)
+        cells[metric.upper()] = f"{interval.mean:.3f} [{interval.low:.3f}, {interval.high:.3f}]"
+    return cells
+
+
+def breakdown_note(rows: list[dict[str, str]]) -> str:
+    """What the breakdown table holds, in one sentence."""
+    kinds = sorted({row["by"] for row in rows}, key=list(GROUPS).index)
+    return f"Scores by {', '.join(kinds)}: {plural(len(rows), 'group')}, each with its own 95% bootstrap interval."
