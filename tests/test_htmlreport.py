@@ -118,7 +118,9 @@ def test_the_page_has_a_row_and_a_transcript_per_question_and_the_run_tables(run
     comparison = Comparison(["crafted", "oracle"], {n: _records(p) for n, p in runs.items()}, resamples=200)
     crafted_row = comparison.rows()[0]
     assert f"<td>{crafted_row['EM']}</td>" in html and "<h2>Comparison</h2>" in html
-    assert html.count("<svg ") == 7  # EM, F1, steps, endings, generated, evaluated tokens, seconds
+    # EM, F1, steps, endings, generated, evaluated tokens, seconds; and (issue 29) F1 and generated tokens
+    # per question, and the two runs' F1 question by question
+    assert html.count("<svg ") == 10
     manifest = read_run(runs["crafted"])[0]
     assert manifest["config"]["prompt_sha256"][:12] in html and manifest["created"] in html
 
@@ -322,3 +324,28 @@ def test_the_page_breaks_scores_down_by_type_level_and_ending(runs, browser, tmp
     browser.open(path)
     shown = browser.evaluate("document.querySelectorAll('table.breakdown tbody tr').length")
     assert shown == len(rows) and browser.problems() == []
+
+
+def test_the_page_charts_per_question_distributions_and_two_runs_question_by_question(runs, browser, tmp_path):
+    """Issue 29 item 10: F1 and generated tokens per question (meaningful for one run), and a scatter of
+    the first two runs' F1 on their shared questions, checked as Chromium draws them."""
+    records = {name: _records(p) for name, p in runs.items()}
+    path = write_page(runs, tmp_path / "report.html", resamples=200)
+    browser.open(path)
+    chart = "Array.from(document.querySelectorAll('svg.chart')).find(s => s.getAttribute('aria-label') === {})"
+    f1 = chart.format(json.dumps("Questions by F1"))
+    bars = browser.evaluate(f"Array.from({f1}.querySelectorAll('rect title')).map(t => t.textContent)")
+    counted = {}
+    for text in bars:  # "crafted: 2 with to .5"
+        name, rest = text.split(": ", 1)
+        counted[name] = counted.get(name, 0) + int(rest.split(" with ")[0])
+    assert counted == {name: sum(r["f1"] is not None for r in found) for name, found in records.items()}
+    ones = [t for t in bars if t.startswith("oracle: ") and t.endswith(" with 1")]
+    assert ones == [f"oracle: {len(records['oracle'])} with 1"]  # the oracle is always right
+    scatter = chart.format(json.dumps("F1 per question: oracle against crafted"))
+    dots = browser.evaluate(f"Array.from({scatter}.querySelectorAll('circle')).map(c => Number(c.dataset.n))")
+    assert sum(dots) == len(records["crafted"])  # one dot per shared question, or a larger one for several
+    tokens = chart.format(json.dumps("Questions by generated tokens"))
+    per_run = browser.evaluate(f"Array.from({tokens}.querySelectorAll('rect title')).map(t => t.textContent)")
+    assert sum(int(t.split(": ", 1)[1].split(" with ")[0]) for t in per_run if t.startswith("crafted: ")) == 6
+    assert browser.problems() == []

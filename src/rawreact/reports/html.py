@@ -141,6 +141,37 @@ def _labels(records: dict[str, list[dict]]) -> str:
     )
 
 
+# The bins of per-question F1, and how many bins the per-question token counts get.
+F1_BINS = ("0", "to .25", "to .5", "to .75", "below 1", "1")
+TOKEN_BINS = 8
+
+
+def _f1_bin(f1: float) -> int:
+    return 0 if f1 == 0 else 5 if f1 == 1 else 1 + min(int(f1 * 4), 3)
+
+
+def _distributions(filled: dict[str, list[dict]]) -> list[str]:
+    """Per-question distributions, which say something even for one run: F1 and generated tokens, and
+    for two runs or more, the first two runs' F1 question by question."""
+    charts = []
+    scored = [(name, [r for r in found if r["f1"] is not None]) for name, found in filled.items()]
+    if any(found for _, found in scored):
+        f1 = [(name, Counter(_f1_bin(r["f1"]) for r in found)) for name, found in scored]
+        charts.append(svg.histogram("Questions by F1", f1, list(F1_BINS)))
+    most = max(r["tokens"]["completion"] for found in filled.values() for r in found)
+    width = max(1, -(-(most + 1) // TOKEN_BINS))  # whole tokens per bin, so that TOKEN_BINS bins hold them all
+    names = [f"{k * width}-{(k + 1) * width - 1}" for k in range(TOKEN_BINS)]
+    tokens = [(name, Counter(r["tokens"]["completion"] // width for r in found)) for name, found in filled.items()]
+    charts.append(svg.histogram("Questions by generated tokens", tokens, names))
+    if len(filled) >= 2:
+        (a, first), (b, second) = list(filled.items())[:2]
+        theirs = {r["id"]: r["f1"] for r in second if r["f1"] is not None}
+        points = [(r["f1"], theirs[r["id"]], r["id"]) for r in first if r["f1"] is not None and r["id"] in theirs]
+        if points:
+            charts.append(svg.scatter(f"F1 per question: {b} against {a}", points, f"{a} F1", f"{b} F1"))
+    return charts
+
+
 def _breakdown(records: dict[str, list[dict]], resamples: int, seed: int) -> str:
     """Scores by question type, level and ending, where the runs' records allow; empty otherwise."""
     rows = breakdown(records, resamples=resamples, seed=seed)
@@ -191,6 +222,7 @@ def _charts(records: dict[str, list[dict]], resamples: int, seed: int) -> str:
     if evaluated:
         charts.append(svg.bars("Evaluated prompt tokens per question", evaluated, "{:.0f}"))
     charts.append(svg.bars("Seconds per question", [(name, s["seconds"]) for name, s in summaries.items()]))
+    charts += _distributions(filled)
     unscored = (
         ""
         if any(r["em"] is not None for found in filled.values() for r in found)

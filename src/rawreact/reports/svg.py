@@ -119,10 +119,11 @@ def shares(title: str, rows: list[tuple[str, dict[str, int]]], colours: dict[str
     return _svg(WIDTH, height, title, body)
 
 
-def histogram(title: str, series: list[tuple[str, dict[int, int]]]) -> str:
-    """Counts by a whole number (such as steps per question), one bar per series in each group."""
+def histogram(title: str, series: list[tuple[str, dict[int, int]]], names: list[str] | None = None) -> str:
+    """Counts by a whole number (such as steps per question), one bar per series in each group; `names`,
+    if given, labels the groups 0, 1, ... instead of their numbers (the bins of a binned value)."""
     values = sorted({v for _, counts in series for v in counts}) or [0]
-    groups = list(range(min(values), max(values) + 1))
+    groups = list(range(len(names))) if names else list(range(min(values), max(values) + 1))
     top = max((c for _, counts in series for c in counts.values()), default=1)
     height, x0, y0, y1 = 220, 36, 30, 180
     band = (WIDTH - x0 - 8) / len(groups)
@@ -143,9 +144,9 @@ def histogram(title: str, series: list[tuple[str, dict[int, int]]]) -> str:
             body.append(
                 f'<rect x="{left + bar * k:.1f}" y="{scale(count):.1f}" width="{bar:.1f}" '
                 f'height="{y1 - scale(count):.1f}" fill="{PALETTE[k % len(PALETTE)]}">'
-                f"<title>{escape(label)}: {count} with {value}</title></rect>"
+                f"<title>{escape(label)}: {count} with {escape(names[value] if names else str(value))}</title></rect>"
             )
-        body.append(_text(x0 + band * (g + 0.5), y1 + 14, str(value), "middle", "tick"))
+        body.append(_text(x0 + band * (g + 0.5), y1 + 14, names[value] if names else str(value), "middle", "tick"))
     body.append(f'<line x1="{x0}" y1="{y1}" x2="{WIDTH - 8}" y2="{y1}" class="axis"/>')
     x = float(x0)
     for k, (label, _) in enumerate(series):  # the legend
@@ -153,3 +154,37 @@ def histogram(title: str, series: list[tuple[str, dict[int, int]]]) -> str:
         body.append(_text(x + 14, height - 6, label, cls="tick"))
         x += 22 + 7 * len(label)
     return _svg(WIDTH, height, title, body)
+
+
+def scatter(title: str, points: list[tuple[float, float, str]], x_label: str, y_label: str) -> str:
+    """One dot per point (x, y from 0 to 1, and its label), with the diagonal where x equals y: for each
+    question, one run's score against another's. Dots above the line are questions the second run did better."""
+    size, pad = 300, 40
+    span = size - 2 * pad
+
+    def at(x: float, y: float) -> tuple[float, float]:
+        return pad + span * x, size - pad - span * y
+
+    body = [_text(0, 16, title, cls="heading")]
+    (x0, y0), (x1, y1) = at(0, 0), at(1, 1)
+    body.append(f'<rect x="{x0}" y="{y1}" width="{span}" height="{span}" fill="none" stroke="#bbbbbb"/>')
+    body.append(f'<line x1="{x0}" y1="{y0}" x2="{x1}" y2="{y1}" class="grid"/>')
+    for tick in (0.0, 0.5, 1.0):
+        tx, _ = at(tick, 0)
+        _, ty = at(0, tick)
+        body.append(_text(tx, y0 + 14, f"{tick:g}", "middle", "tick"))
+        body.append(_text(x0 - 4, ty + 4, f"{tick:g}", "end", "tick"))
+    body.append(_text((x0 + x1) / 2, size - 6, x_label, "middle", "tick"))
+    body.append(_text(4, y1 - 8, y_label, "start", "tick"))
+    places: dict[tuple[float, float], list[str]] = {}
+    for x, y, label in points:  # questions at the same place are one dot, larger, that says how many
+        places.setdefault((round(x, 3), round(y, 3)), []).append(label)
+    for (x, y), labels in places.items():
+        cx, cy = at(x, y)
+        n = len(labels)
+        tip = f"{n} questions" if n > 1 else labels[0]
+        body.append(
+            f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="{3 + 2 * math.sqrt(n - 1):.1f}" fill="{PALETTE[0]}" '
+            f'fill-opacity="0.6" data-n="{n}"><title>{escape(tip)}: {x:.2f}, {y:.2f}</title></circle>'
+        )
+    return _svg(size, size, title, body)
