@@ -15,7 +15,7 @@ from rawreact import read_run
 from rawreact.agents.record import Step, Trajectory
 from rawreact.core.actions import Action
 from rawreact.models.base import Completion
-from rawreact.reports.export import chat_example, completion_examples, export
+from rawreact.reports.export import chat_example, completion_examples, export, fireact_examples, trl_examples
 
 RAWREACT = [sys.executable, "-m", "rawreact"]
 
@@ -189,3 +189,42 @@ def test_the_readme_examples_are_what_export_writes():
     ]
     traj = Trajectory(question, "", steps, "Lee", "finish")
     assert completion_examples(traj)[0] == completion and chat_example(traj) == chat
+
+
+def test_the_trl_layout_trains_on_exactly_the_turns_the_chat_layout_weighs_one():
+    """Issue 29 item 12: TRL reads no weight, so a weight-0 turn is never a completion there; the schema is
+    TRL's conversational prompt-completion one (messages in, one assistant message out)."""
+    traj = _episode()
+    chat = chat_example(traj, with_prompt=True)["messages"]
+    trained = [m["content"] for m in chat if m["role"] == "assistant" and m.get("weight", 1) != 0]
+    examples = trl_examples(traj, with_prompt=True)
+    assert [e["completion"] for e in examples] == [[{"role": "assistant", "content": c}] for c in trained]
+    for example in examples:
+        assert set(example) == {"prompt", "completion"} and example["prompt"][-1]["role"] in ("user", "system")
+        assert all(set(m) == {"role", "content"} for m in example["prompt"] + example["completion"])
+        # the prompt is the conversation before the turn, untrained turns included (the model saw them)
+        k = next(
+            i
+            for i, m in enumerate(chat)
+            if m["role"] == "assistant" and m["content"] == example["completion"][0]["content"]
+        )
+        assert example["prompt"] == [{r: v for r, v in m.items() if r != "weight"} for m in chat[:k]]
+    assert len(examples) == len(completion_examples(traj)) == 2
+
+
+def test_the_fireact_layout_is_one_json_array_of_alpaca_examples(runs, tmp_path):  # noqa: F811
+    traj = _episode()
+    alpaca = fireact_examples(traj)
+    assert alpaca == [
+        {"instruction": e["prompt"], "input": "", "output": e["completion"]} for e in completion_examples(traj)
+    ]
+    out = tmp_path / "fireact.json"
+    done = export([runs["crafted"]], out, layout="fireact", min_f1=0.0)
+    written = json.loads(out.read_text(encoding="utf-8"))  # one JSON document, as FireAct's scripts load it
+    assert isinstance(written, list) and len(written) == done.examples > 0
+    assert all(
+        set(e) == {"instruction", "input", "output"} and all(isinstance(v, str) for v in e.values()) for e in written
+    )
+    trl = tmp_path / "trl.jsonl"
+    assert export([runs["crafted"]], trl, layout="trl", min_f1=0.0).examples == done.examples  # one per trained step
+    assert all("weight" not in json.dumps(json.loads(line)) for line in trl.read_text().splitlines())

@@ -292,6 +292,12 @@ def test_the_cli_runs_the_tools_method_and_show_prints_the_history(rows, tmp_pat
         for m in records[0]["trajectory"]["messages"][1:]
     ]
     assert first["tools"] == list(TOOLS) and export([out], tmp_path / "c.jsonl").no_trajectory == 2
+    trl = export([out], tmp_path / "trl.jsonl", layout="trl")  # one example per assistant turn, the tools beside it
+    turns = sum(m["role"] == "assistant" for m in first["messages"])
+    lines = [json.loads(line) for line in (tmp_path / "trl.jsonl").read_text().splitlines()]
+    last = lines[turns - 1]["prompt"] + lines[turns - 1]["completion"]  # the first episode's last assistant turn
+    assert trl.examples >= turns and last == first["messages"][: len(last)] and last[-1]["role"] == "assistant"
+    assert all(line["tools"] == list(TOOLS) and line["completion"][0]["role"] == "assistant" for line in lines)
     for bad, message in (
         (["--model", "gemma3-270m"], "gemma3-270m has no chat template"),
         (["--model", f"scripted:{tmp_path / 's.json'}", "--grammar", "step"], "the tools method"),

@@ -220,7 +220,9 @@ def parser() -> argparse.ArgumentParser:
         "--layout",
         choices=LAYOUTS,
         default="completion",
-        help="completion: a prompt/completion pair per step; chat: the episode as messages (default: completion)",
+        help="completion: a prompt/completion pair per step; chat: the episode as messages, untrained turns weight 0 "
+        "(OpenAI); trl: TRL's conversational prompt-completion, one example per trained turn; fireact: FireAct's "
+        "Alpaca JSON array (default: completion)",
     )
     export_.add_argument(
         "--min-f1",

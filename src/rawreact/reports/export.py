@@ -1,5 +1,5 @@
 """Fine-tuning examples from run files: the steps of the episodes that went well, one example a line,
-in the two layouts trainers take (as FireAct fine-tuned small models on ReAct trajectories).
+in the layouts trainers take as they are (as FireAct fine-tuned small models on ReAct trajectories).
 
 - "completion": one example per step, `{"prompt": ..., "completion": ...}`. The prompt is the question
   and the steps before this one, as the model saw them, up to `Thought i:` (`Action i:` in an Act
@@ -11,8 +11,15 @@ in the two layouts trainers take (as FireAct fine-tuned small models on ReAct tr
   assistant messages of invalid and repeated steps carry `"weight": 0`, which trainers that read
   OpenAI's chat layout take as "do not learn from this message".
 
-A tools episode (native tool calls) is exported in the chat layout only: its own message history,
-with the functions it was offered, as OpenAI's fine-tuning takes function calling.
+- "trl": Hugging Face TRL's conversational prompt-completion layout, one example per step the chat
+  layout trains on: `{"prompt": [messages before it], "completion": [its assistant message]}`. TRL
+  reads no `weight`, so the invalid and repeated steps are never a completion here (they stay in
+  later prompts, as the model saw them): the same meaning as the chat layout's weight 0.
+- "fireact": FireAct's Alpaca layout, which its Llama scripts read: one JSON array (not lines) of
+  `{"instruction": ..., "input": "", "output": ...}`, the completion layout's prompt and completion.
+
+A tools episode (native tool calls) is exported in the chat and trl layouts only: its own message
+history, with the functions it was offered, as OpenAI's fine-tuning takes function calling.
 
 Without `with_prompt` the few-shot prompt is left out (a fine-tuned model needs no exemplars); with
 it, it comes before the question (completion) or as the system message (chat).
@@ -31,7 +38,8 @@ from rawreact.models.base import openai_message
 from rawreact.runs.records import manifest_path, read_run
 from rawreact.runs.runfile import refuse_existing, write_whole
 
-LAYOUTS = ("completion", "chat")
+LAYOUTS = ("completion", "chat", "trl", "fireact")
+_CHATS = ("chat", "trl")  # the layouts of messages, which a tools episode has
 _ACTING = ("react", "act", "tools")  # the parts that answer through a trajectory
 
 
@@ -104,6 +112,35 @@ def chat_example(traj: Trajectory, with_prompt: bool = False) -> dict:
     return {"messages": messages}
 
 
+def trl_examples(traj: Trajectory, with_prompt: bool = False) -> list[dict]:
+    """TRL's conversational prompt-completion examples: one per assistant message the chat layout trains on
+    (weight 0 is never a completion), the messages before it as the prompt."""
+    chat = chat_example(traj, with_prompt)
+    plain = [{k: v for k, v in m.items() if k != "weight"} for m in chat["messages"]]
+    tools = {"tools": chat["tools"]} if "tools" in chat else {}
+    return [
+        {"prompt": plain[:k], "completion": [plain[k]]} | tools
+        for k, message in enumerate(chat["messages"])
+        if message["role"] == "assistant" and message.get("weight", 1) != 0
+    ]
+
+
+def fireact_examples(traj: Trajectory, with_prompt: bool = False) -> list[dict]:
+    """FireAct's Alpaca examples: the completion layout's prompt as `instruction`, its completion as `output`."""
+    return [
+        {"instruction": e["prompt"], "input": "", "output": e["completion"]}
+        for e in completion_examples(traj, with_prompt)
+    ]
+
+
+_MAKERS = {
+    "completion": completion_examples,
+    "chat": lambda traj, with_prompt: [chat_example(traj, with_prompt)],
+    "trl": trl_examples,
+    "fireact": fireact_examples,
+}
+
+
 def _weighed(traj: Trajectory) -> list[dict]:
     """A tools episode's messages, each assistant turn with `"weight": 0` when one of its calls is not a
     target (an unknown function, arguments that are not a valid object, a repeat), as in the text layout.
@@ -140,7 +177,7 @@ def export(
         raise DataError(f"unknown layout {layout!r}; the layouts are {', '.join(LAYOUTS)}")
     if min_f1 is not None and not 0 <= min_f1 <= 1:
         raise DataError(f"--min-f1 {min_f1} is not between 0 and 1")
-    lines, questions, records, not_selected, no_trajectory, no_target = [], 0, 0, 0, 0, 0
+    examples, questions, records, not_selected, no_trajectory, no_target = [], 0, 0, 0, 0, 0
     sources = []
     for path in runs:
         _, found = read_run(path)
@@ -149,20 +186,18 @@ def export(
             records += 1
             acting = record.get("trajectory") is not None and record.get("branch", "react") in _ACTING
             # A tools episode is a chat history: it has no prompt/completion steps.
-            if not acting or (record.get("branch") == "tools" and layout == "completion"):
+            if not acting or (record.get("branch") == "tools" and layout not in _CHATS):
                 no_trajectory += 1
                 continue
             if not selected(record, min_f1):
                 not_selected += 1
                 continue
             traj = Trajectory.from_dict(record["trajectory"])
-            made = (
-                completion_examples(traj, with_prompt) if layout == "completion" else [chat_example(traj, with_prompt)]
-            )
+            made = _MAKERS[layout](traj, with_prompt)
             questions += bool(made)
             no_target += not made
-            lines += [json.dumps(example, ensure_ascii=False) for example in made]
-    result = Export(len(lines), questions, records, not_selected, no_trajectory, no_target)
+            examples += made
+    result = Export(len(examples), questions, records, not_selected, no_trajectory, no_target)
     manifest = {
         "rawreact": __version__,
         "layout": layout,
@@ -173,10 +208,14 @@ def export(
         "questions": result.questions,
     }
     out = Path(out)
-    if not lines:  # an empty file would look like a finished export: write nothing (the caller says why)
+    if not examples:  # an empty file would look like a finished export: write nothing (the caller says why)
         return result
     for path in (out, manifest_path(out)):
         refuse_existing(path, force, "--out")
-    write_whole(out, "".join(line + "\n" for line in lines), "choose another --out")
+    if layout == "fireact":  # one JSON array, as FireAct's scripts read it
+        text = json.dumps(examples, ensure_ascii=False, indent=1) + "\n"
+    else:
+        text = "".join(json.dumps(example, ensure_ascii=False) + "\n" for example in examples)
+    write_whole(out, text, "choose another --out")
     write_whole(manifest_path(out), json.dumps(manifest, indent=2) + "\n", "choose another --out")
     return result
