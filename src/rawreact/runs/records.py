@@ -34,7 +34,8 @@ def _legacy_manifest(out: Path) -> Path | None:
     return legacy if out.suffix == ".jsonl" and legacy.is_file() else None
 
 
-def _existing_manifest(out: Path) -> Path | None:
+def existing_manifest(out: Path) -> Path | None:
+    """The manifest a run file has, under its name or the legacy one, or None."""
     path = manifest_path(out)
     return path if path.exists() else _legacy_manifest(out)
 
@@ -54,12 +55,12 @@ def read_run(path: str | Path) -> tuple[dict | None, list[dict]]:
         raise DataError(f"{path}: cannot read the run file: {error.strerror}") from None
     manifest = read_manifest(path)
     prompts = (manifest or {}).get("prompts", {})
-    return manifest, _records(path, data[: data.rfind(b"\n") + 1], prompts)
+    return manifest, parse_records(path, data[: data.rfind(b"\n") + 1], prompts)
 
 
 def read_manifest(out: str | Path) -> dict | None:
     """The manifest of the run file `out`, or None when it has none."""
-    path = _existing_manifest(Path(out))
+    path = existing_manifest(Path(out))
     if path is None:
         return None
     try:
@@ -164,6 +165,7 @@ _REASONING_OPTIONAL = {"seconds": _NUMBER, "header": (str,)}
 
 
 _KIND_NAMES = {str: "a string", int: "a whole number", float: "a number", dict: "an object", list: "a list"}
+_KIND_NAMES |= {bool: "true or false", None: "null"}
 
 
 def _wrong(data: dict, required: dict, optional: dict, where: str = "") -> str | None:
@@ -239,7 +241,7 @@ def _problem(record: object) -> str | None:
         return "has no 'trajectory'"
     if record.get("trajectory") is None and record.get("reasoning") is None:
         return "has neither a trajectory nor a reasoning part"
-    for part, read in _PARTS.items():
+    for part, read in PARTS.items():
         if record.get(part) is None:
             continue
         problem = _part_problem(part, record[part])
@@ -253,10 +255,11 @@ def _problem(record: object) -> str | None:
 
 
 # The parts of a record that carry a prompt, which the manifest stores once, and their readers.
-_PARTS = {"trajectory": Trajectory.from_dict, "reasoning": Reasoning.from_dict}
+PARTS = {"trajectory": Trajectory.from_dict, "reasoning": Reasoning.from_dict}
 
 
-def _records(path: Path, data: bytes, prompts: dict[str, str]) -> list[dict]:
+def parse_records(path: Path, data: bytes, prompts: dict[str, str]) -> list[dict]:
+    """The whole lines of a run file, each checked and with its few-shot prompt put back from `prompts`."""
     records, seen = [], set()
     # Lines end at b"\n" only: str.splitlines() would also break at U+2028, U+0085 and the like,
     # which JSON written with ensure_ascii=False carries raw inside strings.
@@ -269,7 +272,7 @@ def _records(path: Path, data: bytes, prompts: dict[str, str]) -> list[dict]:
             raise DataError(
                 f"{path} line {number} is not a result line; was the file edited? remove that line"
             ) from None
-        for part in _PARTS:
+        for part in PARTS:
             found = record.get(part) if isinstance(record, dict) else None
             if isinstance(found, dict) and "prompt" not in found and "prompt_sha256" in found:
                 text = prompts.get(found.pop("prompt_sha256"))
@@ -289,5 +292,6 @@ def _records(path: Path, data: bytes, prompts: dict[str, str]) -> list[dict]:
     return records
 
 
-def _sha256(text: str) -> str:
+def text_sha256(text: str) -> str:
+    """The SHA-256 a manifest keys a few-shot prompt by."""
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()

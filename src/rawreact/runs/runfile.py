@@ -16,15 +16,7 @@ from pathlib import Path
 
 from rawreact.core.errors import DataError
 from rawreact.core.folders import make_parents, remove_made
-from rawreact.runs.records import (
-    _KIND_NAMES,
-    _PARTS,
-    _existing_manifest,
-    _records,
-    _sha256,
-    manifest_path,
-    read_manifest,
-)
+from rawreact.runs.records import PARTS, existing_manifest, manifest_path, parse_records, read_manifest, text_sha256
 
 
 def write_whole(path: str | Path, text: str, hint: str) -> Path:
@@ -51,9 +43,6 @@ def refuse_existing(path: str | Path, force: bool, option: str) -> None:
     """Refuse to replace an existing output file without `force` (the command's --force)."""
     if Path(path).exists() and not force:
         raise DataError(f"{path} exists; choose another {option}, or add --force to replace it")
-
-
-_KIND_NAMES |= {bool: "true or false", None: "null"}
 
 
 def _json_bytes(value: object, **options) -> bytes:
@@ -149,7 +138,7 @@ class RunFile:
 
     def _recover(self) -> None:
         """Read the finished questions, drop a half-written last line, and check the run is the same."""
-        found = _existing_manifest(self.path)
+        found = existing_manifest(self.path)
         if found is None:
             raise DataError(
                 f"{self.path} has no manifest {self.manifest_path.name}, so --resume cannot check it is the same "
@@ -158,7 +147,7 @@ class RunFile:
         self.manifest = read_manifest(self.path)
         data = self.path.read_bytes()
         whole = data.rfind(b"\n") + 1
-        records = _records(self.path, data[:whole], self.manifest.get("prompts", {}))
+        records = parse_records(self.path, data[:whole], self.manifest.get("prompts", {}))
         old = self.manifest.get("config", {})
         changed = [f"{key} was {old.get(key)!r}, now {self.config.get(key)!r}" for key in _changed(old, self.config)]
         if changed:
@@ -180,10 +169,10 @@ class RunFile:
     def append(self, record: dict) -> None:
         """Write one result line and flush it to the operating system."""
         line = dict(record)
-        for part in _PARTS:
+        for part in PARTS:
             found = record.get(part)
             if isinstance(found, dict) and isinstance(found.get("prompt"), str):
-                digest = _sha256(found["prompt"])
+                digest = text_sha256(found["prompt"])
                 if digest not in self.manifest["prompts"]:  # the manifest holds it before any line refers to it
                     self.manifest["prompts"][digest] = found["prompt"]
                     self._write_manifest()
