@@ -20,6 +20,7 @@ from rawreact.models import load_model
 from rawreact.reports.comparison import Comparison
 from rawreact.runs.run import Result, check_context, run_questions
 from rawreact.runs.runfile import RunFile
+from rawreact.runs.setup import load_parts
 from rawreact.tasks.collection import Collection, Question, choose_questions
 from rawreact.tasks.loading import load_collection
 
@@ -62,15 +63,12 @@ def compare(
         collection, limit=limit, shuffle=shuffle, seed=shuffle_seed, shuffle_range=shuffle_range
     )
     out = Path(out)
-    checked = []  # every variant loaded and checked before anything is written
-    for variant in variants:
-        task = collection.task
-        prompt, grammar = variant.load_prompt(task), variant.load_grammar()
-        backoff = variant.load_backoff_prompt(task)
-        variant.collection(collection)  # opens its passages now: a bad store fails before any model loads
-        shuffled = {"shuffle": shuffle, "shuffle_seed": shuffle_seed, "shuffle_range": shuffle_range}
-        config = variant.config(collection, prompt, grammar, backoff, **shuffled)
-        checked.append((variant, (prompt, grammar, backoff), config))
+    shuffled = {"shuffle": shuffle, "shuffle_seed": shuffle_seed, "shuffle_range": shuffle_range}
+    # Every variant loaded and checked before anything is written, as `rawreact run` loads its settings.
+    checked = [(variant, load_parts(variant, collection, **shuffled)) for variant in variants]
+    # What each variant's manifest records of the questions and how they were sent, beside its own settings.
+    shared = {"data": collection.source or None, "limit": limit, "workers": workers, "host": host, **shuffled}
+    shared |= {} if timeout is None else {"timeout": timeout}
     folder_made = not out.exists()
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -78,17 +76,14 @@ def compare(
         raise DataError(f"{out}: cannot make the comparison folder: {error.strerror}") from None
     plans, made = [], []  # made: the run files this call starts, removed if the setup fails
     try:
-        for variant, loaded, config in checked:
+        for variant, parts in checked:
             path = out / f"{variant.name}.jsonl"
             new = not path.exists()
             details = {"data": collection.source, "layout": collection.layout, "limit": limit, "variant": variant.name}
-            shared = {"data": collection.source or None, "limit": limit, "workers": workers, "host": host}
-            shared |= {"shuffle": shuffle, "shuffle_seed": shuffle_seed, "shuffle_range": shuffle_range}
-            shared |= {} if timeout is None else {"timeout": timeout}
-            details["settings"] = manifest_settings(Settings(**variant.settings.to_dict() | shared))
-            sink = RunFile(path, config, resume=True, details=details)
+            details["settings"] = manifest_settings(Settings(**variant.to_dict() | shared))
+            sink = RunFile(path, parts.config, resume=True, details=details)
             made += [path, sink.manifest_path] if new else []
-            plans.append((variant, loaded, sink, sum(q.id in sink.done for q in questions)))
+            plans.append((variant, parts, sink, sum(q.id in sink.done for q in questions)))
         models = _models(plans, questions, host, timeout, workers)
     except BaseException:
         for *_, sink, _ in plans:
@@ -99,7 +94,7 @@ def compare(
             out.rmdir()
         raise
     try:
-        for variant, (prompt, grammar, backoff), sink, done in plans:
+        for variant, parts, sink, done in plans:
             if on_variant is not None:
                 on_variant(variant, done, len(questions))
             if done == len(questions) or (stop is not None and stop()):
@@ -108,11 +103,11 @@ def compare(
                 questions,
                 variant.env(collection),
                 models[_model_key(variant)],
-                prompt,
+                parts.prompt,
                 out=sink,
                 workers=workers,
                 stop=stop,
-                **variant.solve_options(grammar, backoff, collection.task),
+                **variant.solve_options(parts.grammar, parts.backoff, collection.task),
             )
             for result in results:
                 if on_result is not None:
@@ -134,7 +129,7 @@ def _models(
 ) -> dict[tuple, object]:
     """Load each model that a variant with questions left needs, once, and check it can do the job."""
     models: dict[tuple, object] = {}
-    for variant, (prompt, grammar, backoff), _, done in plans:
+    for variant, parts, _, done in plans:
         if done == len(questions):
             continue
         key = _model_key(variant)
@@ -142,10 +137,10 @@ def _models(
             options = {"n_ctx": variant.n_ctx, "temperature": variant.temperature, "seed": variant.seed, "host": host}
             options["workers"] = workers
             models[key] = load_model(variant.model, **options, timeout=timeout)
-        if grammar is not None and not models[key].supports_grammar:
+        if parts.grammar is not None and not models[key].supports_grammar:
             raise GrammarError(f"variant {variant.name}: model {models[key].name} cannot apply a grammar")
         try:
-            check_context(models[key], prompt, questions, variant.max_tokens, variant.method, backoff)
+            check_context(models[key], parts.prompt, questions, variant.max_tokens, variant.method, parts.backoff)
         except ModelError as error:
             raise ModelError(f"variant {variant.name}: {error}") from None
     return models

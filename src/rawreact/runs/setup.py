@@ -1,8 +1,8 @@
 """From settings to the parts of a run: the prompt, the back-off's prompt, the grammar, the passages,
 each question's environment, the keyword arguments of `solve`, and the manifest's config.
 
-`Variant` is a `Settings` value with a name, for `compare`; `rawreact run` uses the same functions on
-its settings, so a run and a comparison's variant with the same settings are the same run.
+`rawreact run` and `compare` (whose `Variant` is a `Settings` value with a name) both use these
+functions, so a run and a comparison's variant with the same settings are the same run.
 """
 
 import functools
