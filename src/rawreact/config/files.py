@@ -68,7 +68,7 @@ def _manifest_settings(path: Path, data: bytes) -> dict:
 
 
 def _checked(path: Path, values: dict) -> dict:
-    checked = {}
+    checked, beside = {}, _beside(path)
     for raw, value in values.items():
         key = ALIASES.get(raw.replace("-", "_"), raw.replace("-", "_"))
         if key not in KEYS:
@@ -87,22 +87,29 @@ def _checked(path: Path, values: dict) -> dict:
         if problem:
             raise DataError(f"{path}: {problem}")
         if key in PATHS and isinstance(value, str):
-            value = _relative_to(path, value)
+            value = _file_of(value, beside)
         if key == "model":
-            value = _model_file(value, lambda name: _relative_to(path, name))
+            value = _model_file(value, beside)
         checked[key] = value
     return checked
 
 
-def _relative_to(settings_file: Path, value: str) -> str:
-    """A path in a settings file, as seen from the current folder; `NOTEBOOK#NAME` keeps its `#NAME`."""
+def _beside(settings_file: Path):
+    """Where a path in a settings file points, seen from the current folder: relative to the file's folder."""
+    return lambda name: settings_file.parent / Path(name).expanduser()  # an absolute path stays as it is
+
+
+def _absolute(name: str) -> Path:
+    return Path(name).expanduser().absolute()
+
+
+def _file_of(value: str, where) -> str:
+    """A path setting with its file passed through `where`; `NOTEBOOK.ipynb#NAME` keeps its `#NAME` (the
+    notebook is everything before the last `#`, as the prompt reader takes it); empty (no instruction) stays."""
     if not value:
-        return value  # an empty instruction: none
-    name, hash_, rest = value.partition("#") if ".ipynb#" in value else (value, "", "")
-    found = Path(name).expanduser()
-    if not found.is_absolute():
-        found = settings_file.parent / found
-    return str(found) + hash_ + rest
+        return value
+    name, hash_, rest = value.rpartition("#") if ".ipynb#" in value else (value, "", "")
+    return str(where(name)) + hash_ + rest
 
 
 def manifest_settings(settings: Settings) -> dict:
@@ -110,11 +117,9 @@ def manifest_settings(settings: Settings) -> dict:
     folder reads the same files (their hashes, in the manifest's config, tell if they changed)."""
     recorded = settings.to_dict()
     for key in PATHS:
-        value = recorded[key]
-        if value:
-            name, hash_, rest = value.partition("#") if ".ipynb#" in value else (value, "", "")
-            recorded[key] = str(Path(name).expanduser().absolute()) + hash_ + rest
-    recorded["model"] = _model_file(recorded["model"], lambda name: Path(name).expanduser().absolute())
+        if recorded[key] is not None:
+            recorded[key] = _file_of(recorded[key], _absolute)
+    recorded["model"] = _model_file(recorded["model"], _absolute)
     return recorded
 
 

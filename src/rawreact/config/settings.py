@@ -100,13 +100,10 @@ class Settings:
     timeout: float = 300.0
 
     def __post_init__(self) -> None:
-        for f in fields(Settings):  # a Variant's name is checked by the Variant
-            value = getattr(self, f.name)
-            problem = type_problem(f.name, value)
-            if problem:
-                raise DataError(f"{self.where}{problem}")
-            if isinstance(value, int) and not isinstance(value, bool) and float in _kinds(f.name):
-                object.__setattr__(self, f.name, float(value))  # 1 in a file is the temperature 1.0
+        for key in KEYS:  # a Variant's name is checked by the Variant
+            value = getattr(self, key)
+            if isinstance(value, int) and not isinstance(value, bool) and float in _kinds(key):
+                object.__setattr__(self, key, float(value))  # 1 in a file is the temperature 1.0
         problem = self.problem()
         if problem:
             raise DataError(f"{self.where}{problem}")
@@ -139,7 +136,7 @@ class Settings:
 
     def to_dict(self) -> dict:
         """Every setting by name, JSON- and TOML-ready; `Settings(**d)` reads it back."""
-        return {f.name: getattr(self, f.name) for f in fields(Settings)}
+        return {key: getattr(self, key) for key in KEYS}
 
     @property
     def where(self) -> str:
@@ -147,7 +144,8 @@ class Settings:
         return ""
 
 
-KEYS = tuple(f.name for f in fields(Settings))
+_DECLARED = {f.name: f.type for f in fields(Settings)}
+KEYS = tuple(_DECLARED)
 # The settings of the questions and of how they are sent: a comparison's variants share them.
 SHARED = KEYS[KEYS.index("data") :]
 VARIANT_KEYS = KEYS[: KEYS.index("data")]
@@ -160,7 +158,7 @@ def option(key: str) -> str:
 
 def _kinds(key: str) -> tuple[type, ...]:
     """The types a setting takes, None's type included when it may be None."""
-    declared = next(f.type for f in fields(Settings) if f.name == key)
+    declared = _DECLARED[key]
     if get_origin(declared) in (Union, types.UnionType):
         return get_args(declared)
     return (declared,)
