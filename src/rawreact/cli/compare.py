@@ -6,9 +6,8 @@ from pathlib import Path
 
 from rawreact.cli.files import intervals_note, shown
 from rawreact.cli.run import score_cell, verdict
-from rawreact.cli.settings import given_flags
+from rawreact.cli.settings import given_settings
 from rawreact.cli.terminal import Stopper, progress
-from rawreact.config.files import read_settings
 from rawreact.config.settings import SHARED, VARIANT_KEYS, Settings, parse_spec
 from rawreact.core.errors import DataError
 from rawreact.core.text import printable
@@ -20,7 +19,7 @@ from rawreact.tasks.loading import load_collection
 
 def compare_command(args: argparse.Namespace) -> int:
     """`rawreact compare`: every variant on the same questions, then the table with intervals."""
-    given = (read_settings(args.config) if args.config else {}) | given_flags(args)
+    given = given_settings(args)
     shared = Settings(**{key: value for key, value in given.items() if key in SHARED})
     own = {key: value for key, value in given.items() if key in VARIANT_KEYS}
     base = Variant("base", **own | parse_spec(args.base, f"--base {args.base!r}", VARIANT_KEYS))

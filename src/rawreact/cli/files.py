@@ -47,8 +47,12 @@ def shown(rows: list[dict[str, str]], args: argparse.Namespace) -> str:
     width (as several tables, or the `--columns` chosen), and whole when the output is not a terminal."""
     if args.format != "text":
         return table(rows, args.format)
-    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
-    return fitted(rows, width, args.columns)
+    return fitted(rows, _width(), args.columns)
+
+
+def _width() -> int | None:
+    """The terminal's width in columns, or None when the output goes to a pipe or file (whole lines there)."""
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
 
 
 def intervals_note(args: argparse.Namespace, comparison, where: str = "") -> None:
@@ -130,8 +134,7 @@ def show_command(args: argparse.Namespace) -> int:
     """`rawreact show`: the questions of a run file, or one question's transcript."""
     _, records = read_run(args.run)
     if args.id is None and not args.first_wrong:
-        width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None  # piped: whole lines
-        print(printable(listing(records, width)), end="")
+        print(printable(listing(records, _width())), end="")
         return 0
     if args.first_wrong:
         found = [r for r in records if r["em"] == 0]

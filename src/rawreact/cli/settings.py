@@ -54,11 +54,15 @@ def _grammar_mode(args: argparse.Namespace, given: dict) -> str | None:
     return None if args.grammar == "off" else args.grammar
 
 
+def given_settings(args: argparse.Namespace) -> dict:
+    """The settings a command was given: its `--config` file's, with the flags typed beside it over them."""
+    return (read_settings(args.config) if args.config else {}) | given_flags(args)
+
+
 def choose(args: argparse.Namespace) -> Chosen:
     """The settings of `rawreact run`, and its questions, checked before any model loads."""
-    flags = given_flags(args)
-    given = (read_settings(args.config) if args.config else {}) | flags
-    collection, questions = _questions(given)
+    given = given_settings(args)
+    collection = _collection(given)
     options = {}
     if args.reference:
         method = given.get("method", "react")
@@ -68,8 +72,7 @@ def choose(args: argparse.Namespace) -> Chosen:
         settings = Settings(**({k: v for k, v in options.items() if k not in given} | given))
     except DataError as error:  # settings that do not go together: say which file gave them
         raise DataError(f"{args.config}: {error}" if args.config else str(error)) from None
-    if options:  # the questions again: the paper's sample (shuffled, first 500) may replace the data's order
-        questions = _chosen(settings, collection)
+    questions = _chosen(settings, collection)
     info = None
     if args.reference:
         yours = {k: v for k, v in given.items() if k in options}
@@ -77,19 +80,16 @@ def choose(args: argparse.Namespace) -> Chosen:
     return Chosen(settings, collection, questions, info)
 
 
-def _questions(given: dict) -> tuple[Collection, list[Question]]:
+def _collection(given: dict) -> Collection:
+    """The data's questions, or for `--question` the passages it is asked over: those of --passages (see
+    runs.setup.collection_of), else the demo's."""
     if given.get("question") is not None:
-        # Over --passages (see runs.setup.collection_of), else over the demo's passages.
-        collection = Collection("--question", {}, ()) if given.get("passages") else load_collection().pooled()
-        return collection, [Question("question-1", given["question"], given.get("answer", ""))]
-    collection = load_collection(given.get("data"))
-    return collection, _chosen(Settings(**{k: v for k, v in given.items() if k in _QUESTIONS}), collection)
-
-
-_QUESTIONS = ("limit", "shuffle", "shuffle_seed", "shuffle_range")
+        return Collection("--question", {}, ()) if given.get("passages") else load_collection().pooled()
+    return load_collection(given.get("data"))
 
 
 def _chosen(settings: Settings, collection: Collection) -> list[Question]:
+    """The questions a run asks: `--question`, or the data's, limited and shuffled as the settings say."""
     if settings.question is not None:
         return [Question("question-1", settings.question, settings.answer)]
     return choose_questions(

@@ -40,7 +40,7 @@ def _scores(records: list[dict], resamples: int, seed: int) -> dict[str, str]:
     cells = {"scored": str(len(scored))}
     for metric in ("em", "f1"):
         interval = bootstrap([r[metric] for r in scored], resamples=resamples, seed=seed)
-        cells[metric.upper()] = f"{interval.mean:.3f} [{interval.low:.3f}, {interval.high:.3f}]"
+        cells[metric.upper()] = str(interval)  # "mean [low, high]"
     return cells
 
 

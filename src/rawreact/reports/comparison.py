@@ -70,7 +70,7 @@ class Comparison:
                     for part in ("mean", "low", "high"):
                         row[f"d{metric}_{part}"] = "" if diff is None else f"{getattr(diff, part):.6f}"
                 else:
-                    row[label] = f"{mean.mean:.3f} [{mean.low:.3f}, {mean.high:.3f}]"
+                    row[label] = str(mean)  # "mean [low, high]"
                     shown = None if diff is None else f"{diff.mean:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}]"
                     row[f"Δ{label}"] = shown or "base"
             for header, (key, form) in COLUMNS.items():
