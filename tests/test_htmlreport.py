@@ -349,3 +349,74 @@ def test_the_page_charts_per_question_distributions_and_two_runs_question_by_que
     per_run = browser.evaluate(f"Array.from({tokens}.querySelectorAll('rect title')).map(t => t.textContent)")
     assert sum(int(t.split(": ", 1)[1].split(" with ")[0]) for t in per_run if t.startswith("crafted: ")) == 6
     assert browser.problems() == []
+
+
+def test_in_chromium_runs_side_by_side_question_by_question_with_the_first_difference_marked(runs, browser, tmp_path):
+    """Issue 29 item 8: each question two runs share appears once with every run's answer, and opens the two
+    chosen runs' transcripts next to each other, the first step where they differ marked."""
+    from rawreact.agents.record import Trajectory
+    from rawreact.reports.html_questions import step_key
+
+    records = {name: {r["id"]: r for r in _records(p)} for name, p in runs.items()}
+    path = write_page(runs, tmp_path / "report.html", resamples=200)
+    browser.open(path)
+    rows = "Array.from(document.querySelectorAll('#pairs tr.pair'))"
+    assert browser.evaluate(f"{rows}.map(r => r.querySelector('td.id').textContent)") == list(records["crafted"])
+    predictions = "Array.from(r.querySelectorAll('td.answer .prediction')).map(c => c.textContent)"
+    cells = browser.evaluate(f"{rows}.map(r => {predictions})")
+    assert cells == [[records[n][q]["prediction"] for n in ("crafted", "oracle")] for q in records["crafted"]]
+
+    def keys(name, question):
+        return [step_key(s) for s in Trajectory.from_dict(records[name][question]["trajectory"]).steps]
+
+    first_difference = {}
+    for question in records["crafted"]:
+        a, b = keys("crafted", question), keys("oracle", question)
+        same = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+        first_difference[question] = None if a == b else same
+    assert None in first_difference.values() and any(first_difference.values())  # both cases are tried
+    marked = (
+        "Array.from(document.getElementById({}).nextElementSibling.querySelectorAll('.side')).map(side => "
+        "[side.querySelector('h4').textContent, Array.from(side.querySelectorAll('.step')).findIndex(s => "
+        "s.classList.contains('first-difference')), side.querySelectorAll('.step').length])"
+    )
+    for question, differs in first_difference.items():
+        anchor = json.dumps(f"pair/{question}")
+        browser.evaluate(f"document.getElementById({anchor}).click()")
+        sides = browser.evaluate(marked.format(anchor))
+        assert [s[0] for s in sides] == ["crafted", "oracle"]
+        assert [s[2] for s in sides] == [len(keys("crafted", question)), len(keys("oracle", question))]
+        expected = [-1 if differs is None or differs >= s[2] else differs for s in sides]
+        assert [s[1] for s in sides] == expected, question
+        same = f"document.getElementById({anchor}).nextElementSibling.querySelectorAll('.same').length"
+        assert browser.evaluate(same) == (differs is None)
+    # Swapping the runs swaps the sides; the filter keeps the questions whose two answers differ.
+    choose = "(() => {{ const c = document.getElementById('{}'); c.{} = {}; c.dispatchEvent(new Event('input')) }})()"
+    browser.evaluate(choose.format("p-left", "value", "'oracle'"))
+    browser.evaluate(choose.format("p-right", "value", "'crafted'"))
+    anchor = json.dumps(f"pair/{next(iter(records['crafted']))}")
+    assert [s[0] for s in browser.evaluate(marked.format(anchor))] == ["oracle", "crafted"]
+    browser.evaluate(choose.format("p-differ", "checked", "true"))
+    differ = sum(records["crafted"][q]["prediction"] != records["oracle"][q]["prediction"] for q in records["crafted"])
+    assert browser.evaluate(f"{rows}.filter(r => !r.hidden).length") == differ
+    assert browser.evaluate("document.getElementById('p-shown').textContent") == f"{differ} of 6 questions"
+    # A link to the question opens it, as opening the page at that address does.
+    last = list(records["crafted"])[-1]
+    browser.open(write_page(runs, tmp_path / "linked.html", resamples=200), fragment=quote(f"pair/{last}"))
+    assert browser.evaluate(f"!document.getElementById({json.dumps(f'pair/{last}')}).nextElementSibling.hidden")
+    assert browser.problems() == []
+
+
+def test_one_run_or_runs_with_no_shared_question_have_no_side_by_side_view(runs):
+    from rawreact.reports.sidebyside import shared, side_by_side
+
+    records = {name: _records(p) for name, p in runs.items()}
+    assert side_by_side({"crafted": records["crafted"]}) == ""
+    assert side_by_side({"a": records["crafted"][:3], "b": records["oracle"][3:]}) == ""
+    ids = [r["id"] for r in records["crafted"]]
+    # 2 and 3 are in a and b, 5 in b and c; 4 is in b alone
+    assert shared({"a": records["crafted"][:4], "b": records["oracle"][2:], "c": records["oracle"][5:]}) == [
+        ids[2],
+        ids[3],
+        ids[5],
+    ]

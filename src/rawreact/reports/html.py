@@ -21,6 +21,7 @@ from rawreact.reports import svg
 from rawreact.reports.breakdown import breakdown, breakdown_note
 from rawreact.reports.comparison import Comparison
 from rawreact.reports.html_questions import prompts_html, questions_table
+from rawreact.reports.sidebyside import side_by_side
 from rawreact.reports.summary import TIMES_NOTE, drop_unused, row_of, summarize
 from rawreact.runs.records import read_run
 from rawreact.runs.runfile import write_whole
@@ -61,13 +62,14 @@ def page(runs: dict[str, str | Path], *, resamples: int = RESAMPLES, seed: int =
         f"written by rawreact {escape(__version__)}. Click a question to see its transcript.</p>",
         "<h2>Summary</h2>",
         _split(drop_unused([row_of(name, *read) for name, read in loaded.items()]), _SCORES),
-        f'<p class="note">{escape(TIMES_NOTE[0].upper() + TIMES_NOTE[1:])}.</p>',
+        f'<p class="note">Times: {escape(TIMES_NOTE)}.</p>',
         _inputs(runs, {name: manifest for name, (manifest, _) in loaded.items()}),
         _labels(records),
         _breakdown(records, resamples, seed),
         _comparison(records, resamples, seed),
         "<h2>Charts</h2>",
         _charts(records, resamples, seed),
+        side_by_side(records),
         "<h2>Questions</h2>",
         questions_table(records),
         prompts_html(records),

@@ -174,7 +174,8 @@ def _step(step: Step, loop: str) -> str:
     classes = "step" + (" invalid" if step.error is not None else "") + (" repeat" if step.repeat_of else "")
     lines = []
     if loop == "tools" and not step.action_text and not step.observation:  # a plain-text answer
-        return f'<div class="{classes}">{_line("thought", f"Message {step.i}", escape(step.thought or ""))}</div>'
+        message = _line("thought", f"Message {step.i}", escape(step.thought or ""))
+        return f'<div class="{classes}" data-key="{step_key(step)}">{message}</div>'
 
     if step.thought is not None:
         lines.append(_line("thought", f"Thought {step.i}", f'<span class="text">{escape(step.thought)}</span>'))
@@ -189,7 +190,13 @@ def _step(step: Step, loop: str) -> str:
             f"({evaluated} evaluated), {call.completion_tokens} generated, {call.seconds:.2f} s"
         )
         lines.append(f'<div class="raw"><span class="meta">{escape(meta)}</span><pre>{escape(call.text)}</pre></div>')
-    return f'<div class="{classes}">{"".join(lines)}</div>'
+    return f'<div class="{classes}" data-key="{step_key(step)}">{"".join(lines)}</div>'
+
+
+def step_key(step: Step) -> str:
+    """What makes two steps the same: the thought, the action and the observation, as a short hash."""
+    text = "\0".join((step.thought or "", step.action_text, step.observation))
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def _line(cls: str, tag: str, html: str) -> str:

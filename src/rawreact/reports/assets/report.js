@@ -72,6 +72,10 @@
   function reveal(id) {
     const target = document.getElementById(id);
     if (target && target.tagName === "DETAILS") target.open = true;
+    if (target && target.classList.contains("pair")) {
+      openPair(target);
+      target.scrollIntoView({ block: "start" });
+    }
     if (target && target.classList.contains("question")) {
       target.hidden = false;
       target.classList.add("open");
@@ -84,6 +88,105 @@
     if (link) reveal(link.getAttribute("href").slice(1));
   });
   window.addEventListener("hashchange", () => reveal(decodeURIComponent(location.hash.slice(1))));
+  // Runs side by side: a question shared by two runs or more opens the left and right runs' transcripts
+  // (copied from the question table) next to each other, the first step where they differ marked.
+  const pairTable = document.getElementById("pairs");
+  const left = document.getElementById("p-left"), right = document.getElementById("p-right");
+  const differ = document.getElementById("p-differ"), pairShown = document.getElementById("p-shown");
+  const pairRows = pairTable ? Array.from(pairTable.tBodies[0].querySelectorAll("tr.pair")) : [];
+
+  function answerOf(row, run) {
+    return Array.from(row.querySelectorAll("td.answer")).find((cell) => cell.dataset.run === run);
+  }
+
+  function fill(row) {
+    const sides = row.nextElementSibling.querySelectorAll(".side");
+    const steps = [];
+    [left.value, right.value].forEach((run, k) => {
+      const side = sides[k];
+      side.replaceChildren();
+      const heading = document.createElement("h4");
+      heading.textContent = run;
+      side.append(heading);
+      const cell = answerOf(row, run);
+      const origin = cell && cell.dataset.anchor ? document.getElementById(cell.dataset.anchor) : null;
+      const found = origin ? origin.nextElementSibling.querySelector(".transcript") : null;
+      if (!found) {
+        const none = document.createElement("p");
+        none.className = "note";
+        none.textContent = "This run has no such question.";
+        side.append(none);
+        steps.push(null);
+        return;
+      }
+      side.append(found.cloneNode(true));
+      steps.push(Array.from(side.querySelectorAll(".step")));
+    });
+    if (!steps[0] || !steps[1]) return;
+    let i = 0;
+    while (i < steps[0].length && i < steps[1].length && steps[0][i].dataset.key === steps[1][i].dataset.key) i++;
+    if (i === steps[0].length && i === steps[1].length) {
+      const same = document.createElement("p");
+      same.className = "same";
+      same.textContent = steps[0].length ? "The two trajectories are the same, step by step." : "Neither run took a step.";
+      sides[0].parentNode.before(same);
+      return;
+    }
+    for (const list of steps) {
+      const step = list[i];
+      if (!step) continue;
+      step.classList.add("first-difference");
+      const badge = document.createElement("span");
+      badge.className = "badge warn";
+      badge.textContent = "first difference";
+      (step.querySelector(".action") || step.querySelector(".thought") || step).append(badge);
+    }
+  }
+
+  function refreshPairs() {
+    let count = 0;
+    for (const row of pairRows) {
+      const a = answerOf(row, left.value), b = answerOf(row, right.value);
+      const visible = !differ.checked || !a || !b || a.dataset.prediction !== b.dataset.prediction;
+      row.hidden = !visible;
+      row.nextElementSibling.hidden = !visible || !row.classList.contains("open");
+      if (row.classList.contains("open")) {
+        row.nextElementSibling.querySelectorAll(".same").forEach((p) => p.remove());
+        fill(row);
+      }
+      for (const cell of row.querySelectorAll("td.answer")) {
+        cell.classList.toggle("left-run", cell.dataset.run === left.value);
+        cell.classList.toggle("right-run", cell.dataset.run === right.value);
+      }
+      count += visible;
+    }
+    pairShown.textContent = count + " of " + pairRows.length + " questions";
+  }
+
+  function openPair(row) {
+    row.hidden = false;
+    row.classList.add("open");
+    row.nextElementSibling.hidden = false;
+    row.nextElementSibling.querySelectorAll(".same").forEach((p) => p.remove());
+    fill(row);
+  }
+
+  for (const row of pairRows) {
+    row.addEventListener("click", (event) => {
+      if (event.target.closest("a")) return;
+      if (row.classList.contains("open")) {
+        row.classList.remove("open");
+        row.nextElementSibling.hidden = true;
+      } else {
+        openPair(row);
+      }
+    });
+  }
+  for (const control of [left, right, differ]) {
+    if (control) control.addEventListener("input", refreshPairs);
+  }
+  if (pairTable) refreshPairs();
+
   filter();
   if (location.hash) reveal(decodeURIComponent(location.hash.slice(1)));
 })();
