@@ -3,13 +3,17 @@ Ollama-protocol server that answers `/api/generate` from the embedded model and 
 """
 
 import contextlib
+import hashlib
 import json
+import os
+import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -238,3 +242,98 @@ class OpenAIStub:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class StandInHub:
+    """A stand-in for the Hugging Face Hub on loopback, for the real `huggingface_hub` client (through
+    HF_ENDPOINT): it lists a repository's files (`/api/models/ORG/REPO/tree/REVISION`) and serves each
+    (`/ORG/REPO/resolve/REVISION/FILE`, HEAD and GET) with the headers the client reads, and refuses an
+    unknown repository, revision or file with the Hub's own error codes. `repos` maps ORG/REPO to
+    {file name: local path}; `requests` records each path asked for. The real Hub is not reachable from
+    the machines this project is tested on, which is why the tests talk to this one."""
+
+    COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+    def __init__(self, repos: dict[str, dict[str, str]]):
+        self.repos, self.requests = repos, []
+        hub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _refuse(self, code: str):
+                self.send_response(404)
+                self.send_header("X-Error-Code", code)
+                self.send_header("Content-Type", "application/json")
+                body = json.dumps({"error": code}).encode()
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command == "GET":
+                    self.wfile.write(body)
+
+            def _answer(self, body: bytes | None, headers: dict, length: int):
+                self.send_response(200)
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", str(length))
+                self.end_headers()
+                if self.command == "GET" and body is not None:
+                    self.wfile.write(body)
+
+            def do_GET(self):
+                path = urllib.parse.unquote(self.path.split("?", 1)[0])
+                hub.requests.append(path)
+                if path.startswith("/api/models/"):
+                    parts = path.removeprefix("/api/models/").split("/")
+                    repo = "/".join(parts[:2])
+                    if repo not in hub.repos:
+                        return self._refuse("RepoNotFound")
+                    if parts[2:3] != ["tree"] or parts[3:4] != ["main"]:
+                        return self._refuse("RevisionNotFound")
+                    files = [
+                        {"type": "file", "path": name, "size": os.path.getsize(local), "oid": _digest(local, "sha1")}
+                        for name, local in hub.repos[repo].items()
+                    ]
+                    body = json.dumps(files).encode()
+                    return self._answer(body, {"Content-Type": "application/json"}, len(body))
+                parts = path.lstrip("/").split("/")
+                repo, rest = "/".join(parts[:2]), parts[2:]
+                if repo not in hub.repos:
+                    return self._refuse("RepoNotFound")
+                if rest[:2] != ["resolve", "main"]:
+                    return self._refuse("RevisionNotFound")
+                local = hub.repos[repo].get("/".join(rest[2:]))
+                if local is None:
+                    return self._refuse("EntryNotFound")
+                size = os.path.getsize(local)
+                headers = {"X-Repo-Commit": hub.COMMIT, "ETag": f'"{_digest(local, "sha256")}"'}
+                headers["Content-Type"] = "application/octet-stream"
+                if self.command == "HEAD":
+                    return self._answer(None, headers, size)
+                self._answer(None, headers, size)
+                with open(local, "rb") as file:
+                    shutil.copyfileobj(file, self.wfile, 1 << 20)
+
+            do_HEAD = do_GET
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+_DIGESTS: dict[tuple[str, str], str] = {}
+
+
+def _digest(path: str, kind: str) -> str:
+    if (path, kind) not in _DIGESTS:
+        digest = hashlib.new(kind)
+        with open(path, "rb") as file:
+            while block := file.read(1 << 20):
+                digest.update(block)
+        _DIGESTS[path, kind] = digest.hexdigest()
+    return _DIGESTS[path, kind]

@@ -228,3 +228,35 @@ def test_the_fireact_layout_is_one_json_array_of_alpaca_examples(runs, tmp_path)
     trl = tmp_path / "trl.jsonl"
     assert export([runs["crafted"]], trl, layout="trl", min_f1=0.0).examples == done.examples  # one per trained step
     assert all("weight" not in json.dumps(json.loads(line)) for line in trl.read_text().splitlines())
+
+
+@pytest.mark.parametrize("layout", ["completion", "chat", "trl", "fireact"])
+def test_each_layout_loads_with_hugging_face_datasets_as_its_trainer_loads_it(runs, tmp_path, layout, monkeypatch):  # noqa: F811
+    """Issue 29 item 12: `datasets.load_dataset("json", ...)`, the loader of TRL's and FireAct's scripts, reads
+    each file whole, one row per example, with the columns its trainer takes and every value as written. TRL
+    itself (torch, several GB) does not install here: its rule for a conversational example (a prompt and a
+    completion that are lists of role/content messages) is checked on the loaded rows instead."""
+    datasets = pytest.importorskip("datasets")  # a test dependency: pip install -e '.[test]'
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    out = tmp_path / ("fireact.json" if layout == "fireact" else f"{layout}.jsonl")
+    done = export([runs["crafted"]], out, layout=layout, min_f1=0.0)
+    loaded = datasets.load_dataset("json", data_files=str(out), split="train", cache_dir=str(tmp_path / "cache"))
+    text = out.read_text(encoding="utf-8")
+    written = json.loads(text) if layout == "fireact" else [json.loads(line) for line in text.splitlines()]
+    assert loaded.num_rows == done.examples == len(written) > 0
+    columns = {
+        "completion": ["prompt", "completion"],
+        "chat": ["messages"],
+        "trl": ["prompt", "completion"],
+        "fireact": ["instruction", "input", "output"],
+    }[layout]
+    assert sorted(loaded.column_names) == sorted(columns)
+    rows = loaded.to_list()
+    if layout == "chat":  # datasets gives every message each key any message has: weight is None where absent
+        rows = [{"messages": [{k: v for k, v in m.items() if v is not None} for m in r["messages"]]} for r in rows]
+    assert rows == written
+    if layout == "trl":
+        for row in rows:
+            assert all(isinstance(row[key], list) and row[key] for key in ("prompt", "completion"))
+            assert all(set(m) == {"role", "content"} for m in row["prompt"] + row["completion"])
+            assert [m["role"] for m in row["completion"]] == ["assistant"]

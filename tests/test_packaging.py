@@ -58,24 +58,26 @@ def test_the_readme_python_example_runs(capsys):
     assert printed.startswith("Answer ") and "Question: When is the festival of Orlo held?\nThought 1:" in printed
 
 
-def test_the_readme_run_example_runs(tmp_path, monkeypatch, rows):
-    (tmp_path / "hotpot_dev_distractor_v1.json").write_text(json.dumps(rows[:1]))  # the example's [:2] takes it
+def test_the_readme_run_example_runs(tmp_path, monkeypatch):
+    """As written, in an empty folder: the demo's first two questions (issue 29 item 15)."""
+    from rawreact import load_collection
+
     monkeypatch.chdir(tmp_path)
     exec(_blocks("python")[1], {})
     lines = (tmp_path / "run.jsonl").read_text().splitlines()
-    assert [json.loads(line)["question"] for line in lines] == [rows[0]["question"]]
+    assert [json.loads(line)["question"] for line in lines] == [q.question for q in load_collection().questions[:2]]
     assert json.loads((tmp_path / "run.jsonl.manifest.json").read_text())["config"] == {"model": "gemma3-270m"}
 
 
-def test_the_readme_compare_example_runs(tmp_path, monkeypatch, capsys, rows):
-    (tmp_path / "dev.json").write_text(json.dumps(rows[:1]))  # one question: the example's limit=20 takes all there are
+def test_the_readme_compare_example_runs(tmp_path, monkeypatch, capsys):
+    """As written, in an empty folder: two questions of the demo per variant."""
     monkeypatch.chdir(tmp_path)
     exec(_blocks("python")[2], {})
     printed = capsys.readouterr().out.splitlines()
     assert printed[0].startswith("| variant | method | n | EM | ΔEM | F1 | ΔF1 |")
-    assert printed[2].startswith("| k1 | react | 1 | ") and printed[3].startswith("| k3 | react | 1 | ")
+    assert printed[2].startswith("| k1 | react | 2 | ") and printed[3].startswith("| k3 | react | 2 | ")
     for name in ("k1", "k3"):
-        assert len((tmp_path / "experiments" / "k" / f"{name}.jsonl").read_text().splitlines()) == 1
+        assert len((tmp_path / "experiments" / "k" / f"{name}.jsonl").read_text().splitlines()) == 2
 
 
 def test_the_readme_settings_example_runs(tmp_path, monkeypatch, capsys):

@@ -127,6 +127,6 @@ def _model_file(model: str, where) -> str:
     """A model spec with its file (a .gguf path, or a scripted model's file) passed through `where`."""
     if model.startswith("scripted:"):
         return "scripted:" + str(where(model.removeprefix("scripted:")))
-    if model.endswith(".gguf"):
+    if model.endswith(".gguf") and not model.startswith("hf:"):  # hf:ORG/REPO:FILE.gguf names no local file
         return str(where(model))
     return model

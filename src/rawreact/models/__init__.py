@@ -9,6 +9,7 @@ A new backend is a module here that implements `base.Model`, and one branch of `
 from pathlib import Path
 
 from rawreact.core.errors import ModelError
+from rawreact.models import hub
 from rawreact.models.base import Completion, Model
 from rawreact.models.scripted import ScriptedModel
 from rawreact.models.specs import (
@@ -43,7 +44,8 @@ __all__ = [
 
 
 def load_model(spec: str = DEFAULT_MODEL, **options) -> Model:
-    """Load a model by spec: an embedded name, a .gguf path, `ollama:NAME`, `openai:[MODEL@]URL`
+    """Load a model by spec: an embedded name, a .gguf path, `hf:ORG/REPO[@REVISION][:FILE|:TAG]` (a GGUF
+    file of a Hugging Face repository, downloaded into its cache), `ollama:NAME`, `openai:[MODEL@]URL`
     (or `vllm:`/`llamacpp:` to name the server family), or `scripted:FILE.json`.
 
     `options` go to the backend: for llama-cpp n_ctx, temperature, seed, reuse_cache, n_threads,
@@ -74,11 +76,13 @@ def load_model(spec: str = DEFAULT_MODEL, **options) -> Model:
 
     if spec in EMBEDDED_MODELS:
         return LlamaModel(model_path(spec), name=spec, **options)
+    if spec.startswith(hub.PREFIX):
+        return LlamaModel(hub.hub_file(spec), name=spec, **options)
     if spec.endswith(".gguf") or Path(spec).exists():
         return LlamaModel(Path(spec).expanduser(), **options)
     known = ", ".join(EMBEDDED_MODELS)
     raise ModelError(
-        f"unknown model {spec!r}: use one of {known}, a path to a .gguf file, ollama:NAME, "
+        f"unknown model {spec!r}: use one of {known}, a path to a .gguf file, hf:ORG/REPO:FILE, ollama:NAME, "
         "openai:[MODEL@]URL, or scripted:FILE.json"
     )
 

@@ -6,6 +6,7 @@ from importlib import import_module, metadata
 from pathlib import Path
 
 from rawreact.core.errors import ModelError
+from rawreact.models import hub
 
 # Small real models that PyPI packages carry: name -> (package, how to find the file).
 EMBEDDED_MODELS = {
@@ -60,6 +61,8 @@ def model_file(spec: str) -> Path | None:
         return None
     if spec in EMBEDDED_MODELS:
         return model_path(spec)
+    if spec.startswith(hub.PREFIX):
+        return hub.hub_file(spec)
     return Path(spec).expanduser()
 
 
