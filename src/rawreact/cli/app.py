@@ -5,7 +5,14 @@ import sys
 from pathlib import Path
 
 from rawreact.cli.compare import compare_command
-from rawreact.cli.files import compare_runs_command, export_command, index_command, report, show_command
+from rawreact.cli.files import (
+    compare_runs_command,
+    export_command,
+    index_command,
+    merge_command,
+    report,
+    show_command,
+)
 from rawreact.cli.parser import parser as _parser
 from rawreact.cli.run import run
 from rawreact.core.errors import RawreactError
@@ -27,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         "show": show_command,
         "export": export_command,
         "index": index_command,
+        "merge": merge_command,
     }
     try:
         return commands[args.command](args)

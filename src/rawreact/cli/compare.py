@@ -54,6 +54,7 @@ def compare_command(args: argparse.Namespace) -> int:
             shuffle=shared.shuffle,
             shuffle_seed=shared.shuffle_seed,
             shuffle_range=shared.shuffle_range,
+            shard=shared.shard,
             workers=shared.workers,
             host=shared.host,
             timeout=shared.timeout,

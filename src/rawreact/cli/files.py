@@ -1,5 +1,6 @@
 """The commands that read and write files without a model: `report` (a table, or a web page with
---html), `compare-runs`, `show` and `export` read run files; `index` builds a passage store."""
+--html), `compare-runs`, `show` and `export` read run files, `merge` joins them; `index` builds a
+passage store."""
 
 import argparse
 import os
@@ -186,4 +187,15 @@ def index_command(args: argparse.Namespace) -> int:
         + (f" ({'; '.join(dropped)})" if dropped else "")
         + f"; content sha256 {info['content_sha256'][:16]}"
     )
+    return 0
+
+
+def merge_command(args: argparse.Namespace) -> int:
+    """`rawreact merge`: the shards' run files as one run file, written whole or not at all."""
+    from rawreact.runs.merge import merge
+
+    merged = merge(args.runs, args.out, duplicates=args.duplicates)
+    print(f"{merged.out}: {plural(merged.questions, 'question')} from {plural(len(args.runs), 'run file')}")
+    for note in merged.notes:
+        print(f"rawreact: {printable(note)}", file=sys.stderr)
     return 0

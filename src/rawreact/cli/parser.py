@@ -80,8 +80,8 @@ def parser() -> argparse.ArgumentParser:
     )
     by_model.add_argument(
         "--model",
-        help=f"{', '.join(EMBEDDED_MODELS)}, a .gguf path, ollama:NAME, openai:[MODEL@]URL (or vllm:, llamacpp:), "
-        f"or scripted:FILE.json (default: {DEFAULT_MODEL})",
+        help=f"{', '.join(EMBEDDED_MODELS)}, a .gguf path, hf:ORG/REPO:FILE|TAG, ollama:NAME, "
+        f"openai:[MODEL@]URL (or vllm:, llamacpp:), or scripted:FILE.json (default: {DEFAULT_MODEL})",
     )
     by_model.add_argument("--ollama-host", help="where Ollama listens (default: OLLAMA_HOST, else 127.0.0.1:11434)")
     by_model.add_argument(
@@ -171,6 +171,12 @@ def parser() -> argparse.ArgumentParser:
         metavar="N",
         help="shuffle the first N questions' indices, as FEVER.ipynb shuffles range(7405) (default: all)",
     )
+    by_questions.add_argument(
+        "--shard",
+        metavar="K/N",
+        help="run the K-th of N parts of the chosen questions (every N-th from the K-th), into a run file of its "
+        "own; `rawreact merge` joins the parts (default: all)",
+    )
     by_model.add_argument("--seed", type=int, help=f"seed of sampling (default: {_DEFAULT.seed})")
     by_output.add_argument("--out", help="write one JSON line per question to this run file, and a manifest beside it")
     by_output.add_argument(
@@ -250,6 +256,15 @@ def parser() -> argparse.ArgumentParser:
     which.add_argument("--id", help="the question's id (without --id or --first-wrong: list the questions)")
     which.add_argument("--first-wrong", action="store_true", help="the first question answered wrongly")
     show_.add_argument("--prompt", action="store_true", help="include the few-shot prompt before the question")
+    merge = commands.add_parser("merge", help="join the run files of one run's shards (--shard K/N) into one")
+    merge.add_argument("runs", nargs="+", metavar="RUN.jsonl", help="the shards' run files")
+    merge.add_argument("--out", required=True, help="the run file to write (never over an existing one)")
+    merge.add_argument(
+        "--duplicates",
+        choices=("refuse", "first"),
+        default="refuse",
+        help="a question in two files: refuse the merge, or keep the record of the first file given (default: refuse)",
+    )
     return parser
 
 
@@ -283,6 +298,7 @@ def _compare_parser(commands) -> None:
     compare.add_argument("--shuffle", action="store_true", default=None, help="shuffle the questions before --limit")
     compare.add_argument("--shuffle-seed", type=int, help="seed of --shuffle (default: 0)")
     compare.add_argument("--shuffle-range", type=_positive, metavar="N", help="shuffle the first N questions' indices")
+    compare.add_argument("--shard", metavar="K/N", help="compare on the K-th of N parts of the chosen questions")
     compare.add_argument("--seed", type=int, help="seed of sampling, unless a variant sets it (default: 0)")
     compare.add_argument("--workers", type=_positive, help="questions in flight at once")
     compare.add_argument("--ollama-host", help="where Ollama listens (default: OLLAMA_HOST)")

@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
             refuse_inputs(out, [path for path in inputs if path], "an input")
     if chosen.paper is not None:
         print("\n".join(say_paper(chosen)), flush=True)
-    shuffled = {k: getattr(settings, k) for k in ("question", "shuffle", "shuffle_seed", "shuffle_range")}
+    shuffled = {k: getattr(settings, k) for k in ("question", "shuffle", "shuffle_seed", "shuffle_range", "shard")}
     parts = load_parts(settings, collection, **shuffled)
     prompt, grammar, backoff = parts.prompt, parts.grammar, parts.backoff
     model = load_model(settings.model, **model_options(settings))
@@ -57,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
         "data": collection.source,
         "layout": collection.layout,
         "limit": settings.limit,
+        "questions": len(questions),
         "model_file": str(model.path) if hasattr(model, "path") else None,
         "model_name": model.name,
         "workers": settings.workers,

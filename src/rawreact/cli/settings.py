@@ -8,7 +8,7 @@ from pathlib import Path
 from rawreact.config import paper
 from rawreact.config.choices import MODES
 from rawreact.config.files import read_settings
-from rawreact.config.settings import KEYS, Settings
+from rawreact.config.settings import KEYS, Settings, in_shard
 from rawreact.core.errors import DataError
 from rawreact.core.text import plural
 from rawreact.tasks.collection import Collection, Question, choose_questions
@@ -92,13 +92,14 @@ def _chosen(settings: Settings, collection: Collection) -> list[Question]:
     """The questions a run asks: `--question`, or the data's, limited and shuffled as the settings say."""
     if settings.question is not None:
         return [Question("question-1", settings.question, settings.answer)]
-    return choose_questions(
+    chosen = choose_questions(
         collection,
         limit=settings.limit,
         shuffle=settings.shuffle,
         seed=settings.shuffle_seed,
         shuffle_range=settings.shuffle_range,
     )
+    return in_shard(chosen, settings.shard_of)
 
 
 def say_paper(chosen: Chosen) -> list[str]:

@@ -95,6 +95,7 @@ class Settings:
     shuffle: bool = False
     shuffle_seed: int = 0
     shuffle_range: int | None = None
+    shard: str | None = None  # "K/N": the K-th of N parts of the chosen questions (see `shard_of`)
     workers: int = 1
     host: str | None = None
     timeout: float = 300.0
@@ -122,6 +123,11 @@ class Settings:
         if problem is None and backoff and self.method not in BACKOFFS:
             return f"the backoff prompt settings apply to {' and '.join(BACKOFFS)} only"
         return problem or sequences_problem(self.model, self.samples if self.method in SAMPLING else 1, "samples")
+
+    @property
+    def shard_of(self) -> tuple[int, int] | None:
+        """`shard` as (K, N), or None: the whole of the chosen questions."""
+        return None if self.shard is None else parse_shard(self.shard)
 
     def steps(self, task: str = "qa") -> int:
         """The step limit: `max_steps`, or the paper's, 7, and 5 for the ReAct part of FEVER's ReAct -> CoT-SC."""
@@ -209,7 +215,34 @@ def value_problem(key: str, value: object) -> str | None:
         return f"{key}={value} must be a finite number of at least 0 (0 is greedy)"
     if key == "timeout" and not (math.isfinite(value) and value > 0):
         return f"timeout={value} (--timeout) must be a finite number of seconds above 0"
+    if key == "shard" and _shard(value) is None:
+        return f"shard={value!r} (--shard) must be K/N with 1 <= K <= N, as in 2/3"
     return None
+
+
+def _shard(value: str) -> tuple[int, int] | None:
+    k, slash, n = value.partition("/")
+    if not (slash and k.strip().isdigit() and n.strip().isdigit()):
+        return None
+    k, n = int(k), int(n)
+    return (k, n) if 1 <= k <= n else None
+
+
+def parse_shard(value: str) -> tuple[int, int]:
+    """`K/N` as (K, N); a bad value is a DataError."""
+    found = _shard(value)
+    if found is None:
+        raise DataError(value_problem("shard", value))
+    return found
+
+
+def in_shard(items: list, shard: tuple[int, int] | None) -> list:
+    """The K-th of N parts of `items`: every N-th one from the K-th (1, N+1, 2N+1, ... for K=1), so that the
+    parts are the same on every machine, hold each item once, and differ in size by one at most."""
+    if shard is None:
+        return list(items)
+    k, n = shard
+    return list(items)[k - 1 :: n]
 
 
 def parse_spec(spec: str, where: str, keys: tuple[str, ...] = KEYS) -> dict:

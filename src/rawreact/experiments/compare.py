@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from rawreact.config.files import manifest_settings
-from rawreact.config.settings import Settings
+from rawreact.config.settings import Settings, in_shard, parse_shard
 from rawreact.core.errors import DataError, GrammarError, ModelError
 from rawreact.core.stats import RESAMPLES
 from rawreact.experiments.variants import Variant
@@ -34,6 +34,7 @@ def compare(
     shuffle: bool = False,
     shuffle_seed: int = 0,
     shuffle_range: int | None = None,
+    shard: str | None = None,
     workers: int = 1,
     host: str | None = None,
     timeout: float | None = None,
@@ -46,9 +47,10 @@ def compare(
     """Run every variant on the same questions into `out/NAME.jsonl`, then compare them.
 
     The questions are the data's (shuffled with `shuffle_seed` as `rawreact run --shuffle` does), the first
-    `limit` of them. A variant whose run file exists is resumed: finished questions are kept, and a
-    run made with other settings is refused. Everything is loaded and checked before the first model
-    call; models load only for variants with questions left, once per model and sampling setting.
+    `limit` of them, and of those the `shard` ("K/N") part, as `in_shard` takes it. A variant whose run
+    file exists is resumed: finished questions are kept, and a run made with other settings is refused.
+    Everything is loaded and checked before the first model call; models load only for variants with
+    questions left, once per model and sampling setting.
     `on_variant(variant, done, total)` is called as each variant starts, `on_result` after each
     question, and `stop()` as in `run_questions`.
     """
@@ -59,11 +61,10 @@ def compare(
     names = [v.name for v in variants]
     if len(set(names)) != len(names):
         raise DataError(f"variant names must differ, and {', '.join(n for n in names if names.count(n) > 1)} repeat")
-    questions = choose_questions(
-        collection, limit=limit, shuffle=shuffle, seed=shuffle_seed, shuffle_range=shuffle_range
-    )
+    chosen = choose_questions(collection, limit=limit, shuffle=shuffle, seed=shuffle_seed, shuffle_range=shuffle_range)
+    questions = in_shard(chosen, None if shard is None else parse_shard(shard))
     out = Path(out)
-    shuffled = {"shuffle": shuffle, "shuffle_seed": shuffle_seed, "shuffle_range": shuffle_range}
+    shuffled = {"shuffle": shuffle, "shuffle_seed": shuffle_seed, "shuffle_range": shuffle_range, "shard": shard}
     # Every variant loaded and checked before anything is written, as `rawreact run` loads its settings.
     checked = [(variant, load_parts(variant, collection, **shuffled)) for variant in variants]
     # What each variant's manifest records of the questions and how they were sent, beside its own settings.
@@ -80,6 +81,7 @@ def compare(
             path = out / f"{variant.name}.jsonl"
             new = not path.exists()
             details = {"data": collection.source, "layout": collection.layout, "limit": limit, "variant": variant.name}
+            details["questions"] = len(questions)
             details["settings"] = manifest_settings(Settings(**variant.to_dict() | shared))
             sink = RunFile(path, parts.config, resume=True, details=details)
             made += [path, sink.manifest_path] if new else []

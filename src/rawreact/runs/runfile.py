@@ -45,7 +45,7 @@ def refuse_existing(path: str | Path, force: bool, option: str) -> None:
         raise DataError(f"{path} exists; choose another {option}, or add --force to replace it")
 
 
-def _json_bytes(value: object, **options) -> bytes:
+def json_bytes(value: object, **options) -> bytes:
     """`value` as UTF-8 JSON ending in a line break; a string no UTF-8 can hold (a lone surrogate)
     makes the whole text ASCII, with JSON escapes, so it is written and reads back as it was."""
     try:
@@ -127,7 +127,7 @@ class RunFile:
     def _write_manifest(self) -> None:
         temporary = self.manifest_path.with_name(self.manifest_path.name + ".tmp")
         try:
-            temporary.write_bytes(_json_bytes(self.manifest, indent=2, allow_nan=False))
+            temporary.write_bytes(json_bytes(self.manifest, indent=2, allow_nan=False))
             os.replace(temporary, self.manifest_path)
         except ValueError as error:
             raise DataError(f"{self.manifest_path}: cannot record a setting in JSON ({error})") from None
@@ -149,7 +149,9 @@ class RunFile:
         whole = data.rfind(b"\n") + 1
         records = parse_records(self.path, data[:whole], self.manifest.get("prompts", {}))
         old = self.manifest.get("config", {})
-        changed = [f"{key} was {old.get(key)!r}, now {self.config.get(key)!r}" for key in _changed(old, self.config)]
+        changed = [
+            f"{key} was {old.get(key)!r}, now {self.config.get(key)!r}" for key in changed_settings(old, self.config)
+        ]
         if changed:
             raise DataError(
                 f"--resume would mix two different runs in {self.path}: {'; '.join(changed)}. "
@@ -177,7 +179,7 @@ class RunFile:
                     self.manifest["prompts"][digest] = found["prompt"]
                     self._write_manifest()
                 line[part] = {k: v for k, v in found.items() if k != "prompt"} | {"prompt_sha256": digest}
-        self._sink.write(_json_bytes(line))
+        self._sink.write(json_bytes(line))
         self._sink.flush()
         self.done[record["id"]] = record
 
@@ -210,6 +212,7 @@ _ADDED = ("model_sha256", "grammar_sha256", "shuffle_seed", "shuffle_range")  # 
 # samples (the methods), the tolerant loop, no guardrails.
 _BEFORE = dict.fromkeys(
     ("samples", "sample_temperature", "backoff_prompt", "backoff_prompt_sha256", "passages", "passages_sha256")
+    + ("shard",)
 ) | {
     "method": "react",
     "loop": "tolerant",
@@ -218,7 +221,9 @@ _BEFORE = dict.fromkeys(
 }
 
 
-def _changed(old: dict, new: dict) -> list[str]:
+def changed_settings(old: dict, new: dict) -> list[str]:
+    """The keys of a manifest's config that differ between two runs: a file named by another path with the
+    same content, and a setting older runs did not record at its value then, are not a difference."""
     changed = []
     for key in sorted(old.keys() | new.keys()):
         if key in _ADDED and key not in old:

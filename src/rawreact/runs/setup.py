@@ -108,7 +108,7 @@ def manifest_config(
 
     Files are recorded by content (SHA-256) as well as by name, so an edited grammar, script or
     model file is told apart, and the same content under another path is the same run. `run` may
-    set question, shuffle, shuffle_seed and shuffle_range (a comparison's questions are its own).
+    set question, shuffle, shuffle_seed, shuffle_range and shard (a comparison's questions are its own).
     """
     shuffle = run.get("shuffle", False)
     sampled = settings.method in SAMPLING
@@ -127,6 +127,7 @@ def manifest_config(
         "shuffle": shuffle,
         "shuffle_seed": run.get("shuffle_seed", 0) if shuffle else None,
         "shuffle_range": run.get("shuffle_range") if shuffle else None,
+        "shard": run.get("shard"),
         "seed": settings.seed,
         "max_steps": settings.steps(collection.task),
         "max_tokens": settings.max_tokens,

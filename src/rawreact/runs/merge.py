@@ -1,0 +1,194 @@
+"""`merge`: the run files of one run's shards (`--shard K/N`, on one machine or several) joined into one
+run file, which `report`, `compare-runs`, `show`, `export` and `--resume` read as a run made in one go.
+
+Every file must be a run file with its manifest, made with the same settings (the manifests' configs,
+as `--resume` compares them, and the limit) but its shard, of one partition (the same N). A question in
+two files is refused, unless `duplicates="first"` keeps the record of the first file given that has it.
+Questions not there yet (a shard not given, or one that did not finish) are reported, not refused: the
+merged file says so, and `--resume` with the unsharded command finishes them. The output is written
+whole or not at all, and never over an existing file.
+"""
+
+import hashlib
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rawreact.config.settings import parse_shard
+from rawreact.core.errors import DataError
+from rawreact.core.folders import check_parents, make_parents, remove_made
+from rawreact.runs.records import existing_manifest, manifest_path, read_run
+from rawreact.runs.runfile import RunFile, changed_settings, json_bytes
+
+DUPLICATES = ("refuse", "first")
+
+
+@dataclass
+class Merged:
+    """What a merge wrote: the file, how many questions, and what it noticed (each a line to show)."""
+
+    out: Path
+    questions: int
+    notes: list[str] = field(default_factory=list)
+
+
+def merge(files: list[str | Path], out: str | Path, *, duplicates: str = "refuse") -> Merged:
+    """Join the run files `files` (shards of one run) into the new run file `out`."""
+    files, out = [Path(f) for f in files], Path(out)
+    if not files:
+        raise DataError("name the run files to merge: rawreact merge A.jsonl B.jsonl ... --out ALL.jsonl")
+    if duplicates not in DUPLICATES:
+        raise DataError(f"duplicates={duplicates!r}; use one of {', '.join(DUPLICATES)}")
+    for path in (out, manifest_path(out)):
+        if path.exists():
+            raise DataError(f"{path} already exists; merge writes a new run file: choose another --out")
+    check_parents(out)
+    read = [_read(path, out) for path in files]
+    first_path, first = files[0], read[0][0]
+    shards = []
+    for path, (manifest, _) in zip(files, read, strict=True):
+        shard = manifest.get("config", {}).get("shard")
+        shards.append(None if shard is None else parse_shard(shard))
+        _same_run(first_path, first, path, manifest)
+    parts = {n for _, n in filter(None, shards)}
+    if len(parts) > 1 or (parts and None in shards):
+        given = ", ".join(f"{p} ({_shard_text(s)})" for p, s in zip(files, shards, strict=True))
+        raise DataError(f"the files are parts of different partitions: {given}; merge the K/N shards of one N")
+    records, kept_from, notes = _joined(files, read, duplicates)
+    notes += _missing(files, read, shards)
+    _write(out, first, records, files, read, shards, kept_from)
+    return Merged(out, len(records), notes)
+
+
+def _read(path: Path, out: Path) -> tuple[dict, list[dict]]:
+    if path.resolve() == out.resolve():
+        raise DataError(f"{path} is both an input and --out; merge writes a new run file")
+    if not path.is_file():
+        raise DataError(f"{path}: no such run file")
+    if existing_manifest(path) is None:
+        raise DataError(f"{path} has no manifest ({manifest_path(path).name}), so merge cannot check it is a shard "
+                        "of the same run; restore it, or leave the file out")  # fmt: skip
+    manifest, records = read_run(path)
+    if not isinstance(manifest.get("config"), dict):
+        raise DataError(f"{manifest_path(path)}: not a rawreact run manifest (it has no config)")
+    return manifest, records
+
+
+def _same_run(first_path: Path, first: dict, path: Path, manifest: dict) -> None:
+    """Refuse a file made with other settings than the first's (its shard aside), naming the setting."""
+    old = {k: v for k, v in first["config"].items() if k != "shard"}
+    new = {k: v for k, v in manifest["config"].items() if k != "shard"}
+    changed = [
+        f"{key} is {old.get(key)!r} in {first_path}, {new.get(key)!r} here" for key in changed_settings(old, new)
+    ]
+    if first.get("limit") != manifest.get("limit"):
+        changed.append(f"limit is {first.get('limit')!r} in {first_path}, {manifest.get('limit')!r} here")
+    if changed:
+        raise DataError(f"{path} is not a part of the same run: {'; '.join(changed)}; merge the shards of one run")
+
+
+def _joined(files: list[Path], read: list, duplicates: str) -> tuple[list[dict], dict[Path, int], list[str]]:
+    """Every question once, in the order of the files, and how many records each file gave."""
+    seen: dict[str, Path] = {}
+    records, kept_from, twice = [], dict.fromkeys(files, 0), []
+    for path, (_, found) in zip(files, read, strict=True):
+        for record in found:
+            if record["id"] in seen:
+                twice.append((record["id"], seen[record["id"]], path))
+                continue
+            seen[record["id"]] = path
+            records.append(record)
+            kept_from[path] += 1
+    notes = []
+    if twice:
+        question, a, b = twice[0]
+        if duplicates == "refuse":
+            raise DataError(
+                f"question {question} is in both {a} and {b} ({len(twice)} record{'s' if len(twice) != 1 else ''} "
+                "of a question already given); pass --duplicates first to keep each question's record from the "
+                "first file given that has it"
+            )
+        notes.append(
+            f"{len(twice)} record{'s' if len(twice) != 1 else ''} of a question already given left out (the first "
+            f"file's record is kept, as --duplicates first says), such as {question} of {b}, kept from {a}"
+        )
+    return records, kept_from, notes
+
+
+def _missing(files: list[Path], read: list, shards: list) -> list[str]:
+    """Lines on the questions not there yet: shards not given, and shards not finished."""
+    notes = []
+    known = [s for s in shards if s is not None]
+    if known:
+        n = known[0][1]
+        absent = [f"{k}/{n}" for k in range(1, n + 1) if (k, n) not in known]
+        if absent:
+            notes.append(f"shard{'s' if len(absent) > 1 else ''} {', '.join(absent)} not given: their questions "
+                         "are missing; --resume the merged file with the unsharded command to run them")  # fmt: skip
+    for path, (manifest, found) in zip(files, read, strict=True):
+        asked = manifest.get("questions")
+        if isinstance(asked, int) and len(found) < asked:
+            notes.append(
+                f"{path}: {len(found)} of its {asked} questions finished; --resume the merged file runs the rest"
+            )
+    return notes
+
+
+def _shard_text(shard: tuple[int, int] | None) -> str:
+    return "no shard" if shard is None else f"shard {shard[0]}/{shard[1]}"
+
+
+def _write(out: Path, first: dict, records: list[dict], files: list[Path], read: list, shards: list, kept: dict):
+    """Write the run file and its manifest in a folder beside `out`, then move both into place."""
+    config = {**first["config"], "shard": None}
+    keep = ("data", "layout", "limit", "model_file", "model_name", "workers", "timeout", "settings", "variant")
+    details = {key: first[key] for key in keep if key in first}
+    if isinstance(details.get("settings"), dict):
+        details["settings"] = {**details["settings"], "shard": None}
+    given = {s for s in shards if s is not None}
+    n = next(iter(given))[1] if given else 0
+    counts = [m.get("questions") for m, _ in read]
+    complete = n > 0 and given == {(k, n) for k in range(1, n + 1)} and all(isinstance(c, int) for c in counts)
+    details["questions"] = sum(counts) if complete else None
+    details["merged"] = [
+        {
+            "file": str(path.resolve()),
+            "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+            "shard": manifest["config"].get("shard"),
+            "records": len(found),
+            "kept": kept[path],
+            "created": manifest.get("created"),
+            "versions": manifest.get("versions"),
+        }
+        for path, (manifest, found) in zip(files, read, strict=True)
+    ]
+    made = make_parents(out)
+    folder = Path(tempfile.mkdtemp(prefix=".rawreact-merge-", dir=out.parent))
+    written = False
+    try:
+        staged = RunFile(folder / out.name, config, details=details)
+        try:
+            for record in records:
+                staged.append(record)
+        finally:
+            staged.close()
+        manifest = {**staged.manifest, "created": first.get("created", staged.manifest["created"])}
+        manifest["versions"] = first.get("versions", manifest["versions"])
+        staged.manifest_path.write_bytes(json_bytes(manifest, indent=2, allow_nan=False))
+        if out.exists() or manifest_path(out).exists():  # written meanwhile by another process
+            raise DataError(f"{out} appeared while merging; nothing was written, choose another --out")
+        os.replace(staged.manifest_path, manifest_path(out))
+        try:
+            os.replace(staged.path, out)
+        except OSError:
+            manifest_path(out).unlink(missing_ok=True)  # no manifest without its run file
+            raise
+        written = True
+    except OSError as error:
+        raise DataError(f"{out}: cannot write the merged run: {error.strerror}") from None
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        if not written:
+            remove_made(made)
