@@ -26,37 +26,51 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@contextlib.contextmanager
-def llama_server(model_path, *, n_ctx: int = 8192, threads: int = 2):
-    """`python -m llama_cpp.server` serving `model_path`; yields its base URL (ending in /v1)."""
-    port = free_port()
+def start_llama_server(model_path, *, n_ctx: int = 8192, threads: int = 2, port: int | None = None):
+    """Start `python -m llama_cpp.server` serving `model_path` and wait until it answers; returns the
+    process and its base URL (ending in /v1). `stop_llama_server` ends it."""
+    port = port or free_port()
     command = [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path), "--host", "127.0.0.1"]
     command += ["--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(threads), "--verbose", "False"]
-    log = tempfile.TemporaryFile("w+")  # noqa: SIM115 (closed below) a file, not a pipe, which could fill up
+    log = tempfile.TemporaryFile("w+")  # noqa: SIM115 (closed by stop_llama_server) a file, not a pipe, which could fill up
     server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True)
+    server.log = log
     url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if server.poll() is not None:
-                log.seek(0)
-                raise RuntimeError(f"llama_cpp.server exited: {log.read()[-2000:]}")
-            try:
-                with urllib.request.urlopen(url + "/models", timeout=2):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("llama_cpp.server did not answer within 120 s") from None
-                time.sleep(0.25)
-        yield url
-    finally:
+    deadline = time.monotonic() + 120
+    while True:
+        if server.poll() is not None:
+            log.seek(0)
+            raise RuntimeError(f"llama_cpp.server exited: {log.read()[-2000:]}")
+        try:
+            with urllib.request.urlopen(url + "/models", timeout=2):
+                break
+        except OSError:
+            if time.monotonic() > deadline:
+                stop_llama_server(server)
+                raise RuntimeError("llama_cpp.server did not answer within 120 s") from None
+            time.sleep(0.25)
+    return server, url
+
+
+def stop_llama_server(server) -> None:
+    if server.poll() is None:
         server.terminate()
         try:
             server.wait(timeout=20)
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
-        log.close()
+    server.log.close()
+
+
+@contextlib.contextmanager
+def llama_server(model_path, *, n_ctx: int = 8192, threads: int = 2):
+    """`python -m llama_cpp.server` serving `model_path`; yields its base URL (ending in /v1)."""
+    server, url = start_llama_server(model_path, n_ctx=n_ctx, threads=threads)
+    try:
+        yield url
+    finally:
+        stop_llama_server(server)
 
 
 class FakeOllama:

@@ -3,6 +3,7 @@ must be sent so that greedy decoding and cache reuse mean the same everywhere (a
 """
 
 import json
+import time
 
 import pytest
 from servers import OpenAIStub, RawServer, free_port
@@ -243,3 +244,24 @@ def test_a_run_where_most_questions_end_by_context_says_so(tmp_path, capsys, mon
     out, err = capsys.readouterr()
     assert code == 0 and "3 ended by the context window" in out
     assert "rawreact: warning: 3 of 3 questions ended because the prompt outgrew the context window" in err
+
+
+def test_a_reply_that_trickles_in_is_cut_at_the_timeout():
+    """The timeout bounds the whole call, not each read: a reply sent a byte every 0.1 s (about 9 s in
+    all) fails at 0.6 s; the one watchdog thread shuts its socket (models/watch.py)."""
+    body = json.dumps(COMPLETION).encode()
+
+    def trickle(connection):
+        connection.sendall(_http("200 OK", b"", length=len(body)))
+        for byte in body:
+            try:
+                connection.sendall(bytes([byte]))
+            except OSError:  # the client shut its end
+                return
+            time.sleep(0.1)
+
+    server = RawServer(_models_then(trickle))
+    model = OpenAIModel(server.url + "/v1", timeout=0.6, retries=0, backoff=0.01)
+    with pytest.raises(ModelError, match=r"no answer within 0.6 s \(--timeout\)"):
+        model.complete("Q", stop=[], max_tokens=5)
+    server.close()

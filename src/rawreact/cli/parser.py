@@ -95,6 +95,13 @@ def parser() -> argparse.ArgumentParser:
         help="questions in flight at once: decoded together by the embedded model, sent at once to a server; "
         f"default: {_DEFAULT.workers}",
     )
+    by_model.add_argument(
+        "--per-endpoint",
+        type=_positive,
+        metavar="N",
+        help="with several servers in --model (URL,URL,...): episodes in flight on each, where the server does not "
+        "say its slot count (default: no bound)",
+    )
     by_method.add_argument(
         "--method",
         choices=list(METHODS),

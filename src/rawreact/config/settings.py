@@ -42,6 +42,7 @@ _LEAST = {
     "limit": 1,
     "shuffle_range": 1,
     "workers": 1,
+    "per_endpoint": 1,
 }
 SEED_MAX = 2**32 - 1
 # The command-line option of each setting whose name differs from `--name-with-hyphens`.
@@ -97,6 +98,7 @@ class Settings:
     shuffle_range: int | None = None
     shard: str | None = None  # "K/N": the K-th of N parts of the chosen questions (see `shard_of`)
     workers: int = 1
+    per_endpoint: int | None = None  # a fleet's episodes in flight per server, where the server does not say
     host: str | None = None
     timeout: float = 300.0
 

@@ -25,5 +25,14 @@ class ContextLengthExceeded(ModelError):
     """The prompt no longer fits the model's context window."""
 
 
+class ServerLost(ModelError):
+    """A server stopped answering: a refused connection, a timeout, a cut reply or a 5xx, after its retries."""
+
+
+class EpisodeLost(ModelError):
+    """The server an episode ran on was lost mid-episode: the episode must start over on another (see
+    models.fleet); its partial steps are discarded, never written."""
+
+
 class GrammarError(RawreactError):
     """A grammar file does not parse, or a backend cannot apply a grammar."""

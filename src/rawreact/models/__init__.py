@@ -69,9 +69,15 @@ def load_model(spec: str = DEFAULT_MODEL, **options) -> Model:
         from rawreact.models.openai import OpenAIModel, parse_spec
 
         family, name, url = parse_spec(spec)
+        if "," in url:  # several servers of one model: a fleet
+            from rawreact.models.fleet import FleetModel, parse_urls
+
+            fleet = _only(options, "temperature", "seed", "timeout", "per_endpoint")
+            return FleetModel(parse_urls(url), name, family=family, **fleet)
         return OpenAIModel(url, name, family=family, **_only(options, "temperature", "seed", "timeout", "retries"))
     options.pop("host", None)
     options.pop("timeout", None)  # an in-process model has no server to wait for
+    options.pop("per_endpoint", None)
     from rawreact.models.llama import LlamaModel
 
     if spec in EMBEDDED_MODELS:

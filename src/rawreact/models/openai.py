@@ -10,13 +10,12 @@ import json
 import os
 import random
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
 from functools import partial
 
-from rawreact.core.errors import ModelError
+from rawreact.core.errors import ModelError, ServerLost
 from rawreact.core.text import printable
 from rawreact.models.base import (
     WORKER,
@@ -29,13 +28,11 @@ from rawreact.models.base import (
     next_turn,
     openai_message,
     sample_in_flight,
-    within,
 )
 from rawreact.models.replies import (
     API_KEY,
     content_text,
     evaluated,
-    fetch,
     http_error,
     read_reply,
     reply_usage,
@@ -43,6 +40,7 @@ from rawreact.models.replies import (
     server_said,
     still_waiting,
 )
+from rawreact.models.watch import fetch
 
 RETRIED = {408, 409, 429, 500, 502, 503, 504}
 # How each server family takes a GBNF grammar. vLLM before 0.12 reads `guided_grammar`, from
@@ -152,14 +150,14 @@ class OpenAIModel:
                 print(say, file=sys.stderr)  # the problem may quote the server's error message
             request = urllib.request.Request(url, data=data, headers=headers, method=method)
             wait = self.backoff * 2**attempt * (1 + random.random() / 4)
-            warning = threading.Timer(self.slow, still_waiting, (url, self.slow, self.timeout))
-            warning.daemon = True
-            warning.start()
+            slow = partial(still_waiting, url, self.slow, self.timeout)
             try:
-                return json.loads(within(self.timeout, partial(fetch, request, self.timeout)).decode("utf-8"))
+                return json.loads(fetch(request, self.timeout, self.slow, slow).decode("utf-8"))
             except urllib.error.HTTPError as error:
                 said = server_said(error.read())
-                if error.code not in RETRIED or attempt == self.retries:
+                if error.code in RETRIED and attempt == self.retries:
+                    raise ServerLost(str(http_error(url, error.code, said))) from None
+                if error.code not in RETRIED:
                     raise http_error(url, error.code, said) from None
                 problem = f"HTTP {error.code}: {said}"
                 wait = max(wait, retry_after(error.headers.get("Retry-After")))
@@ -174,7 +172,7 @@ class OpenAIModel:
                     problem = f"cannot connect ({reason})"
                 if attempt == self.retries or (first and refused):
                     tries = f" after {attempt + 1} attempts" if attempt else ""
-                    raise ModelError(f"{url}: {problem}{tries}; is the server running at {self.base_url}?") from None
+                    raise ServerLost(f"{url}: {problem}{tries}; is the server running at {self.base_url}?") from None
             except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
                 problem = "the reply is not JSON"
                 if attempt == self.retries:
@@ -182,8 +180,6 @@ class OpenAIModel:
                         f"{url}: the server's reply is not JSON (after {attempt + 1} attempts); is this an "
                         "OpenAI-compatible API, and does the URL end in /v1?"
                     ) from None
-            finally:
-                warning.cancel()
             time.sleep(min(wait, 30.0))
         raise AssertionError("unreachable: the last attempt returns or raises")
 

@@ -1,19 +1,13 @@
-"""Talking to an OpenAI-compatible server: one HTTP request, the server's error text, Retry-After, and the
-text and token counts read out of a reply, each checked, so a malformed reply is one clear error."""
+"""Talking to an OpenAI-compatible server: the server's error text, Retry-After, and the text and token
+counts read out of a reply, each checked, so a malformed reply is one clear error (the request itself is
+`watch.fetch`'s)."""
 
 import json
 import sys
-import urllib.request
 
 from rawreact.core.errors import ContextLengthExceeded, ModelError
 
 API_KEY = "RAWREACT_API_KEY"  # sent as a bearer token when set
-
-
-def fetch(request: urllib.request.Request, timeout: float) -> bytes:
-    """The body of the reply to `request` (each socket read bounded by `timeout`; `within` bounds the whole)."""
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        return response.read()
 
 
 def content_text(content: object) -> str | object:

@@ -100,6 +100,8 @@ _FIELDS: dict[str, tuple] = {
 
 
 _OPTIONAL: dict[str, tuple] = {
+    "endpoint": (str,),
+    "restarts": (int,),
     "method": (str,),
     "branch": (str,),
     "loop": (str, None),

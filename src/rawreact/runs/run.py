@@ -4,9 +4,11 @@ The run file itself (its lines, manifest, lock and resume) is `runfile.py`'s.
 """
 
 import queue
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +18,7 @@ from rawreact.agents.reasoning import CUES
 from rawreact.agents.record import Step
 from rawreact.agents.tools import check_model
 from rawreact.config.choices import BACKOFFS, first_method
-from rawreact.core.errors import ModelError
+from rawreact.core.errors import EpisodeLost, ModelError
 from rawreact.core.metrics import scores
 from rawreact.environments.env import PassageEnv
 from rawreact.models.base import WORKER, Model
@@ -36,6 +38,8 @@ class Result:
     outcome: Outcome
     started: float | None = None  # wall-clock time (Unix seconds) when the question began, and ended
     finished: float | None = None
+    endpoint: str | None = None  # the server of a fleet that ran the episode (see models.fleet)
+    restarts: int = 0  # how many times the episode started over after its server failed
 
     @property
     def em(self) -> float | None:
@@ -76,7 +80,9 @@ class Result:
         answer occurs in what the searches and lookups showed (null: no answer, or no passage seen).
         `started` and `finished` are the wall-clock times (Unix seconds) the question began and
         ended: under workers questions overlap, and the run's throughput counts the time covered.
-        `kind` is HotpotQA's type and level (`bridge/hard`), where the data gives them.
+        `kind` is HotpotQA's type and level (`bridge/hard`), where the data gives them. A fleet's run
+        (several servers) adds `endpoint`, the server that ran the whole episode, and `restarts`, how many
+        times it started over after a server failed mid-episode (the lost attempts' steps are not kept).
         """
         out = self.outcome
         reasoning = out.reasoning
@@ -108,6 +114,7 @@ class Result:
                 {} if self.started is None else {"started": round(self.started, 3), "finished": round(self.finished, 3)}
             ),
             **({"kind": self.question.kind} if self.question.kind else {}),
+            **({} if self.endpoint is None else {"endpoint": self.endpoint, "restarts": self.restarts}),
         } | ({} if self.question.task == "qa" else self._claim())
 
     def _claim(self) -> dict:
@@ -187,20 +194,38 @@ def run_questions(
 
     def answer(question: Question) -> Result:
         step_hook = None if on_step is None else (lambda step: on_step(question, step))
-        started = time.time()
-        outcome = solve(
-            question.question,
-            env(question),
-            model,
-            prompt,
-            on_step=step_hook,
-            header=question.header,
-            **solve_options,
-        )
-        return Result(question, outcome, started, time.time())
+        started, restarts = time.time(), 0
+        while True:
+            try:
+                with _episode(model) as endpoint:  # a fleet keeps the episode on one server
+                    outcome = solve(
+                        question.question,
+                        env(question),
+                        model,
+                        prompt,
+                        on_step=step_hook,
+                        header=question.header,
+                        **solve_options,
+                    )
+                break
+            except EpisodeLost as lost:  # its server failed: start over on another, from nothing
+                restarts += 1
+                if restarts > MAX_RESTARTS:
+                    raise ModelError(f"question {question.id} lost its server {restarts} times; last: {lost}") from None
+        return Result(question, outcome, started, time.time(), endpoint, restarts)
 
     results = _sequential(pending, answer, stop) if workers <= 1 else _parallel(pending, answer, stop, workers)
     return _written(results, sink)
+
+
+# How many times an episode may start over on another server before the run stops.
+MAX_RESTARTS = 8
+
+
+def _episode(model: Model):
+    """The model's episode context (a fleet's: one server for all the calls), or one that yields None."""
+    episode = getattr(model, "episode", None)
+    return nullcontext() if episode is None else episode()
 
 
 def _written(results: Iterator[Result], sink: RunFile | None) -> Iterator[Result]:
@@ -221,6 +246,15 @@ def _sequential(questions: Iterator[Question], answer, stop) -> Iterator[Result]
         if stop is not None and stop():
             return
         yield answer(question)
+
+
+# With this many worker threads or more, the interpreter hands the GIL from thread to thread every
+# SWITCH_INTERVAL seconds instead of Python's 5 ms, for the run's duration. With a thousand threads each
+# waking to a reply, the forced hand-overs every 5 ms cost more than the work (benchmarks/scale.py: 1,024
+# workers against 1 s calls reached 5-11% of the ideal rate at 17-34 ms of CPU per call, and 89% at
+# 0.74 ms with 50 ms); a thread waiting on a socket gives the GIL up anyway.
+MANY_THREADS = 128
+SWITCH_INTERVAL = 0.05
 
 
 def _parallel(questions: Iterator[Question], answer, stop, workers: int) -> Iterator[Result]:
@@ -247,6 +281,9 @@ def _parallel(questions: Iterator[Question], answer, stop, workers: int) -> Iter
         finally:
             finished.put(None)
 
+    switch = sys.getswitchinterval()
+    if workers >= MANY_THREADS:  # see MANY_THREADS
+        sys.setswitchinterval(max(switch, SWITCH_INTERVAL))
     for index in range(workers):
         threading.Thread(target=work, args=(index,), daemon=True, name=f"rawreact-worker-{index}").start()
     live, failure = workers, None
@@ -266,3 +303,4 @@ def _parallel(questions: Iterator[Question], answer, stop, workers: int) -> Iter
             raise failure
     finally:
         halt.set()
+        sys.setswitchinterval(switch)

@@ -183,6 +183,16 @@ class RunFile:
         self._sink.flush()
         self.done[record["id"]] = record
 
+    def add_counts(self, key: str, counts: dict[str, dict[str, int]]) -> None:
+        """Add this process's counts (such as a fleet's episodes per endpoint) to those the manifest holds
+        under `key` from earlier processes of the run, and write the manifest."""
+        held = self.manifest.get(key) if isinstance(self.manifest.get(key), dict) else {}
+        for name, numbers in counts.items():
+            before = held.get(name) if isinstance(held.get(name), dict) else {}
+            held[name] = {k: before.get(k, 0) + v for k, v in numbers.items()}
+        self.manifest[key] = held
+        self._write_manifest()
+
     def close(self) -> None:
         """Close the file (releasing its lock); everything appended is already written."""
         self._sink.close()

@@ -189,4 +189,5 @@ def model_options(settings: Settings) -> dict:
         "host": settings.host,
         "workers": settings.workers,
         "timeout": settings.timeout,
+        "per_endpoint": settings.per_endpoint,
     }
