@@ -199,3 +199,22 @@ def test_hundreds_of_questions_in_flight_through_the_command(tmp_path):
         assert sum(r.em for r in results) == 200 and sys.getswitchinterval() == before
     finally:
         stub.terminate()
+
+
+def test_compare_over_a_fleet_counts_each_variants_episodes_per_server(rows, tmp_path):
+    from rawreact import Variant, compare
+
+    stubs = [OpenAIStub(default=_reply(" Done.\nAction 1: Finish[Sanne Rook]")) for _ in range(2)]
+    try:
+        spec = "vllm:" + ",".join(s.url for s in stubs)
+        data = _data(rows, tmp_path, 5)
+        variants = [Variant("a", model=spec), Variant("b", model=spec, k=1)]
+        compare(data, variants, tmp_path / "runs", workers=2, per_endpoint=1, resamples=100)
+        for name in ("a", "b"):
+            manifest, records = read_run(tmp_path / "runs" / f"{name}.jsonl")
+            counted = {url: c["episodes"] for url, c in manifest["endpoints"].items() if c["episodes"]}
+            assert counted == dict(Counter(r["endpoint"] for r in records)) and sum(counted.values()) == 5
+        assert all(len(s.requests) > 0 for s in stubs)  # both servers took episodes
+    finally:
+        for stub in stubs:
+            stub.close()

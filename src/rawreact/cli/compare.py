@@ -55,6 +55,7 @@ def compare_command(args: argparse.Namespace) -> int:
             shuffle_seed=shared.shuffle_seed,
             shuffle_range=shared.shuffle_range,
             shard=shared.shard,
+            per_endpoint=shared.per_endpoint,
             workers=shared.workers,
             host=shared.host,
             timeout=shared.timeout,

@@ -308,6 +308,9 @@ def _compare_parser(commands) -> None:
     compare.add_argument("--shard", metavar="K/N", help="compare on the K-th of N parts of the chosen questions")
     compare.add_argument("--seed", type=int, help="seed of sampling, unless a variant sets it (default: 0)")
     compare.add_argument("--workers", type=_positive, help="questions in flight at once")
+    compare.add_argument(
+        "--per-endpoint", type=_positive, metavar="N", help="with several servers in a model spec: episodes on each"
+    )
     compare.add_argument("--ollama-host", help="where Ollama listens (default: OLLAMA_HOST)")
     compare.add_argument("--timeout", type=_seconds, help="seconds a server may take per call")
     compare.add_argument("--format", choices=("text", "markdown", "csv"), default="text", help="table on stdout")

@@ -36,6 +36,7 @@ def compare(
     shuffle_range: int | None = None,
     shard: str | None = None,
     workers: int = 1,
+    per_endpoint: int | None = None,
     host: str | None = None,
     timeout: float | None = None,
     resamples: int = RESAMPLES,
@@ -69,6 +70,7 @@ def compare(
     checked = [(variant, load_parts(variant, collection, **shuffled)) for variant in variants]
     # What each variant's manifest records of the questions and how they were sent, beside its own settings.
     shared = {"data": collection.source or None, "limit": limit, "workers": workers, "host": host, **shuffled}
+    shared["per_endpoint"] = per_endpoint
     shared |= {} if timeout is None else {"timeout": timeout}
     folder_made = not out.exists()
     try:
@@ -86,7 +88,7 @@ def compare(
             sink = RunFile(path, parts.config, resume=True, details=details)
             made += [path, sink.manifest_path] if new else []
             plans.append((variant, parts, sink, sum(q.id in sink.done for q in questions)))
-        models = _models(plans, questions, host, timeout, workers)
+        models = _models(plans, questions, host, timeout, workers, per_endpoint)
     except BaseException:
         for *_, sink, _ in plans:
             sink.close()
@@ -101,19 +103,29 @@ def compare(
                 on_variant(variant, done, len(questions))
             if done == len(questions) or (stop is not None and stop()):
                 continue
-            results = run_questions(
-                questions,
-                variant.env(collection),
-                models[_model_key(variant)],
-                parts.prompt,
-                out=sink,
-                workers=workers,
-                stop=stop,
-                **variant.solve_options(parts.grammar, parts.backoff, collection.task),
-            )
-            for result in results:
-                if on_result is not None:
-                    on_result(variant, result)
+            model = models[_model_key(variant)]
+            served = getattr(model, "served", None)  # a fleet's episodes per server, counted per variant
+            before = served() if callable(served) else None
+            try:
+                results = run_questions(
+                    questions,
+                    variant.env(collection),
+                    model,
+                    parts.prompt,
+                    out=sink,
+                    workers=workers,
+                    stop=stop,
+                    **variant.solve_options(parts.grammar, parts.backoff, collection.task),
+                )
+                for result in results:
+                    if on_result is not None:
+                        on_result(variant, result)
+            finally:
+                if before is not None:
+                    after = served()
+                    sink.add_counts(
+                        "endpoints", {u: {k: n - before[u][k] for k, n in c.items()} for u, c in after.items()}
+                    )
     finally:
         for *_, sink, _ in plans:
             sink.close()
@@ -127,7 +139,12 @@ def _model_key(variant: Variant) -> tuple:
 
 
 def _models(
-    plans: list, questions: list[Question], host: str | None, timeout: float | None, workers: int
+    plans: list,
+    questions: list[Question],
+    host: str | None,
+    timeout: float | None,
+    workers: int,
+    per_endpoint: int | None = None,
 ) -> dict[tuple, object]:
     """Load each model that a variant with questions left needs, once, and check it can do the job."""
     models: dict[tuple, object] = {}
@@ -137,7 +154,7 @@ def _models(
         key = _model_key(variant)
         if key not in models:
             options = {"n_ctx": variant.n_ctx, "temperature": variant.temperature, "seed": variant.seed, "host": host}
-            options["workers"] = workers
+            options |= {"workers": workers, "per_endpoint": per_endpoint}
             models[key] = load_model(variant.model, **options, timeout=timeout)
         if parts.grammar is not None and not models[key].supports_grammar:
             raise GrammarError(f"variant {variant.name}: model {models[key].name} cannot apply a grammar")
