@@ -31,6 +31,14 @@ def fleet():
         stop_llama_server(server)
 
 
+def _started(data, spec: str, out) -> subprocess.Popen:
+    """`rawreact run` over the fleet, in the background, once its first record is written."""
+    command = [*RAWREACT, "run", data, "--model", spec, "--out", out, *OPTIONS]
+    run = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    _wait_for_records(out, 1, run)
+    return run
+
+
 def _wait_for_records(out, count: int, run: subprocess.Popen, seconds: float = 300) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline and run.poll() is None:
@@ -44,9 +52,7 @@ def test_a_server_killed_mid_run_loses_no_question_and_mixes_no_endpoints(fleet,
     data, out = _data(rows, tmp_path, 6), tmp_path / "run.jsonl"
     urls = [url for _, url in fleet]
     spec = "llamacpp:" + ",".join(urls)
-    run = subprocess.Popen([*RAWREACT, "run", data, "--model", spec, "--out", out, *OPTIONS], stderr=subprocess.PIPE,
-                           stdout=subprocess.PIPE, text=True)  # fmt: skip
-    _wait_for_records(out, 1, run)
+    run = _started(data, spec, out)
     os.kill(fleet[1][0].pid, signal.SIGKILL)  # the second server dies, most likely in the middle of an episode
     stdout, stderr = run.communicate(timeout=600)
     assert run.returncode == 0, stderr
@@ -71,9 +77,7 @@ def test_every_server_killed_stops_the_run_in_one_line_and_resume_finishes(fleet
     data, out = _data(rows, tmp_path, 6), tmp_path / "run.jsonl"
     urls = [url for _, url in fleet]
     spec = "llamacpp:" + ",".join(urls)
-    run = subprocess.Popen([*RAWREACT, "run", data, "--model", spec, "--out", out, *OPTIONS], stderr=subprocess.PIPE,
-                           stdout=subprocess.PIPE, text=True)  # fmt: skip
-    _wait_for_records(out, 1, run)
+    run = _started(data, spec, out)
     for server, _ in fleet:
         os.kill(server.pid, signal.SIGKILL)
     _, stderr = run.communicate(timeout=600)

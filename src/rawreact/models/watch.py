@@ -72,7 +72,9 @@ _WATCHDOG = _Watchdog()
 _CURRENT = threading.local()  # the call this thread is making, for the connection to register its socket
 
 
-class _Connection(http.client.HTTPConnection):
+class _Registered:
+    """A connection that hands its socket to the call this thread is making, once connected."""
+
     def connect(self) -> None:
         super().connect()
         call = getattr(_CURRENT, "call", None)
@@ -82,14 +84,12 @@ class _Connection(http.client.HTTPConnection):
                 call.expire()
 
 
-class _SecureConnection(http.client.HTTPSConnection):
-    def connect(self) -> None:
-        super().connect()
-        call = getattr(_CURRENT, "call", None)
-        if call is not None:
-            call.sock = self.sock
-            if call.expired:
-                call.expire()
+class _Connection(_Registered, http.client.HTTPConnection):
+    pass
+
+
+class _SecureConnection(_Registered, http.client.HTTPSConnection):
+    pass
 
 
 class _Handler(urllib.request.HTTPHandler):
