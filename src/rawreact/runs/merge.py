@@ -56,9 +56,15 @@ def merge(files: list[str | Path], out: str | Path, *, duplicates: str = "refuse
     if len(parts) > 1 or (parts and None in shards):
         given = ", ".join(f"{p} ({_shard_text(s)})" for p, s in zip(files, shards, strict=True))
         raise DataError(f"the files are parts of different partitions: {given}; merge the K/N shards of one N")
+    n = parts.pop() if parts else 0
+    absent = [f"{k}/{n}" for k in range(1, n + 1) if (k, n) not in shards]  # the shards not given
+    asked = {shard: manifest.get("questions") for shard, (manifest, _) in zip(shards, read, strict=True)}
+    whole = (
+        n > 0 and not absent and all(isinstance(count, int) for count in asked.values())
+    )  # a shard given twice counts once
     records, kept_from, notes = _joined(files, read, duplicates)
-    notes += _missing(files, read, shards)
-    _write(out, first, records, files, read, shards, kept_from)
+    notes += _missing(files, read, absent)
+    _write(out, first, records, files, read, kept_from, sum(asked.values()) if whole else None)
     return Merged(out, len(records), notes)
 
 
@@ -117,16 +123,12 @@ def _joined(files: list[Path], read: list, duplicates: str) -> tuple[list[dict],
     return records, kept_from, notes
 
 
-def _missing(files: list[Path], read: list, shards: list) -> list[str]:
-    """Lines on the questions not there yet: shards not given, and shards not finished."""
+def _missing(files: list[Path], read: list, absent: list[str]) -> list[str]:
+    """Lines on the questions not there yet: shards not given (`absent`, as K/N), and shards not finished."""
     notes = []
-    known = [s for s in shards if s is not None]
-    if known:
-        n = known[0][1]
-        absent = [f"{k}/{n}" for k in range(1, n + 1) if (k, n) not in known]
-        if absent:
-            notes.append(f"shard{'s' if len(absent) > 1 else ''} {', '.join(absent)} not given: their questions "
-                         "are missing; --resume the merged file with the unsharded command to run them")  # fmt: skip
+    if absent:
+        notes.append(f"shard{'s' if len(absent) > 1 else ''} {', '.join(absent)} not given: their questions "
+                     "are missing; --resume the merged file with the unsharded command to run them")  # fmt: skip
     for path, (manifest, found) in zip(files, read, strict=True):
         asked = manifest.get("questions")
         if isinstance(asked, int) and len(found) < asked:
@@ -140,18 +142,17 @@ def _shard_text(shard: tuple[int, int] | None) -> str:
     return "no shard" if shard is None else f"shard {shard[0]}/{shard[1]}"
 
 
-def _write(out: Path, first: dict, records: list[dict], files: list[Path], read: list, shards: list, kept: dict):
-    """Write the run file and its manifest in a folder beside `out`, then move both into place."""
+def _write(
+    out: Path, first: dict, records: list[dict], files: list[Path], read: list, kept: dict, questions: int | None
+):
+    """Write the run file and its manifest in a folder beside `out`, then move both into place; `questions`
+    is how many the whole run asks (None: not known, as when a shard is missing)."""
     config = {**first["config"], "shard": None}
     keep = ("data", "layout", "limit", "model_file", "model_name", "workers", "timeout", "settings", "variant")
     details = {key: first[key] for key in keep if key in first}
     if isinstance(details.get("settings"), dict):
         details["settings"] = {**details["settings"], "shard": None}
-    given = {s for s in shards if s is not None}
-    n = next(iter(given))[1] if given else 0
-    counts = [m.get("questions") for m, _ in read]
-    complete = n > 0 and given == {(k, n) for k in range(1, n + 1)} and all(isinstance(c, int) for c in counts)
-    details["questions"] = sum(counts) if complete else None
+    details["questions"] = questions
     details["merged"] = [
         {
             "file": str(path.resolve()),
