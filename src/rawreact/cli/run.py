@@ -98,22 +98,18 @@ def run(args: argparse.Namespace) -> int:
         records = list(done)
         scored = [r for r in done if r["em"] is not None]  # running sums for the bar, over the scored questions
         n, em, f1 = len(scored), sum(r["em"] for r in scored), sum(r["f1"] for r in scored)
-        try:
-            for result in results:
-                if not args.quiet and not live:
-                    for step in result.outcome.steps:
-                        print_step(result.question, step)
-                if not args.quiet and result.outcome.reasoning is not None:
-                    say(_reasoning_text(result.question, result.outcome.reasoning))
-                records.append(result.to_dict())
-                say(_result_line(len(records), len(questions), result))
-                if result.em is not None:
-                    n, em, f1 = n + 1, em + result.em, f1 + result.f1
-                    bar.set_postfix_str(f"EM {em / n:.3f} F1 {f1 / n:.3f}", refresh=False)
-                bar.update()
-        finally:  # a fleet's episodes per endpoint, however the run ended
-            if sink is not None and callable(getattr(model, "served", None)):
-                sink.add_counts("endpoints", model.served())
+        for result in results:
+            if not args.quiet and not live:
+                for step in result.outcome.steps:
+                    print_step(result.question, step)
+            if not args.quiet and result.outcome.reasoning is not None:
+                say(_reasoning_text(result.question, result.outcome.reasoning))
+            records.append(result.to_dict())
+            say(_result_line(len(records), len(questions), result))
+            if result.em is not None:
+                n, em, f1 = n + 1, em + result.em, f1 + result.f1
+                bar.set_postfix_str(f"EM {em / n:.3f} F1 {f1 / n:.3f}", refresh=False)
+            bar.update()
     summary = summarize(records)
     print("\n" + summary_line(summary), flush=True)
     warning = context_warning(summary, n_ctx=settings.n_ctx)

@@ -20,7 +20,7 @@ from rawreact.models import load_model
 from rawreact.reports.comparison import Comparison
 from rawreact.runs.run import Result, check_context, run_questions
 from rawreact.runs.runfile import RunFile
-from rawreact.runs.setup import load_parts
+from rawreact.runs.setup import load_parts, model_options
 from rawreact.tasks.collection import Collection, Question, choose_questions
 from rawreact.tasks.loading import load_collection
 
@@ -88,7 +88,7 @@ def compare(
             sink = RunFile(path, parts.config, resume=True, details=details)
             made += [path, sink.manifest_path] if new else []
             plans.append((variant, parts, sink, sum(q.id in sink.done for q in questions)))
-        models = _models(plans, questions, host, timeout, workers, per_endpoint)
+        models = _models(plans, questions, shared)
     except BaseException:
         for *_, sink, _ in plans:
             sink.close()
@@ -103,29 +103,19 @@ def compare(
                 on_variant(variant, done, len(questions))
             if done == len(questions) or (stop is not None and stop()):
                 continue
-            model = models[_model_key(variant)]
-            served = getattr(model, "served", None)  # a fleet's episodes per server, counted per variant
-            before = served() if callable(served) else None
-            try:
-                results = run_questions(
-                    questions,
-                    variant.env(collection),
-                    model,
-                    parts.prompt,
-                    out=sink,
-                    workers=workers,
-                    stop=stop,
-                    **variant.solve_options(parts.grammar, parts.backoff, collection.task),
-                )
-                for result in results:
-                    if on_result is not None:
-                        on_result(variant, result)
-            finally:
-                if before is not None:
-                    after = served()
-                    sink.add_counts(
-                        "endpoints", {u: {k: n - before[u][k] for k, n in c.items()} for u, c in after.items()}
-                    )
+            results = run_questions(
+                questions,
+                variant.env(collection),
+                models[_model_key(variant)],
+                parts.prompt,
+                out=sink,
+                workers=workers,
+                stop=stop,
+                **variant.solve_options(parts.grammar, parts.backoff, collection.task),
+            )
+            for result in results:
+                if on_result is not None:
+                    on_result(variant, result)
     finally:
         for *_, sink, _ in plans:
             sink.close()
@@ -138,24 +128,15 @@ def _model_key(variant: Variant) -> tuple:
     return variant.model, variant.n_ctx, variant.temperature, variant.seed
 
 
-def _models(
-    plans: list,
-    questions: list[Question],
-    host: str | None,
-    timeout: float | None,
-    workers: int,
-    per_endpoint: int | None = None,
-) -> dict[tuple, object]:
+def _models(plans: list, questions: list[Question], shared: dict) -> dict[tuple, object]:
     """Load each model that a variant with questions left needs, once, and check it can do the job."""
     models: dict[tuple, object] = {}
     for variant, parts, _, done in plans:
         if done == len(questions):
             continue
         key = _model_key(variant)
-        if key not in models:
-            options = {"n_ctx": variant.n_ctx, "temperature": variant.temperature, "seed": variant.seed, "host": host}
-            options |= {"workers": workers, "per_endpoint": per_endpoint}
-            models[key] = load_model(variant.model, **options, timeout=timeout)
+        if key not in models:  # the options `rawreact run` loads its model with, from the variant's settings
+            models[key] = load_model(variant.model, **model_options(Settings(**variant.to_dict() | shared)))
         if parts.grammar is not None and not models[key].supports_grammar:
             raise GrammarError(f"variant {variant.name}: model {models[key].name} cannot apply a grammar")
         try:

@@ -215,7 +215,7 @@ def run_questions(
         return Result(question, outcome, started, time.time(), endpoint, restarts)
 
     results = _sequential(pending, answer, stop) if workers <= 1 else _parallel(pending, answer, stop, workers)
-    return _written(results, sink)
+    return _written(results, sink, model)
 
 
 # How many times an episode may start over on another server before the run stops.
@@ -228,8 +228,11 @@ def _episode(model: Model):
     return nullcontext() if episode is None else episode()
 
 
-def _written(results: Iterator[Result], sink: RunFile | None) -> Iterator[Result]:
-    """Append each result to the run file before yielding it; close the file at the end."""
+def _written(results: Iterator[Result], sink: RunFile | None, model: Model) -> Iterator[Result]:
+    """Append each result to the run file before yielding it; close the file at the end, however the run
+    ended, after adding a fleet's episodes per server during this run to the manifest (`endpoints`)."""
+    served = getattr(model, "served", None)
+    before = served() if sink is not None and callable(served) else None
     try:
         for result in results:
             if sink is not None:
@@ -238,6 +241,9 @@ def _written(results: Iterator[Result], sink: RunFile | None) -> Iterator[Result
     finally:
         results.close()
         if sink is not None:
+            if before is not None:
+                after = served()  # the fleet may serve other runs too (compare's variants): count this one's
+                sink.add_counts("endpoints", {u: {k: n - before[u][k] for k, n in c.items()} for u, c in after.items()})
             sink.close()
 
 
