@@ -56,26 +56,22 @@ def _download(spec: str) -> Path:
     # HF_ENDPOINT as it is now: the client reads it once, when it is first imported.
     endpoint = os.environ.get("HF_ENDPOINT", "").rstrip("/") or constants.ENDPOINT
     where = f"{endpoint} (HF_ENDPOINT)"
-    offline = bool(constants.HF_HUB_OFFLINE)
-    files, reached = None, None
-    if not offline and not _reachable(endpoint):
-        reached = f"the Hub at {where} could not be reached"
-    elif not offline:
+    files, problem = None, "HF_HUB_OFFLINE is set" if constants.HF_HUB_OFFLINE else None
+    if problem is None and not _reachable(endpoint):
+        problem = f"the Hub at {where} could not be reached"
+    if problem is None:
         try:
             files = huggingface_hub.HfApi(endpoint=endpoint).list_repo_files(repo, revision=revision)
         except Exception as error:  # noqa: BLE001 (the client's errors differ between its versions)
-            reached = _hub_problem(spec, repo, revision, error, where)
-    if files is None:  # offline, or the Hub was not reached: what the cache holds of this repository
+            problem = _hub_problem(spec, repo, revision, error, where)
+    cached = files is None  # offline, or the Hub was not reached: what the cache holds of this repository
+    if cached:
         files = _cached_files(repo, revision)
         if files is None:
-            why = "HF_HUB_OFFLINE is set" if offline else reached
             raise ModelError(
-                f"model {spec!r}: {why}, and the Hugging Face cache ({constants.HF_HUB_CACHE}) does not hold "
+                f"model {spec!r}: {problem}, and the Hugging Face cache ({constants.HF_HUB_CACHE}) does not hold "
                 f"{repo}; connect to the Hub once (or set HF_ENDPOINT to a mirror), or give a local .gguf path"
             )
-        cached = True
-    else:
-        cached = False
     names = _chosen(spec, repo, files, choice)
     paths = []
     for name in names:
