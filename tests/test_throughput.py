@@ -53,6 +53,20 @@ def test_a_question_does_not_depend_on_the_order_of_the_questions(gemma, demo):
     assert forward == backward and len(set(forward.values())) == 3
 
 
+def test_a_prompt_used_again_after_others_is_kept_again(gemma, demo):
+    """An engine keeps the prefixes used last; a prompt used again after two others (as a Reflexion run's
+    few-shot prompt is, between its reflections) is computed again once, then copied."""
+    question = demo.questions[0].question
+    prompts = [load_prompt(), load_prompt(method="act"), load_prompt(method="cot")]
+    prefix = len(gemma.tokenize(prompts[0].text))
+    for prompt in prompts:  # each kept, the first one pushed out by the two after it
+        gemma.keep_prefix(prompt.text)
+        gemma.complete(prompt.text + f"Question: {question}\nThought 1:", stop=["\n"], max_tokens=2)
+    again = [react(question, demo.env(), gemma, prompts[0], max_steps=1).steps[0].calls[0] for _ in range(2)]
+    assert again[0].evaluated_tokens == again[0].prompt_tokens  # computed again, into its own sequence
+    assert again[1].evaluated_tokens == again[1].prompt_tokens - prefix  # then copied: only the question
+
+
 def test_a_batched_run_killed_midway_resumes_with_every_question_once(demo, tmp_path):
     out = tmp_path / "run.jsonl"
     command = [*RAWREACT, "run", "--model", "gemma3-270m", "--out", str(out), "-q", "--max-steps", "2"]

@@ -128,11 +128,15 @@ class LlamaModel:
         A run calls this with its few-shot prompt: each question then evaluates only what follows
         the prompt, and its greedy trajectory is the same whatever question came before it.
         """
-        if self.reuse_cache and text not in self._prefixes:
+        if not self.reuse_cache:
+            return
+        if text not in self._prefixes:
             self._prefixes[text] = self.tokenize(text)
-            for engine in (self._engine, *self._samplers.values()):
-                if engine is not None:
-                    engine.keep_prefix(self._prefixes[text])
+        # Every time, not only the first: an engine keeps the prefixes used last (batch.PREFIXES of them), so
+        # a prompt used again after others (a Reflexion run's, between its reflections) is kept again.
+        for engine in (self._engine, *self._samplers.values()):
+            if engine is not None:
+                engine.keep_prefix(self._prefixes[text])
 
     def _check_length(self, tokens: list[int], max_tokens: int) -> None:
         if len(tokens) + max_tokens > self.n_ctx:
