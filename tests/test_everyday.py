@@ -65,6 +65,7 @@ def test_run_help_groups_its_options_by_purpose():
         "the loop (grammar, passages, sentences per search):",
         "guardrails and limits:",
         "settings files and output:",
+        "Reflexion (--method react-reflexion or cot-reflexion):",
     ]
 
 

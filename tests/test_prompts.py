@@ -82,3 +82,29 @@ def test_bad_exemplar_file_names_the_line(tmp_path):
         load_prompt(path)
     with pytest.raises(PromptError, match="cannot read the prompt file"):
         load_prompt(tmp_path / "missing.txt")
+
+
+def test_every_reflexion_exemplar_replays_on_its_passages_and_ends_with_one_reflection():
+    """The failed trials of prompts/reflexion/ are what PassageEnv really answers; CoT's and the context
+    prompt's paragraphs are the passages' own sentences."""
+    collection = load_collection(resource("envs", "exemplars.json"))
+    for exemplar in read_exemplars(method="reflect-react"):
+        lines = exemplar.splitlines()
+        assert lines[-1].startswith("Reflection: ") and lines[0].startswith("Question: ")
+        env = collection.env()
+        for n, k in enumerate(range(1, len(lines) - 1, 3), 1):
+            thought, action = parse_step(lines[k].removeprefix(f"Thought {n}:") + "\n" + lines[k + 1], n)
+            assert thought and action is not None, lines[k : k + 2]
+            observation, _ = env.step(action)
+            assert lines[k + 2] == f"Observation {n}: {observation}"
+    for exemplar in read_exemplars(method="reflect-cot"):
+        lines = exemplar.splitlines()
+        assert [line.split(":")[0] for line in lines] == ["Question", "Thought", "Answer", "Reflection"]
+    sentences = [s for t in collection.passages for s in collection.env().pages.sentences(t)]
+    for exemplar in read_exemplars(method="cot-context"):
+        context, *rest = exemplar.split("\nQuestion: ")
+        paragraphs = context.removeprefix("Context: ").splitlines()
+        assert paragraphs and all(any(paragraph.startswith(s) for s in sentences) for paragraph in paragraphs), (
+            paragraphs
+        )
+        assert "\nAnswer: " in rest[0]

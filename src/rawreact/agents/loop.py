@@ -40,6 +40,7 @@ def react(
     repeats: str = "off",
     budget: int | None = None,
     header: str = "Question",
+    preamble: str = "",
 ) -> Trajectory:
     """Run one ReAct episode on `question` and return its trajectory.
 
@@ -52,7 +53,8 @@ def react(
     `thoughts=False` runs Act, the paper's baseline without thoughts: each step is one call on
     `transcript + "Action i:"`, stopped at `\\nObservation i:`, under the action grammar if any.
     `repeats` and `budget` are the guardrails (see `guardrails.Guard`). `header` is the word the
-    question line starts with ("Claim" for FEVER).
+    question line starts with ("Claim" for FEVER). `preamble` goes between the prompt and the question
+    line (a Reflexion trial's memory); the prompt alone is the prefix the model keeps across episodes.
     """
     prompt = load_prompt() if prompt is None else prompt
     grammar = load_grammar(grammar) if isinstance(grammar, str) else grammar
@@ -60,7 +62,7 @@ def react(
         raise GrammarError(f"model {model.name} cannot apply a grammar; run it without one")
     text = prompt if isinstance(prompt, str) else prompt.text
     keep_prefix(model, text)
-    traj = Trajectory(question=one_line(question), prompt=text, header=header)
+    traj = Trajectory(question=one_line(question), prompt=text, header=header, preamble=preamble)
     take = _react_step if thoughts else _act_step
     run_steps(
         traj,

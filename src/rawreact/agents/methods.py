@@ -1,9 +1,11 @@
-"""The rows of the ReAct paper's HotpotQA table: ReAct, Act, Standard, CoT, CoT-SC and the two back-offs.
+"""The rows of the ReAct paper's HotpotQA table (ReAct, Act, Standard, CoT, CoT-SC and the two back-offs),
+native tool calls, and Reflexion's trials of ReAct or CoT.
 
 ReAct and Act are the loop (`loop.react`). Standard, CoT and CoT-SC answer from the prompt alone
 (`reason`). The back-offs combine them: ReAct -> CoT-SC asks CoT-SC when ReAct gives no answer,
 CoT-SC -> ReAct asks ReAct when the majority answer holds fewer than half of the votes. `solve`
-runs any of them on one question and returns an `Outcome`, which a run file stores.
+runs any of them on one question and returns an `Outcome`, which a run file stores. The Reflexion
+methods (`reflexion.trials`) keep every trial in the outcome; its answering part is the last trial's.
 """
 
 from collections.abc import Callable
@@ -15,8 +17,9 @@ from rawreact.agents.prompts import Prompt
 from rawreact.agents.reasoning import Reasoning, reason
 from rawreact.agents.record import Step, Trajectory, token_totals
 from rawreact.agents.reference import reference_react
+from rawreact.agents.reflexion import Trial, trials
 from rawreact.agents.tools import tool_react
-from rawreact.config.choices import BACKOFFS, METHODS, REASONING, guard_problem, loop_problem
+from rawreact.config.choices import BACKOFFS, METHODS, REASONING, REFLEXION, guard_problem, loop_problem
 from rawreact.core.metrics import is_answer
 from rawreact.environments.env import PassageEnv
 from rawreact.models.base import Completion, Model
@@ -30,6 +33,8 @@ class Outcome:
     branch: str  # the part whose answer this is: react, act, tools, standard, cot or cot-sc
     trajectory: Trajectory | None = None
     reasoning: Reasoning | None = None
+    trials: list[Trial] | None = None  # a Reflexion method's trials, in order; the last one answers
+    reflexion: dict | None = None  # a Reflexion method's settings that a record repeats (strategy, evaluator, ...)
 
     @property
     def _answering(self) -> Trajectory | Reasoning:
@@ -52,7 +57,9 @@ class Outcome:
 
     @property
     def calls(self) -> list[Completion]:
-        """Every model call, in order."""
+        """Every model call, in order (of every trial and reflection, for a Reflexion method)."""
+        if self.trials is not None:
+            return [c for trial in self.trials for c in trial.calls]
         calls = [c for step in self.steps for c in step.calls]
         samples = [] if self.reasoning is None else [s.call for s in self.reasoning.samples]
         return samples + calls if self.method == "cot-sc-react" else calls + samples
@@ -69,6 +76,8 @@ class Outcome:
     @property
     def seconds(self) -> float:
         """Wall time of the whole question."""
+        if self.trials is not None:
+            return sum(c.seconds for c in self.calls)
         reasoning = 0.0 if self.reasoning is None else self.reasoning.seconds
         return reasoning + (0.0 if self.trajectory is None else self.trajectory.seconds)
 
@@ -129,6 +138,7 @@ def solve(
     on_step: Callable[[Step], None] | None = None,
     loop: str = "tolerant",
     header: str = "Question",
+    reflexion: dict | None = None,
     **loop_options,
 ) -> Outcome:
     """Answer `question` by `method` (see METHODS) and return the outcome.
@@ -138,7 +148,8 @@ def solve(
     `samples`, `sample_temperature` and `seed` are CoT-SC's; `loop_options` (max_steps, grammar)
     go to the loop. `loop` "reference" runs the ReAct or Act part in the reference notebook's loop
     (`reference.reference_react`, over a `ReferenceEnv`), which has no grammar.
-    `header` is the word the question line starts with ("Claim" for FEVER).
+    `header` is the word the question line starts with ("Claim" for FEVER). A Reflexion method takes
+    the keyword arguments of `reflexion.trials` in `reflexion` (strategy, trials, evaluator, gold, ...).
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; the methods are {', '.join(METHODS)}")
@@ -162,6 +173,17 @@ def solve(
 
     if method in ("react", "act"):
         return Outcome(method, method, trajectory=act(prompt))
+    if method in REFLEXION:
+        if header != "Question":
+            raise ValueError("the Reflexion methods answer questions; run FEVER claims with the paper's methods")
+        agent = REFLEXION[method]
+        if agent == "cot":
+            options = {"max_tokens": max_tokens, "header": header}
+        made = trials(question, env, model, prompt, agent=agent, **options, **(reflexion or {}))
+        last = made[-1].part
+        if agent == "cot":
+            return Outcome(method, "cot", reasoning=last, trials=made)
+        return Outcome(method, "react", trajectory=last, trials=made)
     if method == "tools":
         text = prompt if isinstance(prompt, str) else prompt.text
         options.pop("grammar", None)

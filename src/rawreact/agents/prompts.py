@@ -20,6 +20,9 @@ from rawreact.core.text import HEADERS
 _BLOCKS = re.compile(r"\n[ \t]*\n")
 # Where each method's shipped instruction and exemplars are, under prompts/ (ReAct's at the top).
 FOLDERS = {"react": "", "act": "act/", "standard": "standard/", "cot": "cot/", "cot-sc": "cot/", "tools": "tools/"}
+# Reflexion's prompts: CoT given a context, and the reflections written after a failed ReAct or CoT trial.
+FOLDERS |= {"cot-context": "cot/context/", "reflect-react": "reflexion/", "reflect-cot": "reflexion/cot/"}
+STARTS = {"cot-context": "Context"}  # what an exemplar starts with, where it is not the question's header
 TASKS = {"qa": ("", HEADERS["qa"]), "fever": ("fever/", HEADERS["fever"])}  # each task's prompt folder and header
 
 
@@ -64,7 +67,7 @@ def read_exemplars(path: str | Path | None = None, method: str = "react", task: 
     """The exemplars of a file (by default the method's for the task): blocks separated by blank
     lines, each starting `Question:` (`Claim:` for FEVER)."""
     path = Path(path) if path else shipped(method, task, "exemplars.txt")
-    header = TASKS[task][1]
+    header = STARTS.get(method, TASKS[task][1])
     text = _read(path).replace("\r\n", "\n").strip("\n")
     exemplars, line = [], 1
     for block in _BLOCKS.split(text):
@@ -87,6 +90,9 @@ def read_instruction(path: str | Path | None = None, method: str = "react", task
     if path and ".ipynb#" in str(path):
         notebook, _, name = str(path).rpartition("#")
         return notebook_string(Path(notebook), name)
+    if path and ".py#" in str(path):
+        module, _, name = str(path).rpartition("#")
+        return python_string(Path(module), name)
     path = Path(path) if path else shipped(method, task, "instruction.txt")
     text = _read(path).rstrip("\n")
     return text + "\n" if text.strip() else ""
@@ -115,6 +121,26 @@ def notebook_string(path: Path, name: str) -> str:
             ):
                 return node.value.value
     raise PromptError(f"{path}: no code cell assigns a string to {name!r}; is it the reference's notebook?")
+
+
+def python_string(path: Path, name: str) -> str:
+    """The string a Python file assigns to `name` at its top level (`NAME = "..."`), taken as it is:
+    the Reflexion code's prompts and exemplars are `prompts.py#REFLECT_INSTRUCTION` and `fewshots.py#REFLECTIONS`
+    in a checkout of its repository."""
+    try:
+        tree = ast.parse(_read(path))
+    except SyntaxError as error:
+        raise PromptError(f"{path} line {error.lineno}: not Python: {error.msg}") from None
+    found = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    found[target.id] = node.value.value
+    if name not in found:
+        names = ", ".join(sorted(found)) or "none"
+        raise PromptError(f"{path}: no top-level string named {name!r}; its strings are: {names}")
+    return found[name]
 
 
 def load_prompt(
@@ -152,6 +178,14 @@ def load_prompt(
             )
         text = read_instruction(instruction, "tools", task)
         return Prompt(text=text, source=str(instruction or "prompts/tools/instruction.txt"), exemplars=0)
+    if exemplars is not None and str(exemplars).endswith(".py"):  # the Reflexion code's fewshots.py
+        if key is None:
+            raise PromptError(f"{exemplars}: name the string to use with --key (or --reflect-key), such as REFLECTIONS")
+        if k is not None or order is not None:
+            raise PromptError(f"{exemplars}#{key} is used whole; drop -k and the order")
+        text = python_string(Path(exemplars), key)
+        instruction_text = "" if instruction is None else read_instruction(instruction, method, task)
+        return Prompt(text=instruction_text + text, source=f"{exemplars}#{key}", exemplars=text.count("Question:"))
     reference = exemplars is not None and str(exemplars).endswith(".json")
     # The reference prepends its instruction to its HotpotQA ReAct prompt only; its other prompts, and
     # its FEVER prompts (which carry their own instruction: FEVER.ipynb sends nothing before them), stand alone.

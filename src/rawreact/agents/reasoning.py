@@ -41,6 +41,7 @@ class Reasoning:
     ended: str = ""
     seconds: float = 0.0  # wall time of all samples (server samples run at once)
     header: str = "Question"  # the word before the question: "Claim" for FEVER
+    preamble: str = ""  # a Reflexion trial's memory and CoT's context, between the prompt and the question
 
     @property
     def vote(self) -> answers.Vote:
@@ -65,25 +66,29 @@ class Reasoning:
     def transcript(self, sample: int = 0) -> str:
         """The prompt text and one sample's completion, as the model saw and wrote it."""
         text = self.samples[sample].call.text if self.samples else ""
-        return f"{self.prompt}{self.header}: {self.question}\n{self.cue}{text}"
+        return f"{self.prompt}{self.preamble}{self.header}: {self.question}\n{self.cue}{text}"
 
     def to_dict(self) -> dict:
         """A JSON-ready dict; `from_dict` reads it back."""
         tally = self.vote
-        return {
-            "method": self.method,
-            "question": self.question,
-            "prompt": self.prompt,
-            "answer": tally.answer,
-            "ended": self.ended,
-            "votes": tally.votes,
-            "share": tally.share,
-            "counts": tally.counts,
-            "temperature": self.temperature,
-            "seed": self.seed,
-            "seconds": self.seconds,
-            "samples": [{"answer": s.answer, "call": s.call.to_dict()} for s in self.samples],
-        } | header_entry(self.header)
+        return (
+            {
+                "method": self.method,
+                "question": self.question,
+                "prompt": self.prompt,
+                "answer": tally.answer,
+                "ended": self.ended,
+                "votes": tally.votes,
+                "share": tally.share,
+                "counts": tally.counts,
+                "temperature": self.temperature,
+                "seed": self.seed,
+                "seconds": self.seconds,
+                "samples": [{"answer": s.answer, "call": s.call.to_dict()} for s in self.samples],
+            }
+            | header_entry(self.header)
+            | ({"preamble": self.preamble} if self.preamble else {})
+        )
 
     @classmethod
     def from_dict(cls, data: dict) -> "Reasoning":
@@ -91,6 +96,7 @@ class Reasoning:
         samples = [Sample(s["answer"], Completion(**s["call"])) for s in data["samples"]]
         fields = ("method", "question", "prompt", "temperature", "seed", "ended")
         extra = {"seconds": data.get("seconds", 0.0), "header": data.get("header", "Question")}
+        extra["preamble"] = data.get("preamble", "")
         return cls(samples=samples, **extra, **{k: data[k] for k in fields})
 
 
@@ -105,12 +111,14 @@ def reason(
     seed: int = 0,
     max_tokens: int = 100,
     header: str = "Question",
+    preamble: str = "",
 ) -> Reasoning:
     """Answer from the prompt alone: Standard and CoT in one greedy call, CoT-SC by `samples` samples.
 
     A Standard completion follows `Answer:` and ends at the line break; a CoT completion follows
     `Thought:` and ends before the next `Question:` (the next `header` line) or a blank line.
-    `parse_answer` reads each.
+    `parse_answer` reads each. `preamble` goes between the prompt and the question line (a Reflexion
+    trial's memory, CoT's context); the prompt alone is the prefix the model keeps.
     """
     if method not in REASONING:
         raise ValueError(f"reason() answers standard, cot and cot-sc, not {method!r}")
@@ -124,6 +132,7 @@ def reason(
         temperature=temperature if sampled else None,
         seed=seed if sampled else None,
         header=header,
+        preamble=preamble,
     )
     stop = STOPS["standard"] if method == "standard" else [f"\n{header}:", "\n\n"]
     start = time.perf_counter()

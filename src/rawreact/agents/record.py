@@ -104,7 +104,9 @@ class Trajectory:
     method's model answered in plain text). `loop` is the loop that ran: "tolerant" (`react`),
     "reference" (`reference.reference_react`) or "tools" (`tools.tool_react`, native tool calls,
     whose `prompt` is the system message and `messages` the whole chat history). `header` is the
-    word the question line starts with: "Question", or "Claim" for a FEVER claim.
+    word the question line starts with: "Question", or "Claim" for a FEVER claim. `preamble` is what
+    a Reflexion trial put between the few-shot prompt and the question line (its memory of the
+    failed trials); the prompt itself stays the run's, stored once.
     """
 
     question: str
@@ -115,6 +117,7 @@ class Trajectory:
     loop: str = "tolerant"
     messages: list[dict] | None = None
     header: str = "Question"  # the word before the question in the prompt: "Claim" for FEVER
+    preamble: str = ""  # a Reflexion trial's memory, between the prompt and the question line
 
     @property
     def model_calls(self) -> int:
@@ -171,7 +174,7 @@ class Trajectory:
         if self.messages is not None:
             return history_text(self.messages)
         shown = "".join(s.render() for s in self.steps[:steps] if s.calls)  # not the closing finish[]
-        return self.prompt + f"{self.header}: {self.question}\n" + shown
+        return self.prompt + self.preamble + f"{self.header}: {self.question}\n" + shown
 
     def to_dict(self) -> dict:
         """A JSON-ready dict; `from_dict` reads it back."""
@@ -187,6 +190,7 @@ class Trajectory:
             }
             | ({} if self.messages is None else {"messages": self.messages})
             | header_entry(self.header)
+            | ({"preamble": self.preamble} if self.preamble else {})
         )
 
     def to_json(self) -> str:
@@ -203,7 +207,8 @@ class Trajectory:
         """The inverse of `to_dict`."""
         steps = [Step.from_dict(s) for s in data["steps"]]
         loop, messages, header = data.get("loop", "tolerant"), data.get("messages"), data.get("header", "Question")
-        return cls(data["question"], data["prompt"], steps, data["answer"], data["ended"], loop, messages, header)
+        fields = (data["question"], data["prompt"], steps, data["answer"], data["ended"], loop, messages, header)
+        return cls(*fields, data.get("preamble", ""))
 
 
 def header_entry(header: str) -> dict:

@@ -8,11 +8,14 @@ from rawreact.cli.files import intervals_note, shown
 from rawreact.cli.run import score_cell, verdict
 from rawreact.cli.settings import given_settings
 from rawreact.cli.terminal import Stopper, progress
+from rawreact.config.choices import REFLEXION
 from rawreact.config.settings import SHARED, VARIANT_KEYS, Settings, parse_spec
 from rawreact.core.errors import DataError
 from rawreact.core.text import printable
 from rawreact.experiments.compare import compare
 from rawreact.experiments.variants import Variant, ablation, parse_variant
+from rawreact.reports.summary import table
+from rawreact.reports.trials import TRIALS_NOTE, trial_rows
 from rawreact.runs.run import Result
 from rawreact.tasks.loading import load_collection
 
@@ -22,7 +25,10 @@ def compare_command(args: argparse.Namespace) -> int:
     given = given_settings(args)
     shared = Settings(**{key: value for key, value in given.items() if key in SHARED})
     own = {key: value for key, value in given.items() if key in VARIANT_KEYS}
-    base = Variant("base", **own | parse_spec(args.base, f"--base {args.base!r}", VARIANT_KEYS))
+    own |= parse_spec(args.base, f"--base {args.base!r}", VARIANT_KEYS)
+    if "reflexion" in args.ablation and own.get("method") not in REFLEXION:  # the ablation's trials are ReAct's
+        own["method"] = "react-reflexion" if own.get("method") in (None, "react") else own["method"]
+    base = Variant("base", **own)
     variants = [parse_variant(text, base) for text in args.variant]
     collection = load_collection(shared.data)  # read once: its task picks the prompt files an ablation counts
     for kind in args.ablation:
@@ -76,4 +82,9 @@ def compare_command(args: argparse.Namespace) -> int:
         (out / name).write_text(comparison.table(style), encoding="utf-8")
     print(shown(comparison.rows(args.format), args), end="")
     intervals_note(args, comparison, f"; tables in {out / 'comparison.md'} and {out / 'comparison.csv'}")
+    trials = trial_rows(comparison.records)
+    if trials:  # Reflexion variants: the score after each trial, and each trial's cost
+        (out / "trials.md").write_text(table(trials, "markdown"), encoding="utf-8")
+        print("\n" + printable(table(trials, args.format)), end="")
+        print(f"rawreact: {TRIALS_NOTE}; the table is also in {out / 'trials.md'}", file=sys.stderr)
     return 0

@@ -16,6 +16,7 @@ from rawreact.reports.export import export
 from rawreact.reports.html import write_page
 from rawreact.reports.show import listing, show
 from rawreact.reports.summary import TIMES_NOTE, drop_unused, fitted, row_of, table
+from rawreact.reports.trials import TRIALS_NOTE, trial_rows
 from rawreact.runs.records import legacy_manifest_path, manifest_path, read_run
 from rawreact.runs.runfile import refuse_existing
 from rawreact.tasks.fever import label_table
@@ -103,6 +104,10 @@ def report(args: argparse.Namespace) -> int:
     labels = label_table({name: records for name, (_, records) in loaded.items()})
     if labels:  # FEVER runs: label accuracy per gold label, and what was answered
         print("\n" + printable(table(labels, args.format)), end="")
+    trials = trial_rows({name: records for name, (_, records) in loaded.items()})
+    if trials:  # Reflexion runs: the score after each trial, and each trial's cost
+        print("\n" + printable(table(trials, args.format)), end="")
+        print(f"rawreact: {TRIALS_NOTE}", file=sys.stderr)
     return 0
 
 
@@ -111,6 +116,7 @@ def export_command(args: argparse.Namespace) -> int:
     for out in (args.out, manifest_path(args.out)):  # the examples, and the manifest written beside them
         refuse_inputs(out, run_inputs(args.runs), "a run file or manifest")
     options = {"layout": args.layout, "min_f1": args.min_f1, "with_prompt": args.prompt, "force": args.force}
+    options["with_memory"] = args.memory
     done = export(args.runs, args.out, **options)
     chosen = "EM 1" if args.min_f1 is None else f"F1 at least {args.min_f1:g}"
     if not done.examples:  # nothing was written: an empty file would look like a finished export

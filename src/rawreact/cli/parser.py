@@ -5,8 +5,8 @@ import argparse
 
 from rawreact import __version__
 from rawreact.cli.nearest import NearestParser
-from rawreact.config.choices import LOOPS, METHODS, REPEATS
-from rawreact.config.settings import Settings
+from rawreact.config.choices import CONTEXTS, EVALUATORS, LOOPS, METHODS, REPEATS, STRATEGIES
+from rawreact.config.settings import VARIANT_KEYS, Settings
 from rawreact.experiments.variants import ABLATIONS
 from rawreact.models.specs import DEFAULT_MODEL, EMBEDDED_MODELS
 from rawreact.reports.export import LAYOUTS
@@ -72,6 +72,8 @@ def parser() -> argparse.ArgumentParser:
     by_loop = run.add_argument_group("the loop (grammar, passages, sentences per search)")
     by_guard = run.add_argument_group("guardrails and limits")
     by_output = run.add_argument_group("settings files and output")
+    by_trials = run.add_argument_group("Reflexion (--method react-reflexion or cot-reflexion)")
+    _reflexion_options(by_trials)
     by_questions.add_argument(
         "data",
         nargs="?",
@@ -107,7 +109,7 @@ def parser() -> argparse.ArgumentParser:
         choices=list(METHODS),
         help="react (the default), act (no thoughts), standard, cot, cot-sc (self-consistency), react-cot-sc "
         "(CoT-SC when ReAct gives no answer), cot-sc-react (ReAct when CoT-SC's vote is split), tools (native tool "
-        "calls of a chat model)",
+        "calls of a chat model), react-reflexion and cot-reflexion (Reflexion: trials that learn from failed ones)",
     )
     by_output.add_argument(
         "--config",
@@ -244,6 +246,11 @@ def parser() -> argparse.ArgumentParser:
         help="export the episodes with F1 at least this (default: those with EM 1)",
     )
     export_.add_argument("--prompt", action="store_true", help="keep the few-shot prompt (default: question onwards)")
+    export_.add_argument(
+        "--memory",
+        action="store_true",
+        help="keep a Reflexion final trial's memory of the failed trials before the question (default: left out)",
+    )
     export_.add_argument("--force", action="store_true", help="replace --out and its manifest if they exist")
     index = commands.add_parser(
         "index", help="build a passage store (SQLite, full-text titles) from a corpus, for --passages"
@@ -275,6 +282,47 @@ def parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _reflexion_options(group) -> None:
+    """The options of the Reflexion methods' settings."""
+    group.add_argument(
+        "--trials", type=_positive, help=f"trials per question, until one passes (default: {_DEFAULT.trials})"
+    )
+    group.add_argument(
+        "--strategy",
+        choices=list(STRATEGIES),
+        help="what a trial after a failed one is shown: base (nothing), last_trial (the last trial), reflexion (the "
+        "reflections written so far, the default), last_trial_and_reflexion (the last trial and its reflection)",
+    )
+    group.add_argument(
+        "--evaluator",
+        choices=list(EVALUATORS),
+        help="who says a trial failed: em (the gold answer's exact match, the paper's oracle; the default) or "
+        "supported (no gold answer: the answer must occur in what the trial read)",
+    )
+    group.add_argument(
+        "--context",
+        choices=list(CONTEXTS),
+        help="cot-reflexion's context before the question: none (the default) or gold (the supporting paragraphs, "
+        "the paper's CoT (GT))",
+    )
+    group.add_argument(
+        "--reflect-prompt",
+        help="the reflections' exemplars: a file in rawreact's layout, or a .py/.json file with "
+        "--reflect-key (the Reflexion code's fewshots.py)",
+    )
+    group.add_argument("--reflect-key", help="which string of a .py or .json --reflect-prompt, such as REFLECTIONS")
+    group.add_argument(
+        "--reflect-instruction",
+        help="the reflections' instruction: a text file, or FILE.py#NAME (a template with {examples}, as the "
+        "Reflexion code's prompts.py#REFLECT_INSTRUCTION)",
+    )
+    group.add_argument(
+        "--reflect-max-tokens",
+        type=_positive,
+        help=f"token limit of a reflection call (default: {_DEFAULT.reflect_max_tokens})",
+    )
+
+
 def _compare_parser(commands) -> None:
     compare = commands.add_parser(
         "compare", help="run variants of a prompt on the same questions and compare them, with bootstrap intervals"
@@ -285,9 +333,7 @@ def _compare_parser(commands) -> None:
         action="append",
         default=[],
         metavar="NAME=SPEC",
-        help="a variant: NAME=key=value,... with keys method, loop, model, prompt, key, instruction, k, order, "
-        "grammar, grammar_file, n_first, repeats, budget, max_steps, max_tokens, temperature, seed, n_ctx, samples, "
-        "sample_temperature, backoff_prompt, backoff_key, backoff_instruction (the first variant is the base)",
+        help=f"a variant: NAME=key=value,... with keys {', '.join(VARIANT_KEYS)} (the first variant is the base)",
     )
     compare.add_argument(
         "--ablation", action="append", default=[], choices=ABLATIONS, help="add a built-in set of variants"

@@ -10,7 +10,7 @@ from rawreact.agents.record import Step
 from rawreact.cli.files import refuse_inputs
 from rawreact.cli.settings import choose, reference_record, say_paper
 from rawreact.cli.terminal import Stopper, progress
-from rawreact.config.choices import REASONING, SAMPLING
+from rawreact.config.choices import REASONING, REFLEXION, SAMPLING
 from rawreact.config.files import manifest_settings
 from rawreact.config.settings import Settings
 from rawreact.core.errors import DataError, GrammarError
@@ -123,11 +123,23 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _loop(settings: Settings) -> str:
-    """The loop of a run's header, for a method that acts."""
+    """The loop of a run's header, for a method that acts, and a Reflexion method's trials."""
+    if settings.method in REFLEXION:
+        trials = (
+            f", up to {plural(settings.trials, 'trial')} (strategy {settings.strategy}, evaluator {settings.evaluator}"
+            + (", gold context" if settings.context == "gold" else "")
+            + ")"
+        )
+        return trials + ("" if REFLEXION[settings.method] == "cot" else _acting(settings))
     if settings.method in REASONING:
         return ""
     if settings.method == "tools":
         return f", native tool calls ({plural(settings.sentences, 'sentence')} per search)"
+    return _acting(settings)
+
+
+def _acting(settings: Settings) -> str:
+    """The loop of a method that takes text actions, for a run's header."""
     parts = [f"{plural(settings.sentences, 'sentence')} per search"]
     parts += [f"repeats {settings.repeats}"] if settings.repeats != "off" else []
     parts += [f"budget {settings.budget} tokens"] if settings.budget is not None else []

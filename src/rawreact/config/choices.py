@@ -27,11 +27,38 @@ METHODS = {
         Method("react-cot-sc", "ReAct → CoT-SC", "webthink_simple6 + cotqa_simple6"),
         Method("cot-sc-react", "CoT-SC → ReAct", "cotqa_simple6 + webthink_simple6"),
         Method("tools", "native tool calls", "-"),
+        Method("react-reflexion", "ReAct + Reflexion", "-"),
+        Method("cot-reflexion", "CoT + Reflexion", "-"),
     )
 }
 
 
-PAPER = tuple(m for m in METHODS if m != "tools")  # the rows of the paper's table
+# Reflexion (Shinn et al., 2023): trials of a method, each after a failed one learning from it.
+# Each method's agent: the loop's ReAct, or CoT (answering from the prompt, or from a given context).
+REFLEXION = {"react-reflexion": "react", "cot-reflexion": "cot"}
+
+
+# What the next trial is shown of the failed ones, as the Reflexion code's strategies: nothing (`base`),
+# the last trial's trajectory, the reflections written so far, or the last trajectory and its reflection.
+STRATEGIES = ("base", "last_trial", "reflexion", "last_trial_and_reflexion")
+
+
+# Who decides that a trial failed: the gold answer's exact match (`em`, the Reflexion paper's oracle), or
+# `supported`, which needs no gold answer: the answer must occur in what the trial read (its searches and
+# lookups, or the context it was given).
+EVALUATORS = ("em", "supported")
+
+
+CONTEXTS = ("none", "gold")  # what CoT + Reflexion is given before the question: nothing, or the gold paragraphs
+
+
+TRIALS = 7  # trials per question: the Reflexion paper's HotpotQA figure plots trials 0 to 6
+
+
+REFLECT_TOKENS = 250  # tokens of one reflection call, as the reference's reflection model
+
+
+PAPER = tuple(m for m in METHODS if m != "tools" and m not in REFLEXION)  # the rows of the paper's table
 
 
 # A back-off's two parts, in the order they run.
@@ -45,8 +72,13 @@ REASONING = ("standard", "cot", "cot-sc")  # the methods that answer from the pr
 
 
 def first_method(method: str) -> str:
-    """The method whose prompt the run's main prompt is: the first part of a back-off."""
-    return BACKOFFS.get(method, (method,))[0]
+    """The method whose prompt the run's main prompt is: the first part of a back-off, a Reflexion method's agent."""
+    return REFLEXION.get(method) or BACKOFFS.get(method, (method,))[0]
+
+
+def acts(method: str) -> bool:
+    """Whether `method` takes actions, so that a grammar, a loop and the guardrails apply to it."""
+    return method not in REASONING and REFLEXION.get(method) != "cot"
 
 
 def guard_problem(method: str, repeats: str, budget: int | None) -> str | None:
@@ -54,7 +86,7 @@ def guard_problem(method: str, repeats: str, budget: int | None) -> str | None:
     problem = setting_problem(repeats, budget)
     if problem:
         return problem
-    if method in REASONING and (repeats != "off" or budget is not None):
+    if not acts(method) and (repeats != "off" or budget is not None):
         return f"the guardrails repeats and budget watch actions, and method {method} takes none; drop them"
     return None
 
@@ -76,6 +108,8 @@ def loop_problem(loop: str, method: str, grammar: bool, repeats: str = "off") ->
         return None
     if repeats == "note":
         return "the reference loop shows the notebook's observations, so repeats=note cannot add to them; use stop"
+    if method in REFLEXION:
+        return f"method {method} runs its trials in the tolerant loop; drop the reference loop"
     if method in REASONING:
         return (
             f"the reference loop runs ReAct and Act (the notebook's webthink, and its Act steps), and method "

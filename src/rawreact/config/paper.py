@@ -13,7 +13,7 @@ paper says), the notebooks' sample of 500 (indices shuffled by `random.Random(23
 import hashlib
 from pathlib import Path
 
-from rawreact.config.choices import BACKOFFS, METHODS, REASONING
+from rawreact.config.choices import BACKOFFS, METHODS, REASONING, REFLEXION
 from rawreact.core.errors import DataError
 
 PROMPT_FILES = {"qa": "prompts/prompts_naive.json", "fever": "prompts/fever.json"}
@@ -45,6 +45,11 @@ def reference_options(directory: str | Path, task: str, method: str, questions: 
     directory = Path(directory).expanduser()
     if method == "tools":
         raise DataError("--reference sets up the paper's methods, and native tool calls are not one of them")
+    if method in REFLEXION:
+        raise DataError(
+            "--reference sets up the ReAct paper's methods, and Reflexion is not one of them; for the Reflexion "
+            "code's prompts give --reflect-prompt, --reflect-key and --reflect-instruction (see the README)"
+        )
     for needed in (PROMPT_FILES[task], NOTEBOOKS[task]):
         if not (directory / needed).is_file():
             raise DataError(

@@ -15,13 +15,19 @@ from typing import Union, get_args, get_origin
 
 from rawreact.config.choices import (
     BACKOFFS,
+    CONTEXTS,
+    EVALUATORS,
     LOOPS,
     MAX_TOKENS,
     METHODS,
     MODES,
-    REASONING,
+    REFLECT_TOKENS,
+    REFLEXION,
     REPEATS,
     SAMPLING,
+    STRATEGIES,
+    TRIALS,
+    acts,
     guard_problem,
     loop_problem,
 )
@@ -43,6 +49,8 @@ _LEAST = {
     "shuffle_range": 1,
     "workers": 1,
     "per_endpoint": 1,
+    "trials": 1,
+    "reflect_max_tokens": 1,
 }
 SEED_MAX = 2**32 - 1
 # The command-line option of each setting whose name differs from `--name-with-hyphens`.
@@ -61,6 +69,11 @@ class Settings:
     ("off", "note", "stop") and `budget` (tokens per episode, or None) are the guardrails.
     `passages` (a store from `rawreact index`, or a collection file) replaces each question's own
     paragraphs: HotpotQA's open ("fullwiki") setting. `data` None is the demo collection.
+
+    The Reflexion methods (react-reflexion, cot-reflexion) take `trials`, `strategy` (STRATEGIES),
+    `evaluator` (EVALUATORS), `context` (CoT's: "none", or "gold", the question's supporting
+    paragraphs), and the reflection prompt (`reflect_prompt`, `reflect_key`, `reflect_instruction`)
+    with its own `reflect_max_tokens`; other methods leave them at their defaults.
     """
 
     # What decides each episode: a comparison's variants differ in these.
@@ -88,6 +101,14 @@ class Settings:
     backoff_key: str | None = None
     backoff_instruction: str | None = None
     passages: str | None = None
+    trials: int = TRIALS
+    strategy: str = "reflexion"
+    evaluator: str = "em"
+    context: str = "none"
+    reflect_prompt: str | None = None
+    reflect_key: str | None = None
+    reflect_instruction: str | None = None
+    reflect_max_tokens: int = REFLECT_TOKENS
     # The questions, and how they are sent: a comparison's variants share these.
     data: str | None = None
     question: str | None = None
@@ -117,14 +138,33 @@ class Settings:
             problem = value_problem(key, getattr(self, key))
             if problem:
                 return problem
-        if (self.grammar or self.grammar_file) and self.method in REASONING:
+        if (self.grammar or self.grammar_file) and not acts(self.method):
             return f"a grammar constrains action lines, and method {self.method} writes none; drop the grammar"
+        problem = self._reflexion_problem()
+        if problem:
+            return problem
         problem = loop_problem(self.loop, self.method, bool(self.grammar or self.grammar_file), self.repeats)
         problem = problem or guard_problem(self.method, self.repeats, self.budget)
         backoff = self.backoff_prompt or self.backoff_key or self.backoff_instruction
         if problem is None and backoff and self.method not in BACKOFFS:
             return f"the backoff prompt settings apply to {' and '.join(BACKOFFS)} only"
         return problem or sequences_problem(self.model, self.samples if self.method in SAMPLING else 1, "samples")
+
+    def _reflexion_problem(self) -> str | None:
+        """What is wrong with the Reflexion settings for the method, or None."""
+        changed = [k for k in REFLEXION_KEYS if getattr(self, k) != _DEFAULTS[k]]
+        if self.method not in REFLEXION:
+            if changed:
+                return f"{', '.join(changed)} apply to the Reflexion methods ({' and '.join(REFLEXION)}) only"
+            return None
+        if self.context != "none" and self.method != "cot-reflexion":
+            return f"context={self.context!r} gives CoT its paragraphs: it applies to cot-reflexion only"
+        if self.evaluator == "supported" and self.method == "cot-reflexion" and self.context == "none":
+            return (
+                "evaluator=supported looks for the answer in what the trial read, and CoT without context reads "
+                "nothing; give context=gold (--context gold), or use evaluator=em"
+            )
+        return None
 
     @property
     def shard_of(self) -> tuple[int, int] | None:
@@ -153,7 +193,9 @@ class Settings:
 
 
 _DECLARED = {f.name: f.type for f in fields(Settings)}
+_DEFAULTS = {f.name: f.default for f in fields(Settings)}
 KEYS = tuple(_DECLARED)
+REFLEXION_KEYS = KEYS[KEYS.index("trials") : KEYS.index("reflect_max_tokens") + 1]
 # The settings of the questions and of how they are sent: a comparison's variants share them.
 SHARED = KEYS[KEYS.index("data") :]
 VARIANT_KEYS = KEYS[: KEYS.index("data")]
@@ -207,6 +249,9 @@ def value_problem(key: str, value: object) -> str | None:
         return f"grammar={value!r}; use off, {', '.join(MODES)}"
     if key == "loop" and value not in LOOPS:
         return f"loop={value!r}; the loops are {', '.join(LOOPS)}"
+    for name, allowed in (("strategy", STRATEGIES), ("evaluator", EVALUATORS), ("context", CONTEXTS)):
+        if key == name and value not in allowed:
+            return f"{key}={value!r} ({option(key)}); use one of {', '.join(allowed)}"
     if key == "repeats" and value not in REPEATS:
         return f"repeats={value!r}; use one of {', '.join(REPEATS)}"
     if key in _LEAST and value < _LEAST[key]:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 
 from rawreact.agents.grammar import Grammar
 from rawreact.agents.prompts import Prompt, read_exemplars, shipped
-from rawreact.config.choices import LOOPS, PAPER, REASONING, REPEATS, first_method, loop_problem
+from rawreact.config.choices import LOOPS, PAPER, REASONING, REFLEXION, REPEATS, STRATEGIES, first_method, loop_problem
 from rawreact.config.settings import VARIANT_KEYS, Settings, parse_spec
 from rawreact.core.errors import DataError
 from rawreact.runs.setup import (
@@ -75,7 +75,7 @@ class Variant(Settings):
         return manifest_config(self, collection, prompt, grammar, backoff, **run)
 
 
-ABLATIONS = ("exemplars", "orders", "instructions", "grammar", "methods", "loops", "repeats")
+ABLATIONS = ("exemplars", "orders", "instructions", "grammar", "methods", "loops", "repeats", "reflexion")
 
 
 def parse_variant(text: str, base: Variant | None = None) -> Variant:
@@ -95,7 +95,8 @@ def ablation(kind: str, base: Variant, *, orders: int = 3, task: str = "qa") -> 
     `orders` shuffles), instructions (every prompts/instruction*.txt), grammar (off, step, titles),
     methods (the paper's seven, PAPER, each with its shipped prompts), loops (the tolerant loop and
     the reference's; each shows its own default number of sentences unless `base` sets n_first),
-    repeats (the repeat policies off, note and stop). `task` ("qa" or "fever") picks the shipped
+    repeats (the repeat policies off, note and stop), reflexion (Reflexion's four strategies, on `base`'s
+    Reflexion method, react-reflexion unless it names cot-reflexion). `task` ("qa" or "fever") picks the shipped
     exemplars and instructions that the exemplars and instructions ablations count.
     """
     if kind == "exemplars":
@@ -126,4 +127,7 @@ def ablation(kind: str, base: Variant, *, orders: int = 3, task: str = "qa") -> 
     if kind == "repeats":  # the reference loop cannot add a note, so it compares off and stop
         policies = [p for p in REPEATS if base.loop == "tolerant" or p != "note"]
         return [replace(base, name=f"repeats-{policy}", repeats=policy) for policy in policies]
+    if kind == "reflexion":
+        method = base.method if base.method in REFLEXION else "react-reflexion"
+        return [replace(base, name=strategy, method=method, strategy=strategy) for strategy in STRATEGIES]
     raise DataError(f"unknown ablation {kind!r}; the ablations are {', '.join(ABLATIONS)}")

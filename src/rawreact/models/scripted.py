@@ -21,12 +21,17 @@ def _texts(data: object) -> bool:
 
 
 class _ByQuestion:
-    """A script by question: the completion for step i of the question the prompt ends with."""
+    """A script by question: the completion for step i of the question the prompt ends with, and
+    `reflection`, what every Reflexion reflection call (a prompt ending in `Reflection:`) gets."""
 
-    def __init__(self, scripts: dict[str, list[str]], name: str) -> None:
-        self.scripts, self.name = scripts, name
+    def __init__(self, scripts: dict[str, list[str]], name: str, reflection: str | None = None) -> None:
+        self.scripts, self.name, self.reflection = scripts, name, reflection
 
     def __call__(self, prompt: str) -> str:
+        if prompt.endswith("Reflection:"):
+            if self.reflection is None:
+                raise ModelError(f"{self.name} has no 'reflection' for a Reflexion reflection call; add one")
+            return self.reflection
         # The start of the last Question (or FEVER's Claim) line of the prompt.
         line, header = max((("\n" + prompt).rfind(f"\n{h}: "), h) for h in HEADERS.values())
         question = prompt[line + len(header) + 2 :].split("\n", 1)[0] if line >= 0 else ""
@@ -71,8 +76,8 @@ class ScriptedModel:
     def from_file(cls, path: str | Path) -> "ScriptedModel":
         """Load a script: a JSON list of completions, used in order, or an object with the
         completions of each question by step, `{"questions": {QUESTION: [step 1, ...]}}`, and
-        optionally `"seconds_per_call"`. Scripts by question give the same answers in any order,
-        so a shuffled or resumed run can use them.
+        optionally `"seconds_per_call"` and `"reflection"` (the text of every Reflexion reflection).
+        Scripts by question give the same answers in any order, so a shuffled or resumed run can use them.
         """
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8-sig"))
@@ -85,11 +90,13 @@ class ScriptedModel:
             return cls(data, name=name)
         if isinstance(data, dict) and isinstance(data.get("questions"), dict):
             scripts = data["questions"]
-            delay = data.get("seconds_per_call", 0.0)
+            delay, reflection = data.get("seconds_per_call", 0.0), data.get("reflection")
             if not all(_texts(texts) for texts in scripts.values()) or not isinstance(delay, (int, float)):
                 raise DataError(f"{path}: 'questions' maps each question to a list of completion strings")
+            if reflection is not None and not isinstance(reflection, str):
+                raise DataError(f"{path}: 'reflection' must be the text of a reflection")
             by_question = {one_line(question): texts for question, texts in scripts.items()}
-            return cls(_ByQuestion(by_question, name), name=name, seconds_per_call=float(delay))
+            return cls(_ByQuestion(by_question, name, reflection), name=name, seconds_per_call=float(delay))
         raise DataError(
             f"{path}: a model script is a JSON list of completion strings, or an object "
             '{"questions": {"question": ["step 1 completion", ...]}}'

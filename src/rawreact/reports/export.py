@@ -23,11 +23,15 @@ history, with the functions it was offered, as OpenAI's fine-tuning takes functi
 
 Without `with_prompt` the few-shot prompt is left out (a fine-tuned model needs no exemplars); with
 it, it comes before the question (completion) or as the system message (chat).
+
+A Reflexion question is exported as its final trial (the record's trajectory, selected by its
+score like any other). Its memory of the failed trials is left out unless `with_memory`: the model
+trained on it then answers without reflections; with it, the memory comes before the question.
 """
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rawreact import __version__
@@ -100,7 +104,7 @@ def chat_example(traj: Trajectory, with_prompt: bool = False) -> dict:
         messages = [openai_message(m) for m in _weighed(traj)]
         return {"messages": messages if with_prompt else messages[1:], "tools": list(shipped_tools())}
     messages = [{"role": "system", "content": traj.prompt.rstrip("\n")}] if with_prompt else []
-    messages.append({"role": "user", "content": f"{traj.header}: {traj.question}"})
+    messages.append({"role": "user", "content": f"{traj.preamble}{traj.header}: {traj.question}"})
     shown = [s for s in traj.steps if s.calls]  # not the reference loop's closing finish[]
     for n, step in enumerate(shown):
         message = {"role": "assistant", "content": (_cue(step) + _answer(step))}
@@ -166,6 +170,7 @@ def export(
     layout: str = "completion",
     min_f1: float | None = None,
     with_prompt: bool = False,
+    with_memory: bool = False,
     force: bool = True,
 ) -> Export:
     """Write the examples of `runs`' selected episodes to `out` (whole or not at all), and a manifest beside it.
@@ -193,6 +198,8 @@ def export(
                 not_selected += 1
                 continue
             traj = Trajectory.from_dict(record["trajectory"])
+            if not with_memory:  # a Reflexion trial's memory of the failed ones
+                traj = replace(traj, preamble="")
             made = _MAKERS[layout](traj, with_prompt)
             questions += bool(made)
             no_target += not made
@@ -203,6 +210,7 @@ def export(
         "layout": layout,
         "selection": "em == 1" if min_f1 is None else f"f1 >= {min_f1}",
         "with_prompt": with_prompt,
+        "with_memory": with_memory,
         "sources": sources,
         "examples": result.examples,
         "questions": result.questions,

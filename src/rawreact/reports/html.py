@@ -23,6 +23,7 @@ from rawreact.reports.comparison import Comparison
 from rawreact.reports.html_questions import prompts_html, questions_table
 from rawreact.reports.sidebyside import side_by_side
 from rawreact.reports.summary import TIMES_NOTE, drop_unused, row_of, summarize
+from rawreact.reports.trials import TRIALS_NOTE, trial_rows, trial_stats
 from rawreact.runs.records import read_run
 from rawreact.runs.runfile import write_whole
 from rawreact.tasks.fever import label_table
@@ -65,6 +66,7 @@ def page(runs: dict[str, str | Path], *, resamples: int = RESAMPLES, seed: int =
         f'<p class="note">Times: {escape(TIMES_NOTE)}.</p>',
         _inputs(runs, {name: manifest for name, (manifest, _) in loaded.items()}),
         _labels(records),
+        _trials(records),
         _breakdown(records, resamples, seed),
         _comparison(records, resamples, seed),
         "<h2>Charts</h2>",
@@ -194,6 +196,25 @@ def _comparison(records: dict[str, list[dict]], resamples: int, seed: int) -> st
         f'<p class="note">On the {len(comparison.ids)} questions every run answered; 95% bootstrap intervals '
         f"({resamples} resamples, seed {seed}); Δ is paired against {escape(comparison.names[0])}.</p>"
         + _split(comparison.rows(), _INTERVALS)
+    )
+
+
+def _trials(records: dict[str, list[dict]]) -> str:
+    """The Reflexion runs' section: EM after each trial, a line per run (the Reflexion paper's figure), and the
+    table of each trial's questions, verdicts and cost. Empty when no run has trials."""
+    rows = trial_rows(records)
+    if not rows:
+        return ""
+    series = [
+        (name, [(s["trial"], s["em"]) for s in trial_stats(found) if s["em"] is not None])
+        for name, found in records.items()
+    ]
+    chart = svg.lines("EM after each trial", [item for item in series if item[1]], "trial", "EM")
+    return (
+        '<h2 id="trials">Trials</h2>'
+        f'<div class="charts"><figure>{chart}</figure></div>'
+        + _table(rows, "trials")
+        + f'<p class="note">{escape(TRIALS_NOTE[0].upper() + TRIALS_NOTE[1:])}.</p>'
     )
 
 

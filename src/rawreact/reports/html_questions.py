@@ -12,6 +12,7 @@ from rawreact.agents.record import Step, Trajectory
 from rawreact.config.choices import BACKOFFS
 from rawreact.reports.show import reasoning_text
 from rawreact.reports.summary import score
+from rawreact.runs.records import read_trial
 
 _ERRORS = {"no action": "no action", "truncated": "truncated", "invalid": "invalid action"}
 
@@ -104,9 +105,11 @@ def transcript(record: dict) -> str:
     """One question as HTML: each part's steps (thought, action, observation) or completions, marked."""
     method = record.get("method", "react")
     parts = []
-    if record.get("trajectory") is not None:
+    if record.get("trials"):
+        parts.append(_trials(record))
+    elif record.get("trajectory") is not None:
         parts.append(_trajectory(Trajectory.from_dict(record["trajectory"])))
-    if record.get("reasoning") is not None:
+    if record.get("reasoning") is not None and not record.get("trials"):
         reasoning = Reasoning.from_dict(record["reasoning"])
         parts.append(_prompt(reasoning.prompt) + f"<pre>{escape(reasoning_text(reasoning, False))}</pre>")
     if method == "cot-sc-react":
@@ -119,6 +122,36 @@ def transcript(record: dict) -> str:
         f"F1 {score(record['f1'], '{:.2f}')}).</p>"
     )
     return f'<div class="transcript">{"".join(parts)}{ending}</div>'
+
+
+def _trials(record: dict) -> str:
+    """A Reflexion question's trials in order, each with its memory, its steps, its verdict and its reflection."""
+    prompt = (record.get("trajectory") or record.get("reasoning"))["prompt"]
+    evaluator = (record.get("reflexion") or {}).get("evaluator", "?")
+    out = []
+    for data in record["trials"]:
+        trial = read_trial(data, prompt)
+        verdict = "passed" if trial.passed else "failed"
+        out.append(
+            f'<h4 class="trial">Trial {trial.n}: {verdict} ({escape(evaluator)}); answer {escape(repr(trial.answer))}, '
+            f"EM {score(data.get('em'), '{:.0f}')}</h4>"
+        )
+        if isinstance(trial.part, Trajectory):
+            out.append(_trajectory(trial.part))
+        else:
+            preamble = f'<pre class="memory">{escape(trial.part.preamble)}</pre>' if trial.part.preamble else ""
+            out.append(
+                _prompt(trial.part.prompt) + preamble + f"<pre>{escape(reasoning_text(trial.part, False))}</pre>"
+            )
+        if trial.reflection is not None:
+            cut = (
+                f" (observations of steps {', '.join(map(str, trial.reflection.cut))} cut to fit)"
+                if trial.reflection.cut
+                else ""
+            )
+            text = trial.reflection.text or f"(none: {trial.reflection.ended})"
+            out.append(f'<p class="reflection"><span class="tag">Reflection{escape(cut)}</span> {escape(text)}</p>')
+    return "".join(out)
 
 
 def _prompt_id(prompt: str) -> str:
@@ -152,6 +185,7 @@ def _trajectory(traj: Trajectory) -> str:
     label = "System message" if traj.loop == "tools" else "Few-shot prompt"
     out = [
         _prompt(traj.prompt, label),
+        f'<pre class="memory">{escape(traj.preamble)}</pre>' if traj.preamble else "",
         f'<p><span class="tag">{escape(traj.header)}</span> {escape(traj.question)}</p>',
     ]
     out += [_step(step, traj.loop) for step in traj.steps]

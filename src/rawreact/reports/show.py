@@ -5,6 +5,7 @@ from rawreact.agents.record import Trajectory, history_text
 from rawreact.config.choices import BACKOFFS
 from rawreact.core.text import one_line, plural
 from rawreact.reports.summary import score, table
+from rawreact.runs.records import read_trial
 
 
 def listing(records: list[dict], width: int | None = None) -> str:
@@ -56,6 +57,8 @@ def show(record: dict, with_prompt: bool = False) -> str:
         f"{record['seconds']:.1f} s; method "
         f"{method}{answered}{loop}{_seen(record.get('supported'))}\n"
     )
+    if record.get("trials"):
+        return head + trials_text(record, with_prompt)
     parts = []
     if record.get("trajectory") is not None:
         traj = Trajectory.from_dict(record["trajectory"])
@@ -71,6 +74,34 @@ def show(record: dict, with_prompt: bool = False) -> str:
     if len(parts) == 1:
         return head + "\n" + parts[0]
     return head + "".join(f"\n--- {name}\n{part}" for name, part in zip(BACKOFFS[method], parts, strict=True))
+
+
+def trials_text(record: dict, with_prompt: bool) -> str:
+    """A Reflexion question's trials in order: each as the model saw and wrote it (its memory of the failed
+    trials, then its steps or CoT answer), the evaluator's verdict, and the reflection written after it."""
+    part = record.get("trajectory") or record.get("reasoning")
+    settings = record.get("reflexion") or {}
+    out = [
+        f"Reflexion: strategy {settings.get('strategy', '?')}, evaluator {settings.get('evaluator', '?')}, "
+        f"{plural(len(record['trials']), 'trial')} of at most {settings.get('trials', '?')}\n"
+    ]
+    for data in record["trials"]:
+        trial = read_trial(data, part["prompt"])
+        verdict = "passed" if trial.passed else "failed"
+        out.append(
+            f"\n--- trial {trial.n}: {verdict} ({settings.get('evaluator', '?')}); answer {trial.answer!r}, "
+            f"EM {score(data.get('em'), '{:.0f}')}, ended by {trial.ended}, {plural(data['model_calls'], 'call')}\n"
+        )
+        if isinstance(trial.part, Trajectory):
+            text = trial.part.transcript()
+            out.append(text if with_prompt else text[len(trial.part.prompt) :])
+        else:
+            out.append(reasoning_text(trial.part, with_prompt))
+        reflection = trial.reflection
+        if reflection is not None:
+            cut = f" (observations of steps {', '.join(map(str, reflection.cut))} cut to fit)" if reflection.cut else ""
+            out.append(f"[reflection{cut}] {reflection.text or '(none: ' + reflection.ended + ')'}\n")
+    return "".join(out)
 
 
 def _seen(supported: bool | None) -> str:

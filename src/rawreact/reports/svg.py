@@ -188,3 +188,48 @@ def scatter(title: str, points: list[tuple[float, float, str]], x_label: str, y_
             f'fill-opacity="0.6" data-n="{n}"><title>{escape(tip)}: {x:.2f}, {y:.2f}</title></circle>'
         )
     return _svg(size, size, title, body)
+
+
+def lines(title: str, series: list[tuple[str, list[tuple[int, float]]]], x_label: str, y_label: str) -> str:
+    """One line per series of (x, y) points, x whole numbers from 1 and y from 0 to 1, with a dot at each point
+    and a legend: the shape of the Reflexion paper's figure (the share solved after each trial, per strategy)."""
+    xs = sorted({x for _, points in series for x, _ in points}) or [1]
+    legend, x, row = [], 0.0, 0  # the legend's places, in rows that fit the width
+    for label, _ in series:
+        size = 22 + 7 * len(label)
+        if x and x + size > WIDTH - 40:
+            x, row = 0.0, row + 1
+        legend.append((40 + x, row))
+        x += size
+    x0, x1, y0, y1 = 40, WIDTH - 12, 40, 200
+    height = y1 + 44 + 16 * (row + 1)
+
+    def at(x: float, y: float) -> tuple[float, float]:
+        span = max(xs[-1] - xs[0], 1)
+        return x0 + (x1 - x0) * (x - xs[0]) / span, y1 - (y1 - y0) * y
+
+    body = [_text(0, 16, title, cls="heading"), _text(x0 - 4, y0 - 12, y_label, "end", "tick")]
+    for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
+        _, y = at(xs[0], tick)
+        body.append(f'<line x1="{x0}" y1="{y:.1f}" x2="{x1}" y2="{y:.1f}" class="grid"/>')
+        body.append(_text(x0 - 4, y + 4, f"{tick:g}", "end", "tick"))
+    for tick in xs:
+        px, _ = at(tick, 0)
+        body.append(_text(px, y1 + 14, str(tick), "middle", "tick"))
+    body.append(f'<line x1="{x0}" y1="{y1}" x2="{x1}" y2="{y1}" class="axis"/>')
+    body.append(_text((x0 + x1) / 2, y1 + 30, x_label, "middle", "tick"))
+    for k, (label, points) in enumerate(series):
+        colour = PALETTE[k % len(PALETTE)]
+        placed = [at(px, py) for px, py in points]
+        path = " ".join(f"{px:.1f},{py:.1f}" for px, py in placed)
+        body.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2" data-series="{k}"/>')
+        for (px, py), (cx, cy) in zip(points, placed, strict=True):
+            body.append(
+                f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="3" fill="{colour}" data-series="{k}" data-x="{px}" '
+                f'data-y="{py:.4f}"><title>{escape(label)}: {py:.3f} after trial {px}</title></circle>'
+            )
+        lx, lrow = legend[k]
+        ly = y1 + 40 + 16 * lrow
+        body.append(f'<rect x="{lx:.1f}" y="{ly}" width="10" height="10" fill="{colour}"/>')
+        body.append(_text(lx + 14, ly + 9, label, cls="tick"))
+    return _svg(WIDTH, height, title, body)

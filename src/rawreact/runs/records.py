@@ -10,6 +10,7 @@ from pathlib import Path
 
 from rawreact.agents.reasoning import Reasoning
 from rawreact.agents.record import Trajectory
+from rawreact.agents.reflexion import Trial
 from rawreact.core.errors import DataError
 
 
@@ -117,6 +118,8 @@ _OPTIONAL: dict[str, tuple] = {
     "kind": (str,),
     "started": _NUMBER,
     "finished": _NUMBER,
+    "reflexion": (dict, None),
+    "trials": (list,),
 }
 
 
@@ -149,7 +152,7 @@ _STEP_OPTIONAL = {"fallback": (bool,), "repeat_of": (int, None), "note": (str,)}
 _TRAJECTORY = {"question": (str,), "prompt": (str,), "answer": (str,), "ended": (str,), "steps": (list,)}
 
 
-_TRAJECTORY_OPTIONAL = {"loop": (str,), "messages": (list, None), "header": (str,)}
+_TRAJECTORY_OPTIONAL = {"loop": (str,), "messages": (list, None), "header": (str,), "preamble": (str,)}
 
 
 _REASONING = {
@@ -163,7 +166,7 @@ _REASONING = {
 }
 
 
-_REASONING_OPTIONAL = {"seconds": _NUMBER, "header": (str,)}
+_REASONING_OPTIONAL = {"seconds": _NUMBER, "header": (str,), "preamble": (str,)}
 
 
 _KIND_NAMES = {str: "a string", int: "a whole number", float: "a number", dict: "an object", list: "a list"}
@@ -253,7 +256,31 @@ def _problem(record: object) -> str | None:
             read(record[part])
         except (KeyError, TypeError, ValueError, AttributeError) as error:
             return f"has a {part} that cannot be read ({type(error).__name__}: {error})"
+    return _trials_problem(record)
+
+
+_TRIAL = {"trial": (int,), "passed": (bool,), "answer": (str,), "em": (*_NUMBER, None), "model_calls": (int,)}
+
+
+def _trials_problem(record: dict) -> str | None:
+    """What is wrong with a Reflexion record's trials, or None (a record of another method has none)."""
+    answering = record.get("trajectory") or record.get("reasoning")
+    for k, trial in enumerate(record.get("trials", []), 1):
+        if not isinstance(trial, dict):
+            return f"has trial {k} that is not an object"
+        problem = _wrong(trial, _TRIAL, {"tokens": (dict,)}, f"trial {k} ")
+        if problem:
+            return problem
+        try:
+            read_trial(trial, answering["prompt"])
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            return f"has trial {k} that cannot be read ({type(error).__name__}: {error})"
     return None
+
+
+def read_trial(data: dict, prompt: str) -> Trial:
+    """One trial of a Reflexion record, with the run's few-shot prompt put back."""
+    return Trial.from_dict(data, prompt)
 
 
 # The parts of a record that carry a prompt, which the manifest stores once, and their readers.

@@ -15,15 +15,17 @@ from pathlib import Path
 from rawreact.agents.methods import Outcome, solve
 from rawreact.agents.prompts import Prompt
 from rawreact.agents.reasoning import CUES
-from rawreact.agents.record import Step
+from rawreact.agents.record import Step, token_totals
+from rawreact.agents.reflexion import gold_context
 from rawreact.agents.tools import check_model
-from rawreact.config.choices import BACKOFFS, first_method
-from rawreact.core.errors import EpisodeLost, ModelError
+from rawreact.config.choices import BACKOFFS, REFLEXION, first_method
+from rawreact.core.errors import DataError, EpisodeLost, ModelError
 from rawreact.core.metrics import scores
 from rawreact.environments.env import PassageEnv
 from rawreact.models.base import WORKER, Model
 from rawreact.runs.records import manifest_path, read_manifest, read_run
 from rawreact.runs.runfile import RunFile
+from rawreact.runs.trials import TrialLog
 from rawreact.tasks.collection import Question
 from rawreact.tasks.fever import label_score, lenient_score, read_label
 
@@ -86,36 +88,55 @@ class Result:
         """
         out = self.outcome
         reasoning = out.reasoning
-        return {
-            "id": self.question.id,
-            "question": self.question.question,
-            "answer": self.question.answer,
-            "prediction": out.answer,
-            "em": self.em,
-            "f1": self.f1,
-            "method": out.method,
-            "branch": out.branch,
-            "loop": out.loop,
-            "ended": out.ended,
-            "steps": len(out.steps),
-            "model_calls": out.model_calls,
-            "invalid_actions": out.invalid_actions,
-            "fallback_calls": out.fallback_calls,
-            "repeats": out.repeats,
-            "supported": self.supported,
-            "searches": out.searches,
-            "search_hits": out.search_hits,
-            "vote_share": reasoning.vote.share if reasoning is not None and reasoning.method == "cot-sc" else None,
-            "tokens": out.tokens(),
-            "seconds": out.seconds,
-            "trajectory": None if out.trajectory is None else out.trajectory.to_dict(),
-            "reasoning": None if reasoning is None else reasoning.to_dict(),
-            **(
-                {} if self.started is None else {"started": round(self.started, 3), "finished": round(self.finished, 3)}
-            ),
-            **({"kind": self.question.kind} if self.question.kind else {}),
-            **({} if self.endpoint is None else {"endpoint": self.endpoint, "restarts": self.restarts}),
-        } | ({} if self.question.task == "qa" else self._claim())
+        return (
+            {
+                "id": self.question.id,
+                "question": self.question.question,
+                "answer": self.question.answer,
+                "prediction": out.answer,
+                "em": self.em,
+                "f1": self.f1,
+                "method": out.method,
+                "branch": out.branch,
+                "loop": out.loop,
+                "ended": out.ended,
+                "steps": len(out.steps),
+                "model_calls": out.model_calls,
+                "invalid_actions": out.invalid_actions,
+                "fallback_calls": out.fallback_calls,
+                "repeats": out.repeats,
+                "supported": self.supported,
+                "searches": out.searches,
+                "search_hits": out.search_hits,
+                "vote_share": reasoning.vote.share if reasoning is not None and reasoning.method == "cot-sc" else None,
+                "tokens": out.tokens(),
+                "seconds": out.seconds,
+                "trajectory": None if out.trajectory is None else out.trajectory.to_dict(),
+                "reasoning": None if reasoning is None else reasoning.to_dict(),
+                **(
+                    {}
+                    if self.started is None
+                    else {"started": round(self.started, 3), "finished": round(self.finished, 3)}
+                ),
+                **({"kind": self.question.kind} if self.question.kind else {}),
+                **({} if self.endpoint is None else {"endpoint": self.endpoint, "restarts": self.restarts}),
+            }
+            | ({} if self.question.task == "qa" else self._claim())
+            | self._trials()
+        )
+
+    def _trials(self) -> dict:
+        """A Reflexion method's own fields: its settings, and each trial with its scores and cost."""
+        out = self.outcome
+        if out.trials is None:
+            return {}
+        trials = []
+        for trial in out.trials:
+            em, f1 = scores(trial.answer, self.question.answer) if self.question.answer else (None, None)
+            calls = trial.calls
+            cost = {"model_calls": len(calls), "tokens": token_totals(calls), "seconds": sum(c.seconds for c in calls)}
+            trials.append({"answer": trial.answer, "ended": trial.ended, "em": em, "f1": f1, **cost} | trial.to_dict())
+        return {"reflexion": out.reflexion, "trials": trials}
 
     def _claim(self) -> dict:
         """A claim's own fields: the label read leniently from the answer, and that reading's score."""
@@ -191,31 +212,79 @@ def run_questions(
         raise refuse_workers(model.name, workers)
     sink = RunFile(out) if isinstance(out, (str, Path)) else out  # opened now: a bad path fails early
     pending = (q for q in questions if sink is None or q.id not in sink.done)
+    reflexion = solve_options.pop("reflexion", None)
+    log = None
+    if solve_options.get("method") in REFLEXION and sink is not None:
+        log = TrialLog(sink.path, prompt.text, resumed="resumes" in sink.manifest)
 
     def answer(question: Question) -> Result:
         step_hook = None if on_step is None else (lambda step: on_step(question, step))
         started, restarts = time.time(), 0
+        episode_env = env(question)
         while True:
+            options = dict(solve_options)
+            if solve_options.get("method") in REFLEXION:  # after a lost server, the trials kept so far stay
+                options["reflexion"] = _trial_options(question, episode_env, reflexion or {}, log)
             try:
                 with _episode(model) as endpoint:  # a fleet keeps the episode on one server
                     outcome = solve(
                         question.question,
-                        env(question),
+                        episode_env,
                         model,
                         prompt,
                         on_step=step_hook,
                         header=question.header,
-                        **solve_options,
+                        **options,
                     )
                 break
             except EpisodeLost as lost:  # its server failed: start over on another, from nothing
                 restarts += 1
                 if restarts > MAX_RESTARTS:
                     raise ModelError(f"question {question.id} lost its server {restarts} times; last: {lost}") from None
+        if outcome.trials is not None:
+            outcome.reflexion = {k: v for k, v in (reflexion or {}).items() if k in REFLEXION_RECORDED}
         return Result(question, outcome, started, time.time(), endpoint, restarts)
 
     results = _sequential(pending, answer, stop) if workers <= 1 else _parallel(pending, answer, stop, workers)
-    return _written(results, sink, model)
+    return _written(results, sink, model, log)
+
+
+# The Reflexion settings each record repeats, so that a record read alone says how its trials were judged.
+REFLEXION_RECORDED = ("strategy", "evaluator", "trials", "context")
+
+
+def _trial_options(question: Question, env: PassageEnv, settings: dict, log: TrialLog | None) -> dict:
+    """The keyword arguments of `reflexion.trials` for one question: the run's Reflexion settings, its gold
+    answer and context, and the trials a resumed run kept of it."""
+    options = {k: v for k, v in settings.items() if k != "context"}
+    if settings.get("evaluator", "em") == "em" and not question.answer:
+        raise DataError(
+            f"question {question.id} has no gold answer, which the em evaluator needs to judge a trial; give its "
+            "answer (--answer), or use --evaluator supported"
+        )
+    context = ""
+    if settings.get("context") == "gold":
+        context = gold_context(_gold_paragraphs(question, env))
+    options |= {"gold": question.answer, "context": context}
+    if log is not None:
+        options |= {"done": log.done(question.id), "on_trial": lambda trial: log.add(question.id, trial)}
+    return options
+
+
+def _gold_paragraphs(question: Question, env: PassageEnv) -> list[str]:
+    """The question's supporting paragraphs (CoT (GT)'s context), each its sentences joined."""
+    if not question.supporting:
+        raise DataError(
+            f"question {question.id} names no supporting paragraphs, which --context gold gives CoT; use HotpotQA "
+            "data with supporting_facts, or --context none"
+        )
+    paragraphs = []
+    for title in question.supporting:
+        sentences = env.pages.sentences(title)
+        if sentences is None:
+            raise DataError(f"question {question.id}: its supporting title {title!r} is not among its passages")
+        paragraphs.append(" ".join(sentences))
+    return paragraphs
 
 
 # How many times an episode may start over on another server before the run stops.
@@ -228,9 +297,12 @@ def _episode(model: Model):
     return nullcontext() if episode is None else episode()
 
 
-def _written(results: Iterator[Result], sink: RunFile | None, model: Model) -> Iterator[Result]:
+def _written(
+    results: Iterator[Result], sink: RunFile | None, model: Model, log: TrialLog | None = None
+) -> Iterator[Result]:
     """Append each result to the run file before yielding it; close the file at the end, however the run
-    ended, after adding a fleet's episodes per server during this run to the manifest (`endpoints`)."""
+    ended, after adding a fleet's episodes per server during this run to the manifest (`endpoints`).
+    A Reflexion run's trials under way (`log`) are closed with it."""
     served = getattr(model, "served", None)
     before = served() if sink is not None and callable(served) else None
     try:
@@ -240,6 +312,8 @@ def _written(results: Iterator[Result], sink: RunFile | None, model: Model) -> I
             yield result
     finally:
         results.close()
+        if log is not None:
+            log.close(set(sink.done) if sink is not None else set())
         if sink is not None:
             if before is not None:
                 after = served()  # the fleet may serve other runs too (compare's variants): count this one's

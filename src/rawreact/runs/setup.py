@@ -13,7 +13,8 @@ from pathlib import Path
 from rawreact.agents.grammar import Grammar, load_grammar
 from rawreact.agents.prompts import Prompt
 from rawreact.agents.prompts import load_prompt as _load_prompt
-from rawreact.config.choices import BACKOFFS, REASONING, SAMPLING, first_method
+from rawreact.agents.reflexion import REFLECTING, ReflectPrompt, load_reflect_prompt
+from rawreact.config.choices import BACKOFFS, REFLEXION, SAMPLING, acts, first_method
 from rawreact.config.settings import Settings
 from rawreact.core.errors import DataError, GrammarError
 from rawreact.models.specs import model_sha256
@@ -29,8 +30,20 @@ def prompt_of(settings: Settings, task: str = "qa") -> Prompt:
         instruction=settings.instruction,
         key=settings.key,
         order=settings.order,
-        method=first_method(settings.method),
+        method="cot-context" if settings.context == "gold" else first_method(settings.method),
         task=task,
+    )
+
+
+def reflect_prompt_of(settings: Settings) -> ReflectPrompt | None:
+    """The reflection prompt of a Reflexion method whose strategy writes reflections, or None."""
+    if settings.method not in REFLEXION or settings.strategy not in REFLECTING:
+        return None
+    return load_reflect_prompt(
+        settings.reflect_prompt,
+        key=settings.reflect_key,
+        instruction=settings.reflect_instruction,
+        agent=REFLEXION[settings.method],
     )
 
 
@@ -58,7 +71,11 @@ def grammar_of(settings: Settings) -> Grammar | None:
 def collection_of(settings: Settings, collection: Collection) -> Collection:
     """The questions over the settings' passages: their own, or those of `passages`."""
     if settings.passages is None:
-        if collection.task == "fever" and settings.method not in REASONING:
+        if collection.task == "fever" and settings.method in REFLEXION:
+            raise DataError(
+                f"{settings.where}the Reflexion methods answer questions; run FEVER claims by other methods"
+            )
+        if collection.task == "fever" and acts(settings.method):
             raise DataError(
                 f"{settings.where}FEVER claims are checked against Wikipedia: build a store of FEVER's wiki-pages "
                 "(rawreact index wiki-pages/ --out fever.sqlite) and give it with --passages fever.sqlite"
@@ -93,7 +110,15 @@ def solve_options(settings: Settings, grammar: Grammar | None, backoff: Prompt |
         "max_steps": settings.steps(task),
         "max_tokens": settings.max_tokens,
         "grammar": grammar,
-    }
+    } | _reflexion_options(settings)
+
+
+def _reflexion_options(settings: Settings) -> dict:
+    """A Reflexion method's part of `solve`'s keyword arguments (the rest come per question in run_questions)."""
+    if settings.method not in REFLEXION:
+        return {}
+    keys = ("strategy", "trials", "evaluator", "context", "reflect_max_tokens")
+    return {"reflexion": {k: getattr(settings, k) for k in keys} | {"reflect_prompt": reflect_prompt_of(settings)}}
 
 
 def manifest_config(
@@ -142,6 +167,18 @@ def manifest_config(
         "backoff_prompt_sha256": backoff.sha256 if backoff else None,
         "passages": settings.passages,
         "passages_sha256": shared_passages(settings.passages).sha256 if settings.passages else None,
+    } | _reflexion_config(settings)
+
+
+def _reflexion_config(settings: Settings) -> dict:
+    """A Reflexion method's part of the manifest config: its settings and its reflection prompt, by content."""
+    if settings.method not in REFLEXION:
+        return {}
+    reflect = reflect_prompt_of(settings)
+    keys = ("trials", "strategy", "evaluator", "context", "reflect_max_tokens")
+    return {k: getattr(settings, k) for k in keys} | {
+        "reflect_prompt": None if reflect is None else reflect.source,
+        "reflect_prompt_sha256": None if reflect is None else reflect.sha256,
     }
 
 
