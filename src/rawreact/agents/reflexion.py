@@ -111,7 +111,8 @@ def load_reflect_prompt(
             raise PromptError(f"{exemplars}: cannot read the prompt file: {error}") from None
         if not isinstance(found, dict) or not isinstance(found.get(key), str):
             names = ", ".join(sorted(found)) if isinstance(found, dict) else "none"
-            raise PromptError(f"{exemplars}: no prompt string {key!r}; choose one with --reflect-key: {names}")
+            asked = "no --reflect-key was given" if key is None else f"it has no prompt string {key!r}"
+            raise PromptError(f"{exemplars}: {asked}; choose one with --reflect-key: {names}")
         examples, source = found[key], f"{exemplars}#{key}"
     else:
         if key is not None:

@@ -188,6 +188,9 @@ def score_cell(value: float | None, form: str) -> str:
 def _result_line(n: int, total: int, result: Result) -> str:
     out = result.outcome
     branch = f" (answered by {out.branch})" if out.branch != out.method else ""
+    if out.trials is not None:  # Reflexion: which trial answered, and whether its evaluator passed it
+        verdict_of = "passed" if out.trials[-1].passed else "failed"
+        branch = f" (trial {len(out.trials)}, {verdict_of} by {(out.reflexion or {}).get('evaluator', '?')})"
     return (
         f"result [{n}/{total}] {result.question.id}: {verdict(result.em)} (EM {score_cell(result.em, '{:.0f}')}, "
         f"F1 {score_cell(result.f1, '{:.2f}')}) "
