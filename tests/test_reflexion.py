@@ -460,3 +460,15 @@ def test_reflexion_on_a_fever_file_or_under_the_paper_switch_is_one_clear_error(
     assert fever.task == "fever"
     with pytest.raises(DataError, match="the Reflexion methods answer questions"):
         collection_of(Settings(method="cot-reflexion"), fever)
+
+
+def test_the_agent_s_exemplars_load_from_a_python_file_of_the_reference_s_layout(tmp_path):
+    (tmp_path / "fewshots.py").write_text('SHOTS = """Question: q?\nThought 1: t\nAction 1: Finish[a]"""\n')
+    (tmp_path / "instruction.txt").write_text("Solve it.\n")
+    prompt = load_prompt(str(tmp_path / "fewshots.py"), key="SHOTS")
+    assert prompt.text == "Question: q?\nThought 1: t\nAction 1: Finish[a]\n\n" and prompt.exemplars == 1
+    assert prompt.source.endswith("fewshots.py#SHOTS")
+    with_instruction = load_prompt(str(tmp_path / "fewshots.py"), key="SHOTS", instruction=tmp_path / "instruction.txt")
+    assert with_instruction.text == "Solve it.\n" + prompt.text
+    with pytest.raises(PromptError, match="name the string to use with --key"):
+        load_prompt(str(tmp_path / "fewshots.py"))

@@ -183,7 +183,8 @@ def load_prompt(
             raise PromptError(f"{exemplars}: name the string to use with --key (or --reflect-key), such as REFLECTIONS")
         if k is not None or order is not None:
             raise PromptError(f"{exemplars}#{key} is used whole; drop -k and the order")
-        text = python_string(Path(exemplars), key)
+        # The Reflexion code's strings end without a line break; its template follows them with a blank line.
+        text = python_string(Path(exemplars), key).rstrip("\n") + "\n\n"
         instruction_text = "" if instruction is None else read_instruction(instruction, method, task)
         return Prompt(text=instruction_text + text, source=f"{exemplars}#{key}", exemplars=text.count("Question:"))
     reference = exemplars is not None and str(exemplars).endswith(".json")
