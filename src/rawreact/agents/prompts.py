@@ -212,7 +212,9 @@ def load_prompt(
     return Prompt(text=text, source=source, exemplars=len(chosen))
 
 
-def _reference_prompt(path: Path, key: str | None, k: int | None, instruction: str) -> Prompt:
+def json_string(path: Path, key: str | None, option: str = "--key") -> str:
+    """The prompt string under `key` of a reference-style JSON file (an object of prompt strings); `option`
+    is the command-line option that names the key, for the error that lists the keys."""
     try:
         prompts = json.loads(_read(path))
     except json.JSONDecodeError as error:
@@ -221,9 +223,13 @@ def _reference_prompt(path: Path, key: str | None, k: int | None, instruction: s
         raise PromptError(f"{path}: a reference prompt file must be a JSON object of prompt strings")
     if key is None or key not in prompts:
         asked = "no key was given" if key is None else f"it has no key {key!r}"
-        raise PromptError(f"{path}: {asked}; choose one with --key: {', '.join(sorted(prompts))}")
+        raise PromptError(f"{path}: {asked}; choose one with {option}: {', '.join(sorted(prompts))}")
+    return prompts[key]
+
+
+def _reference_prompt(path: Path, key: str | None, k: int | None, instruction: str) -> Prompt:
+    text = json_string(path, key)
     if k is not None:
         raise PromptError(f"k={k}: a reference prompt ({path}, {key}) is used whole; drop -k")
-    text = prompts[key]
     exemplars = text.count("Question:") + text.count("Claim:")
     return Prompt(text=instruction + text, source=f"{path}#{key}", exemplars=exemplars)

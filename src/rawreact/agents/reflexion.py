@@ -14,14 +14,13 @@ or after `trials` trials.
 """
 
 import hashlib
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rawreact.agents.guardrails import supported
 from rawreact.agents.loop import react
-from rawreact.agents.prompts import Prompt, python_string, read_exemplars, read_instruction
+from rawreact.agents.prompts import Prompt, json_string, python_string, read_exemplars, read_instruction
 from rawreact.agents.reasoning import Reasoning, reason
 from rawreact.agents.record import Trajectory
 from rawreact.config.choices import REFLECT_TOKENS, STRATEGIES, TRIALS
@@ -105,15 +104,7 @@ def load_reflect_prompt(
             raise PromptError(f"{exemplars}: name its string of examples with --reflect-key, such as REFLECTIONS")
         examples, source = python_string(Path(exemplars), key), f"{exemplars}#{key}"
     elif exemplars is not None and str(exemplars).endswith(".json"):
-        try:
-            found = json.loads(Path(exemplars).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise PromptError(f"{exemplars}: cannot read the prompt file: {error}") from None
-        if not isinstance(found, dict) or not isinstance(found.get(key), str):
-            names = ", ".join(sorted(found)) if isinstance(found, dict) else "none"
-            asked = "no --reflect-key was given" if key is None else f"it has no prompt string {key!r}"
-            raise PromptError(f"{exemplars}: {asked}; choose one with --reflect-key: {names}")
-        examples, source = found[key], f"{exemplars}#{key}"
+        examples, source = json_string(Path(exemplars), key, "--reflect-key"), f"{exemplars}#{key}"
     else:
         if key is not None:
             raise PromptError(f"--reflect-key {key!r} names a string of a .py or .json file, not of {exemplars}")
@@ -253,13 +244,6 @@ def memory(
     return last_trial + (f"{AFTER_LAST}- {latest}\n" if latest else "") + "\n"
 
 
-def _context_of(part: Trajectory | Reasoning) -> str:
-    """The context line a CoT trial was given (the end of its preamble), or ""."""
-    if isinstance(part, Reasoning) and "Context: " in part.preamble:
-        return part.preamble[part.preamble.rindex("Context: ") :]
-    return ""
-
-
 def passes(evaluator: str, part: Trajectory | Reasoning, gold: str, context: str = "") -> bool:
     """Whether a trial passed: `em` its answer is the gold one (normalised exact match, the paper's
     oracle); `supported` it answered, and the answer occurs in what it read (its searches and lookups,
@@ -282,15 +266,15 @@ def reflect(
     trial: Trial,
     question: str,
     *,
+    context: str = "",
     max_tokens: int = REFLECT_TOKENS,
     header: str = "Question",
     count: Callable[[str], int] = lambda text: 0,
     limit: int = SCRATCHPAD_TOKENS,
 ) -> Reflection:
-    """One reflection on a failed trial: a call on the reflection prompt, stopped at a blank line or the next
-    question, its lines joined into one."""
+    """One reflection on a failed trial: a call on the reflection prompt (which shows CoT's `context`, its
+    text without the `Context:` label), stopped at a blank line or the next question, its lines joined into one."""
     shown, cut = cut_to_fit(scratchpad(trial.part), limit, count)
-    context = _context_of(trial.part).removeprefix("Context: ").rstrip("\n")
     keep_prefix(model, prompt.prefix)
     try:
         call = model.complete(
@@ -341,7 +325,7 @@ def trials(
     count = token_counter(model)
     question = one_line(question)
     history = list(done or [])
-    text = context.removeprefix("Context: ").rstrip("\n")
+    paragraphs = context.removeprefix("Context: ").rstrip("\n")  # what the context line shows, without its label
     while True:
         if history:
             last = history[-1]
@@ -353,6 +337,7 @@ def trials(
                     reflect_prompt,
                     last,
                     question,
+                    context=paragraphs,
                     max_tokens=reflect_max_tokens,
                     header=header,
                     count=count,
@@ -369,7 +354,7 @@ def trials(
             part = reason(
                 question, model, prompt, method="cot", max_tokens=max_tokens, header=header, preamble=before + context
             )
-        trial = Trial(len(history) + 1, part, passes(evaluator, part, gold, text))
+        trial = Trial(len(history) + 1, part, passes(evaluator, part, gold, paragraphs))
         history.append(trial)
         if on_trial is not None:
             on_trial(trial)
