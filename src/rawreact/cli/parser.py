@@ -98,6 +98,13 @@ def parser() -> argparse.ArgumentParser:
         f"default: {_DEFAULT.workers}",
     )
     by_model.add_argument(
+        "--drafts",
+        type=int,
+        metavar="K",
+        help="embedded model, greedy: guess up to K tokens a pass by prompt lookup and keep those the model agrees "
+        "with; slower on a small CPU, and its text can differ in the last bits (README: Drafting); default: 0",
+    )
+    by_model.add_argument(
         "--per-endpoint",
         type=_positive,
         metavar="N",

@@ -32,7 +32,7 @@ from rawreact.config.choices import (
     loop_problem,
 )
 from rawreact.core.errors import DataError
-from rawreact.models.specs import DEFAULT_MODEL, sequences_problem
+from rawreact.models.specs import DEFAULT_MODEL, is_embedded, sequences_problem
 
 # The least value each count may take, and the largest seed every backend takes (llama.cpp, vLLM
 # and Ollama read it as an unsigned 32-bit number).
@@ -48,6 +48,7 @@ _LEAST = {
     "limit": 1,
     "shuffle_range": 1,
     "workers": 1,
+    "drafts": 0,
     "per_endpoint": 1,
     "trials": 1,
     "reflect_max_tokens": 1,
@@ -95,6 +96,7 @@ class Settings:
     temperature: float = 0.0
     seed: int = 0
     n_ctx: int = 8192
+    drafts: int = 0  # tokens the embedded model guesses by prompt lookup per decode pass (0: none)
     samples: int = 21
     sample_temperature: float = 0.7
     backoff_prompt: str | None = None
@@ -148,6 +150,11 @@ class Settings:
         backoff = self.backoff_prompt or self.backoff_key or self.backoff_instruction
         if problem is None and backoff and self.method not in BACKOFFS:
             return f"the backoff prompt settings apply to {' and '.join(BACKOFFS)} only"
+        if problem is None and self.drafts and not is_embedded(self.model):
+            return (
+                f"drafts={self.drafts} (--drafts) is for the embedded llama.cpp model, which drafts inside its own "
+                f"engine; {self.model} decodes elsewhere, so drop --drafts"
+            )
         return problem or sequences_problem(self.model, self.samples if self.method in SAMPLING else 1, "samples")
 
     def _reflexion_problem(self) -> str | None:

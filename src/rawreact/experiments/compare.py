@@ -125,7 +125,7 @@ def compare(
 
 
 def _model_key(variant: Variant) -> tuple:
-    return variant.model, variant.n_ctx, variant.temperature, variant.seed
+    return variant.model, variant.n_ctx, variant.temperature, variant.seed, variant.drafts
 
 
 def _models(plans: list, questions: list[Question], shared: dict) -> dict[tuple, object]:

@@ -49,7 +49,7 @@ def load_model(spec: str = DEFAULT_MODEL, **options) -> Model:
     (or `vllm:`/`llamacpp:` to name the server family), or `scripted:FILE.json`.
 
     `options` go to the backend: for llama-cpp n_ctx, temperature, seed, reuse_cache, n_threads,
-    workers (the questions it decodes together);
+    workers (the questions it decodes together), drafts and flash_attention (see `LlamaModel`);
     for Ollama host, n_ctx, temperature, seed, timeout; for servers temperature, seed, timeout,
     retries. Options a backend has no use for (n_ctx for a server) are dropped.
     """

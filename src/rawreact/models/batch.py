@@ -12,6 +12,14 @@ computes the same numbers. Prefixes given to `keep_prefix` (the few-shot prompt 
 computed once, in chunks from position 0, into a sequence of their own, whose cells are copied
 into a stream whenever a new episode begins with them: a new episode costs only what follows
 its prefix, and its greedy trajectory cannot depend on the episodes before it.
+
+A greedy request may also draft (`Request.draft`, prompt lookup, see `lookup.Lookup`): its next
+token goes into the pass with up to that many tokens guessed from its own prompt and text, all
+with logits, and the model's pick after each is compared with the next guess. The agreed guesses
+are kept, as if decoded one by one; the cells of the others are removed. This gives the same
+tokens as decoding one at a time only where the logits of a token do not depend on how many
+tokens share its pass: on this CPU backend, with flash attention off and one draft a pass
+(`benchmarks/pass_cost.py` measures it).
 """
 
 import contextlib
@@ -26,6 +34,7 @@ import numpy as np
 from rawreact.core.errors import ModelError
 from rawreact.models.base import WORKER
 from rawreact.models.gbnf import llama_cpp_module
+from rawreact.models.lookup import Lookup
 
 N_BATCH = 512  # prompt tokens per chunk, llama-cpp-python's default
 IDLE = 1.0  # seconds the decoder thread waits for work before it ends
@@ -67,27 +76,56 @@ class Request:
     cancelled: bool = False  # its caller stopped waiting (Ctrl-C): it is dropped at the next step
     build: "Prefix | None" = None  # the prefix this request computes, in the prefix's own sequence
     forks: list["Request"] = field(default_factory=list)  # requests that start from this one's prompt
+    draft: int = 0  # tokens guessed by prompt lookup per pass, up to the engine's `drafts` (0: none; greedy only)
+    lookup: Lookup | None = None
+
+
+@dataclass
+class Stats:
+    """What an engine has decoded: its passes, the tokens and logit rows in them, and the drafts."""
+
+    passes: int = 0
+    tokens: int = 0  # evaluated in the passes: prompt chunks, generated tokens and drafts
+    rows: int = 0  # tokens whose logits were computed (the output layer's work)
+    seconds: float = 0.0  # in llama_decode
+    generated: int = 0  # tokens picked
+    drafted: int = 0
+    accepted: int = 0
 
 
 class Engine:
     """A llama.cpp context with `streams` sequences, each holding up to `n_ctx` tokens."""
 
     def __init__(
-        self, llm, *, streams: int, n_ctx: int, n_threads: int, unified: bool = False, cells: int | None = None
+        self,
+        llm,
+        *,
+        streams: int,
+        n_ctx: int,
+        n_threads: int,
+        unified: bool = False,
+        cells: int | None = None,
+        drafts: int = 0,
+        flash: bool = True,
     ) -> None:
         llama_cpp = self._llama_cpp = llama_cpp_module()
         params = llama_cpp.llama_context_default_params()
         params.n_ctx = cells or n_ctx * (streams + PREFIXES)  # a unified cache may hold fewer
         params.n_seq_max = streams + PREFIXES  # the prefixes' sequences come after the streams
-        params.n_batch = params.n_ubatch = N_BATCH + streams  # a prompt chunk and one token of each other stream
+        # a prompt chunk, and a token of each other stream with its drafts
+        self.room = params.n_batch = params.n_ubatch = N_BATCH + streams * (1 + drafts)
         params.n_threads = params.n_threads_batch = n_threads
         params.swa_full = True  # without it Gemma 3 cannot reuse a prefix
         params.kv_unified = unified
-        params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED  # faster here, and the same at every size
+        # Flash attention is faster here, but a token's logits then depend on how many tokens share its pass.
+        flash_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
+        params.flash_attn_type = flash_type
         self.ctx = llama_cpp.llama_init_from_model(llm._model.model, params)
         if not self.ctx:
             raise ModelError(f"llama.cpp could not make a context of {streams} x {n_ctx} tokens; lower --n-ctx")
-        self.llm, self.streams = llm, streams
+        self.llm, self.streams, self.drafts = llm, streams, drafts
+        self.stats = Stats()
+        self.trace: list[tuple[bytes, int, int]] | None = None  # when a list: each draft's text before it, size, kept
         self.memory = llama_cpp.llama_get_memory(self.ctx)
         self.batch = llama_cpp.llama_batch_init(params.n_batch, 0, 1)
         self.n_vocab = llm.n_vocab()
@@ -262,26 +300,35 @@ class Engine:
         try:  # the generated tokens first: prompt chunks take what room is left
             for request in sorted(self._active, key=lambda r: r.feed is None):
                 if request.feed is not None:
-                    pieces = [request.feed]
+                    pieces = [request.feed, *self._drafts(request)]
                 else:
                     end = next(c for c in request.cuts if c > request.position)
-                    if size + end - request.position > N_BATCH + self.streams:
+                    if size + end - request.position > self.room:
                         continue  # the whole chunk waits for the next step: chunks never move
                     pieces = request.tokens[request.position : end]
                 seq = request.build.seq if request.build is not None else request.stream
+                drafting = len(pieces) > 1 and request.feed is not None
                 for k, token in enumerate(pieces):
                     batch.token[size] = token
                     batch.pos[size] = request.position + k
                     batch.n_seq_id[size] = 1
                     batch.seq_id[size][0] = seq
-                    batch.logits[size] = k == len(pieces) - 1
+                    batch.logits[size] = drafting or k == len(pieces) - 1
                     size += 1
                 rows.append((request, size - 1, pieces))
             batch.n_tokens = size
+            start = time.perf_counter()
             code = self._llama_cpp.llama_decode(self.ctx, batch)
             if code != 0:
                 raise ModelError(f"llama.cpp could not decode a batch of {size} tokens (code {code})")
+            stats = self.stats
+            stats.seconds += time.perf_counter() - start
+            stats.passes, stats.tokens = stats.passes + 1, stats.tokens + size
             for request, row, pieces in rows:
+                if request.feed is not None and len(pieces) > 1:
+                    stats.rows += len(pieces)
+                    self._verify(request, row, pieces)
+                    continue
                 request.position += len(pieces)
                 self.cached[request.stream].extend(pieces)
                 request.feed = None
@@ -289,8 +336,8 @@ class Engine:
                     if request.build is not None and request.position == request.build.length:
                         self._built(request)
                     continue
-                pointer = self._llama_cpp.llama_get_logits_ith(self.ctx, row)
-                logits = np.ctypeslib.as_array(pointer, shape=(self.n_vocab,))
+                stats.rows += 1
+                logits = self._logits(row)
                 for other in request.forks:
                     self._share(request, other)
                     self._advance(other, logits)
@@ -307,6 +354,48 @@ class Engine:
             self._active = []
             raise
         self._active = [r for r in self._active if not r.done.is_set()]
+
+    def _logits(self, row: int) -> np.ndarray:
+        pointer = self._llama_cpp.llama_get_logits_ith(self.ctx, row)
+        return np.ctypeslib.as_array(pointer, shape=(self.n_vocab,))
+
+    def _drafts(self, request: Request) -> list[int]:
+        """The tokens prompt lookup guesses after `request`'s next one (none when it does not draft).
+
+        It guesses no further than `max_tokens` allows: the last token a request may pick is never evaluated.
+        """
+        room = min(request.draft, self.drafts, request.max_tokens - len(request.completion) - 1)
+        if room <= 0:
+            return []
+        if request.lookup is None:
+            request.lookup = Lookup(request.tokens)
+        request.lookup.extend(request.completion)
+        return request.lookup.propose(room)
+
+    def _verify(self, request: Request, row: int, pieces: list[int]) -> None:
+        """Keep the drafts the model agrees with, picking after each piece as one token a pass would.
+
+        `pieces` is the request's next token and its drafts, evaluated in the rows that end at
+        `row`. The pick after a piece is made, and kept, only when every piece before it was the
+        model's own pick; it stops at the first pick that differs from the next draft, or at the
+        end of the text. The cells of the drafts after that are removed.
+        """
+        first, stream = row - len(pieces) + 1, request.stream
+        before = self.llm.detokenize(request.completion) if self.trace is not None else b""
+        kept = 0
+        while kept < len(pieces):
+            self._advance(request, self._logits(first + kept))
+            kept += 1
+            if request.done.is_set() or kept == len(pieces) or request.feed != pieces[kept]:
+                break
+        self.stats.drafted += len(pieces) - 1
+        self.stats.accepted += kept - 1
+        if self.trace is not None:
+            self.trace.append((before, len(pieces) - 1, kept - 1))
+        request.position += kept
+        self.cached[stream].extend(pieces[:kept])
+        if not self._llama_cpp.llama_memory_seq_rm(self.memory, stream, request.position, -1):
+            raise ModelError("llama.cpp could not remove the cells of rejected drafts")
 
     def _share(self, request: Request, other: Request) -> None:
         """Give `other`'s stream the cells of `request`'s, which has just evaluated their shared prompt."""
@@ -330,6 +419,7 @@ class Engine:
         character, or at `max_tokens`; the final token is not evaluated.
         """
         token = request.choose(logits)
+        self.stats.generated += 1
         if token < 0 or self._llama_cpp.llama_vocab_is_eog(self.vocab, token):
             self._end(request, self.llm.detokenize(request.completion), "stop")
             return

@@ -31,6 +31,12 @@ class LlamaModel:
     Greedy decoding under a grammar asks the grammar only about the tokens it is about to choose
     (see `GrammarSampler.best`); `grammar_first=True`, or a temperature above 0, applies the
     grammar to the whole vocabulary first, as llama-cpp-python's sampler does: the same text, slower.
+
+    `drafts=K` lets each greedy call guess up to K tokens a pass by prompt lookup and keep those
+    the model agrees with (see `batch`); sampled calls and CoT-SC's samples draft nothing. Drafting
+    turns flash attention off unless `flash_attention` says otherwise, since with it on a token's
+    logits change with the number of tokens in its pass. On llama.cpp's CPU kernels the text can
+    still differ in the last bits from decoding without drafts (the README's Drafting section).
     """
 
     supports_grammar = True
@@ -47,6 +53,8 @@ class LlamaModel:
         n_threads: int | None = None,
         grammar_first: bool = False,
         workers: int = 1,
+        drafts: int = 0,
+        flash_attention: bool | None = None,
     ) -> None:
         llama_cpp = _llama_cpp()
         path = Path(path)
@@ -57,6 +65,8 @@ class LlamaModel:
         problem = sequences_problem(str(path), workers, "workers")
         if problem:
             raise ModelError(problem)
+        if isinstance(drafts, bool) or not isinstance(drafts, int) or drafts < 0:
+            raise ModelError(f"drafts must be a whole number of 0 or more (0: no drafting), not {drafts!r}")
         if not 0 <= seed < 2**32:  # llama.cpp's seeds are unsigned 32-bit numbers, as numpy's generator needs
             raise ModelError(f"seed={seed} must be a whole number from 0 to {2**32 - 1}")
         if n_threads is None:  # llama-cpp-python's default, half the cores, leaves a small machine idle
@@ -82,6 +92,9 @@ class LlamaModel:
         self.reuse_cache = reuse_cache
         self.grammar_first = grammar_first
         self.workers = workers
+        self.drafts = drafts
+        self.flash_attention = drafts == 0 if flash_attention is None else flash_attention
+        self._sample_flash = True if flash_attention is None else flash_attention  # samples draft nothing
         self.concurrent = workers > 1  # several threads may call complete: their calls decode together
         self._lock, self._sampling = threading.Lock(), threading.Lock()
         self._engine: Engine | None = None
@@ -145,9 +158,18 @@ class LlamaModel:
                 f"but the context window is {self.n_ctx}; load the model with a larger n_ctx"
             )
 
-    def _make_engine(self, streams: int, *, unified: bool = False, cells: int | None = None) -> Engine:
+    def _make_engine(
+        self, streams: int, *, unified: bool = False, cells: int | None = None, sampling: bool = False
+    ) -> Engine:
         engine = Engine(
-            self.llm, streams=streams, n_ctx=self.n_ctx, n_threads=self.n_threads, unified=unified, cells=cells
+            self.llm,
+            streams=streams,
+            n_ctx=self.n_ctx,
+            n_threads=self.n_threads,
+            unified=unified,
+            cells=cells,
+            drafts=0 if sampling else self.drafts,
+            flash=self._sample_flash if sampling else self.flash_attention,
         )
         for tokens in self._prefixes.values():
             engine.keep_prefix(tokens)
@@ -180,6 +202,7 @@ class LlamaModel:
         try:
             choose = self._chooser(sampler, self.temperature, np.random.default_rng([self.seed]))
             request = Request(prompt, tokens, choose, _stops(stop), max_tokens, reuse=self.reuse_cache)
+            request.draft = self.drafts if self.temperature <= 0 else 0  # a sampled token is no model's own pick
             self.engine.run(request)
         finally:
             if sampler is not None:
@@ -226,7 +249,7 @@ class LlamaModel:
             if size not in self._samplers:
                 for old in self._samplers.values():
                     old.close()
-                self._samplers = {size: self._make_engine(n, unified=True, cells=size[1])}
+                self._samplers = {size: self._make_engine(n, unified=True, cells=size[1], sampling=True)}
             self._samplers[size].fork(requests)
         first = requests[0]
         return [

@@ -1,0 +1,105 @@
+"""What a decode pass of the embedded model costs, and whether its logits depend on its size.
+
+Drafting (prompt lookup) pays for itself only if a pass of n tokens costs little more than a pass
+of one, and is exact only if a token's logits are the same whichever tokens share its pass. This
+measures both on Gemma 270M, in rawreact's engine, after the first 800 tokens of the shipped
+prompt:
+
+- cost: the median milliseconds of a pass of n tokens of one sequence, with logits for every
+  token (as verifying n - 1 drafts needs) and for the last only (as a prompt chunk), and the
+  ratio to a pass of one token;
+- invariance: the same n tokens decoded one a pass and then in one pass, both with logits; the
+  largest difference of any logit, row by row (0 means bit-identical).
+
+Each with flash attention on and off. `--no-repack` loads the weights without llama.cpp's
+runtime repacking (`use_extra_bufts`, whose 4-row kernels round otherwise); which matrix kernels
+a build has (llamafile's or ggml's own) is fixed when llama-cpp-python is compiled.
+
+    python benchmarks/pass_cost.py [--sizes 1 2 3 4 6 8] [--repeat 15] [--no-repack]
+"""
+
+import argparse
+import time
+
+import llama_cpp
+import numpy as np
+
+from rawreact import load_model, load_prompt
+from rawreact.models.batch import Engine
+
+START = 800  # tokens of context before the measured passes
+
+
+def decode(engine: Engine, tokens: list[int], start: int, all_logits: bool) -> None:
+    batch = engine.batch
+    for k, token in enumerate(tokens):
+        batch.token[k], batch.pos[k], batch.n_seq_id[k] = token, start + k, 1
+        batch.seq_id[k][0] = 0
+        batch.logits[k] = all_logits or k == len(tokens) - 1
+    batch.n_tokens = len(tokens)
+    if llama_cpp.llama_decode(engine.ctx, batch) != 0:
+        raise SystemExit(f"llama.cpp could not decode a pass of {len(tokens)} tokens")
+
+
+def rewind(engine: Engine, position: int) -> None:
+    llama_cpp.llama_memory_seq_rm(engine.memory, 0, position, -1)
+
+
+def logits(engine: Engine, row: int) -> np.ndarray:
+    return np.array(engine._logits(row))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1, 2, 3, 4, 6, 8])
+    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--no-repack", action="store_true", help="load the weights without runtime repacking")
+    args = parser.parse_args()
+    if args.no_repack:  # llama-cpp-python's Llama has no argument for it: change the defaults it starts from
+        defaults = llama_cpp.llama_cpp.llama_model_default_params
+
+        def without_repack():
+            params = defaults()
+            params.use_extra_bufts = False
+            return params
+
+        llama_cpp.llama_cpp.llama_model_default_params = without_repack
+    model = load_model("gemma3-270m", n_ctx=4096)
+    tokens = model.tokenize(load_prompt().text)
+    largest = max(args.sizes)
+    repacking = "off" if args.no_repack else "on"
+    print(f"Gemma 270M, {model.n_threads} threads, repacking {repacking}, {START} tokens before")
+    print(f"{'flash':>5s} {'n':>2s} {'ms all':>7s} {'x 1':>5s} {'ms last':>7s} {'x 1':>5s}  largest change by row")
+    for flash in (True, False):
+        engine = Engine(model.llm, streams=1, n_ctx=4096, n_threads=model.n_threads, flash=flash)
+        for at in range(0, START, 400):
+            decode(engine, tokens[at : min(at + 400, START)], at, False)
+        alone = []  # the measured tokens one a pass, as decoding without drafts computes them
+        for k in range(largest):
+            decode(engine, [tokens[START + k]], START + k, True)
+            alone.append(logits(engine, 0))
+        one = None
+        for n in args.sizes:
+            medians = []
+            for all_logits in (True, False):
+                times = []
+                for _ in range(args.repeat):
+                    rewind(engine, START)
+                    start = time.perf_counter()
+                    decode(engine, tokens[START : START + n], START, all_logits)
+                    times.append(time.perf_counter() - start)
+                medians.append(1000 * float(np.median(times)))
+            rewind(engine, START)
+            decode(engine, tokens[START : START + n], START, True)
+            diffs = [float(np.abs(logits(engine, k) - alone[k]).max()) for k in range(n)]
+            one = one or medians[0]
+            print(
+                f"{'on' if flash else 'off':>5s} {n:2d} {medians[0]:7.1f} {medians[0] / one:5.2f} "
+                f"{medians[1]:7.1f} {medians[1] / one:5.2f}  " + " ".join(f"{d:.2g}" for d in diffs),
+                flush=True,
+            )
+        engine.close()
+
+
+if __name__ == "__main__":
+    main()
