@@ -26,6 +26,7 @@ from rawreact.models import batch
 from rawreact.models.base import WORKER
 from rawreact.models.batch import Engine, Request
 from rawreact.models.lookup import Lookup
+from rawreact.runs.runfile import changed_settings
 
 VOCAB = 12  # token 0 ends the text; token t > 0 is the letter "abcdefghijk"[t - 1]
 
@@ -244,7 +245,7 @@ def test_drafts_are_a_setting_of_the_embedded_model_only():
 
 def test_a_run_with_drafts_records_them_in_its_manifest(tmp_path, capsys):
     """`rawreact run --drafts 2` decodes with drafts on the real model, and its manifest says so, so a
-    resume without them (whose text can differ) is refused; a run without drafts records none."""
+    resume without them (whose text can differ) is refused; a run without drafts records 0."""
     out = tmp_path / "run.jsonl"
     args = ["run", "--limit", "1", "--max-steps", "2", "-q", "--out", str(out)]
     assert main([*args, "--drafts", "2"]) == 0
@@ -252,6 +253,12 @@ def test_a_run_with_drafts_records_them_in_its_manifest(tmp_path, capsys):
     assert manifest["config"]["drafts"] == 2 and manifest["settings"]["drafts"] == 2
     assert main([*args, "--resume"]) == 2
     err = capsys.readouterr().err
-    assert "--resume would mix two different runs" in err and "drafts was 2, now None" in err
+    assert "--resume would mix two different runs" in err and "drafts was 2, now 0" in err
     assert main([*args[:-1], str(tmp_path / "plain.jsonl")]) == 0
-    assert "drafts" not in json.loads(Path(f"{tmp_path / 'plain.jsonl'}.manifest.json").read_text())["config"]
+    assert json.loads(Path(f"{tmp_path / 'plain.jsonl'}.manifest.json").read_text())["config"]["drafts"] == 0
+
+
+def test_a_run_recorded_before_drafts_existed_resumes_without_them_only():
+    old = {"model": "gemma3-270m", "seed": 0}  # a manifest config written before `drafts` was recorded
+    assert changed_settings(old, old | {"drafts": 0}) == []
+    assert changed_settings(old, old | {"drafts": 2}) == ["drafts"]

@@ -220,7 +220,7 @@ _BY_CONTENT = {
 }
 _ADDED = ("model_sha256", "grammar_sha256", "shuffle_seed", "shuffle_range")  # settings older runs did not record
 # Settings added after rawreact 0.1, and the value every run made before them had: ReAct with no
-# samples (the methods), the tolerant loop, no guardrails.
+# samples (the methods), the tolerant loop, no guardrails, no drafts.
 _BEFORE = dict.fromkeys(
     ("samples", "sample_temperature", "backoff_prompt", "backoff_prompt_sha256", "passages", "passages_sha256")
     + ("shard",)
@@ -229,6 +229,7 @@ _BEFORE = dict.fromkeys(
     "loop": "tolerant",
     "repeats": "off",
     "budget": None,
+    "drafts": 0,
 }
 
 

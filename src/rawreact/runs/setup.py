@@ -137,41 +137,38 @@ def manifest_config(
     """
     shuffle = run.get("shuffle", False)
     sampled = settings.method in SAMPLING
-    return (
-        {
-            "question": run.get("question"),
-            "method": settings.method,
-            "loop": settings.loop,
-            "data_sha256": collection.sha256,
-            "model": settings.model,
-            "model_sha256": model_sha256(settings.model),
-            "prompt": prompt.source,
-            "prompt_sha256": prompt.sha256,
-            "exemplars": prompt.exemplars,
-            "grammar": grammar.name if grammar else None,
-            "grammar_sha256": grammar.sha256 if grammar else None,
-            "shuffle": shuffle,
-            "shuffle_seed": run.get("shuffle_seed", 0) if shuffle else None,
-            "shuffle_range": run.get("shuffle_range") if shuffle else None,
-            "shard": run.get("shard"),
-            "seed": settings.seed,
-            "max_steps": settings.steps(collection.task),
-            "max_tokens": settings.max_tokens,
-            "n_first": settings.sentences,
-            "repeats": settings.repeats,
-            "budget": settings.budget,
-            "n_ctx": settings.n_ctx,
-            "temperature": settings.temperature,
-            "samples": settings.samples if sampled else None,
-            "sample_temperature": settings.sample_temperature if sampled else None,
-            "backoff_prompt": backoff.source if backoff else None,
-            "backoff_prompt_sha256": backoff.sha256 if backoff else None,
-            "passages": settings.passages,
-            "passages_sha256": shared_passages(settings.passages).sha256 if settings.passages else None,
-        }
-        | ({"drafts": settings.drafts} if settings.drafts else {})
-        | _reflexion_config(settings)
-    )
+    return {
+        "question": run.get("question"),
+        "method": settings.method,
+        "loop": settings.loop,
+        "data_sha256": collection.sha256,
+        "model": settings.model,
+        "model_sha256": model_sha256(settings.model),
+        "prompt": prompt.source,
+        "prompt_sha256": prompt.sha256,
+        "exemplars": prompt.exemplars,
+        "grammar": grammar.name if grammar else None,
+        "grammar_sha256": grammar.sha256 if grammar else None,
+        "shuffle": shuffle,
+        "shuffle_seed": run.get("shuffle_seed", 0) if shuffle else None,
+        "shuffle_range": run.get("shuffle_range") if shuffle else None,
+        "shard": run.get("shard"),
+        "seed": settings.seed,
+        "max_steps": settings.steps(collection.task),
+        "max_tokens": settings.max_tokens,
+        "n_first": settings.sentences,
+        "repeats": settings.repeats,
+        "budget": settings.budget,
+        "n_ctx": settings.n_ctx,
+        "temperature": settings.temperature,
+        "samples": settings.samples if sampled else None,
+        "sample_temperature": settings.sample_temperature if sampled else None,
+        "backoff_prompt": backoff.source if backoff else None,
+        "backoff_prompt_sha256": backoff.sha256 if backoff else None,
+        "passages": settings.passages,
+        "passages_sha256": shared_passages(settings.passages).sha256 if settings.passages else None,
+        "drafts": settings.drafts,
+    } | _reflexion_config(settings)
 
 
 def _reflexion_config(settings: Settings) -> dict:
