@@ -216,12 +216,13 @@ class RawServer:
 class OpenAIStub:
     """A stub OpenAI-compatible server on loopback that records every completion request.
 
-    `/v1/models` lists `models`, owned by `owned_by` (which tells the family); `/props` answers
+    `/v1/models` lists `models`, owned by `owned_by` (which tells the family), with `meta` when given;
+    `/props` answers
     `props` when given, as llama-server does; each POST answers the next (status, body) of
-    `replies`, and `default` once they are used up.
+    `replies`, and `default` once they are used up (bytes are sent as they are, not as JSON).
     """
 
-    def __init__(self, replies=(), *, models=("m",), owned_by="vllm", props=None, default=None) -> None:
+    def __init__(self, replies=(), *, models=("m",), owned_by="vllm", props=None, default=None, meta=None) -> None:
         self.replies, self.requests, stub = list(replies), [], self
 
         class Handler(BaseHTTPRequestHandler):
@@ -229,9 +230,10 @@ class OpenAIStub:
                 pass
 
             def _send(self, status, body) -> None:
-                data = json.dumps(body).encode()
+                raw = isinstance(body, bytes)  # bytes go as they are: a page, or a reply that is not JSON
+                data = body if raw else json.dumps(body).encode()
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", "text/html" if raw else "application/json")
                 self.send_header("Retry-After", "0")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
@@ -241,7 +243,8 @@ class OpenAIStub:
                 if self.path == "/props" and props is not None:
                     self._send(200, props)
                 elif self.path == "/v1/models":
-                    self._send(200, {"data": [{"id": name, "owned_by": owned_by} for name in models]})
+                    said = {} if meta is None else {"meta": meta}  # llama-server says this of the model's file
+                    self._send(200, {"data": [{"id": name, "owned_by": owned_by, **said} for name in models]})
                 else:
                     self._send(404, {"error": "not found"})
 

@@ -13,6 +13,7 @@ from rawreact import ScriptedModel
 from rawreact.agents.methods import solve
 from rawreact.core.errors import DataError
 from rawreact.core.metrics import exact_match
+from rawreact.environments.env import PassageEnv
 from rawreact.environments.reference import ReferenceEnv, page_sentences, reference_page
 from rawreact.experiments.variants import Variant
 from rawreact.runs.run import Result
@@ -54,18 +55,53 @@ def both(tolerant, reference, **options):
 
 def test_every_row_of_the_table_has_its_test():
     text = (ROOT / "docs" / "reference.md").read_text(encoding="utf-8")
-    ids = re.findall(r"^\| ([a-z][a-z-]*) \|", text, re.MULTILINE)[1:]  # after the header's "id"
+    ids = [i for i in re.findall(r"^\| ([a-z][a-z-]*) \|", text, re.MULTILINE) if i != "id"]  # not a header
     assert ids and len(ids) == len(set(ids))
     assert set(ids) == set(ROWS)
 
 
-@row("question-whitespace")
-def test_question_whitespace():
+def test_both_loops_send_the_question_as_given():
     (_, tol, _), (_, ref, _) = both([FINISH.format(i=1)], [FINISH.format(i=1)], question="Where is  Orlo? ")
-    assert tol[0]["prompt"] == PROMPT + "Question: Where is Orlo?\nThought 1:"
-    assert ref[0]["prompt"] == PROMPT + "Question: Where is  Orlo? \nThought 1:"
+    assert tol[0]["prompt"] == ref[0]["prompt"] == PROMPT + "Question: Where is  Orlo? \nThought 1:"
     assert tol[0]["stop"] == ref[0]["stop"] == ["\nObservation 1:"]
     assert tol[0]["max_tokens"] == ref[0]["max_tokens"] == 100
+
+
+@row("sentence-join")
+def test_sentence_join():
+    carried = {"Orlo": ["Orlo is a village.", " It lies on a lake.", " Its festival is in May."]}
+    bare = {"Orlo": ["Orlo is a village.", "It lies on a lake.", "Its festival is in May."]}
+    search = [" t\nAction 1: Search[Orlo]", FINISH.format(i=2)]
+    for pages in (carried, bare):
+        (tol, _, _), (ref, _, _) = both(search, search, pages=pages, n_first=5)
+        assert tol.steps[0].observation == "Orlo is a village. It lies on a lake. Its festival is in May."
+        # one page text, "Orlo is a village. It lies on a lake. Its festival is in May.", split on ". "
+        assert ref.steps[0].observation == "Orlo is a village. It lies on a lake. Its festival is in May.."
+    glued = {"Orlo": ["Orlo is a village.", "It lies on a lake."]}
+    (ref, _, _) = replay("reference", search, pages=glued, n_first=5)
+    assert ref.steps[0].observation == "Orlo is a village. It lies on a lake.."  # joined by one space
+
+
+def _official_f1(prediction: str, gold: str) -> float:
+    """The official HotpotQA script's F1 (hotpot_evaluate_v1.py), stated again: no rule for a non-answer."""
+    from collections import Counter
+
+    from rawreact.core.metrics import normalize_answer
+
+    pred, ref = normalize_answer(prediction).split(), normalize_answer(gold).split()
+    same = sum((Counter(pred) & Counter(ref)).values())
+    if same == 0:
+        return 0.0
+    return 2 * (same / len(pred)) * (same / len(ref)) / (same / len(pred) + same / len(ref))
+
+
+@row("symbol-answer")
+def test_symbol_answer():
+    finish = [" t\nAction 1: Finish[\u2014]"]
+    (tol, _, tol_record), (ref, _, ref_record) = both(finish, finish, gold="Mary \u2014 Queen")
+    assert tol.answer == ref.answer == "\u2014"
+    assert tol_record["em"] == tol_record["f1"] == ref_record["em"] == ref_record["f1"] == 0.0
+    assert _official_f1("\u2014", "Mary \u2014 Queen") == 0.5  # what the official script would give it
 
 
 @row("thought-echo")
@@ -517,3 +553,90 @@ def test_a_reference_trajectory_reads_back_from_its_run_file(tmp_path):
         del step["fallback"]
     assert Trajectory.from_dict(old).loop == "tolerant"
     assert [s.fallback for s in Trajectory.from_dict(old).steps] == [True, False, False]
+
+
+# Reflexion against the Reflexion code: its rows of docs/reference.md.
+
+GOLD = "Orlo"
+
+
+def _files(tmp_path: Path, agent: str) -> tuple:
+    """Stand-ins in the layout of the Reflexion code's fewshots.py and prompts.py (not its text): its
+    reflection template, and the prompts of rawreact's own files for comparison."""
+    from rawreact.agents.reflexion import load_reflect_prompt
+
+    (tmp_path / "prompts.py").write_text(
+        'TEMPLATE = """Improve.\n{examples}\nPrevious trial:\nQuestion: {question}{scratchpad}\n\nReflection:"""\n'
+    )
+    (tmp_path / "fewshots.py").write_text('EXAMPLES = """\nQuestion: q\nReflection: r\n"""\n')
+    code = load_reflect_prompt(str(tmp_path / "fewshots.py"), key="EXAMPLES",
+                               instruction=f"{tmp_path / 'prompts.py'}#TEMPLATE", agent=agent)  # fmt: skip
+    return code, load_reflect_prompt(agent=agent)
+
+
+def _trials(agent: str, reflect_prompt, reply: str, *, as_code: bool = False, answers=("Tam", "Orlo")):
+    """Two trials of `agent` on a wrong, then a right answer, with `reply` as every reflection's text."""
+    from rawreact.agents.reflexion import trials
+
+    answered = iter(answers)
+
+    def script(prompt: str) -> str:
+        if prompt.endswith("Reflection:"):
+            return reply
+        if prompt.endswith("Action:"):  # the Reflexion code's second CoT call
+            return f" Finish[{next(answered)}]"
+        if agent == "cot" and as_code:
+            return " It lies on the lake, so I finish.\nAnother line."
+        if agent == "cot":
+            return f" It lies on the lake. So the answer is {next(answered)}."
+        return f" Done.\nAction 1: Finish[{next(answered)}]"
+
+    model = ScriptedModel(script)
+    env = PassageEnv(PAGES)  # Reflexion's trials run in the tolerant loop
+    made = trials("Where is Orlo?", env, model, PROMPT, agent=agent, gold=GOLD, reflect_prompt=reflect_prompt,
+                  as_reflexion_code=as_code, trials=2)  # fmt: skip
+    return made, model.history
+
+
+@row("cot-trial-calls")
+def test_cot_trial_calls(tmp_path):
+    code, own = _files(tmp_path, "cot")
+    made, calls = _trials("cot", own, " r.")
+    first = [c for c in calls if c["prompt"].endswith("Thought:")][0]
+    assert first["stop"] == ["\nQuestion:", "\n\n"] and first["max_tokens"] == 100
+    assert [t.answer for t in made] == ["Tam", "Orlo"] and len(made[0].calls) == 2  # the trial, its reflection
+    made, calls = _trials("cot", code, " r.", as_code=True)
+    thought, action = [c for c in calls if not c["prompt"].endswith("Reflection:")][:2]
+    assert thought["prompt"].endswith("Question: Where is Orlo?\nThought:") and thought["stop"] == ["\n"]
+    assert action["prompt"] == thought["prompt"] + " It lies on the lake, so I finish.\nAction:"
+    assert action["stop"] == ["\n"] and thought["max_tokens"] == action["max_tokens"] == 250
+    assert [t.answer for t in made] == ["Tam", "Orlo"] and len(made[0].calls) == 3  # two calls, its reflection
+    again = Result(Question("q", "Where is Orlo?", GOLD), solve_trials(made)).to_dict()
+    assert again["model_calls"] == 5 and len(again["trials"][0]["reasoning"]["samples"][0]["calls"]) == 2
+
+
+def solve_trials(made):
+    from rawreact.agents.methods import Outcome
+
+    return Outcome("cot-reflexion", "cot", reasoning=made[-1].part, trials=made)
+
+
+@row("cot-reflection-stop")
+def test_cot_reflection_stop(tmp_path):
+    code, own = _files(tmp_path, "cot")
+    made, calls = _trials("cot", own, " I guessed.\nNext time, read it.\n\nQuestion: x")
+    reflection = next(c for c in calls if c["prompt"].endswith("Reflection:"))
+    assert reflection["stop"] == ["\n\n", "\nQuestion:"] and made[0].reflection.text == "I guessed. Next time, read it."
+    made, calls = _trials("cot", code, " I guessed.\nNext time, read it.", as_code=True)
+    reflection = next(c for c in calls if c["prompt"].endswith("Reflection:"))
+    assert reflection["stop"] == ["\n"] and reflection["max_tokens"] == 250 and made[0].reflection.text == "I guessed."
+
+
+@row("reflection-line-breaks")
+def test_reflection_line_breaks(tmp_path):
+    code, own = _files(tmp_path, "react")
+    made, calls = _trials("react", own, " I guessed.\nNext time, search.")
+    assert made[0].reflection.text == "I guessed. Next time, search."
+    made, calls = _trials("react", code, " I guessed.\nNext time, search.\n\nQuestion: more")
+    reflection = next(c for c in calls if c["prompt"].endswith("Reflection:"))
+    assert reflection["stop"] == [] and made[0].reflection.text == "I guessed.Next time, search.Question: more"

@@ -62,7 +62,7 @@ def react(
         raise GrammarError(f"model {model.name} cannot apply a grammar; run it without one")
     text = prompt if isinstance(prompt, str) else prompt.text
     keep_prefix(model, text)
-    traj = Trajectory(question=one_line(question), prompt=text, header=header, preamble=preamble)
+    traj = Trajectory(question=question, prompt=text, header=header, preamble=preamble)
     take = _react_step if thoughts else _act_step
     run_steps(
         traj,

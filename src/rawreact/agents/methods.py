@@ -61,7 +61,7 @@ class Outcome:
         if self.trials is not None:
             return [c for trial in self.trials for c in trial.calls]
         calls = [c for step in self.steps for c in step.calls]
-        samples = [] if self.reasoning is None else [s.call for s in self.reasoning.samples]
+        samples = [] if self.reasoning is None else [c for s in self.reasoning.samples for c in s.made_by]
         return samples + calls if self.method == "cot-sc-react" else calls + samples
 
     @property

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rawreact.core.errors import PromptError
+from rawreact.core.folders import NAMED, split_named
 from rawreact.core.resources import resource
 from rawreact.core.text import HEADERS
 
@@ -87,12 +88,11 @@ def read_instruction(path: str | Path | None = None, method: str = "react", task
     `NOTEBOOK.ipynb#NAME` is the string a code cell of that notebook assigns to NAME, taken as it is:
     the reference's HotpotQA instruction is `hotpotqa.ipynb#instruction` in a checkout of its repository.
     """
-    if path and ".ipynb#" in str(path):
-        notebook, _, name = str(path).rpartition("#")
-        return notebook_string(Path(notebook), name)
-    if path and ".py#" in str(path):
-        module, _, name = str(path).rpartition("#")
-        return python_string(Path(module), name)
+    file, name = split_named(str(path)) if path else ("", None)
+    if name is not None:
+        return (notebook_string if file.endswith(".ipynb") else python_string)(Path(file), name)
+    if file.endswith(NAMED):  # the file is code: using it whole would send its source as the instruction
+        raise PromptError(f"{path} is code; name the string it assigns to the instruction, as in {path}#NAME")
     path = Path(path) if path else shipped(method, task, "instruction.txt")
     text = _read(path).rstrip("\n")
     return text + "\n" if text.strip() else ""

@@ -9,7 +9,6 @@ from rawreact.agents.record import header_entry
 from rawreact.config.choices import REASONING
 from rawreact.core.errors import ContextLengthExceeded, ModelError
 from rawreact.core.metrics import is_answer, normalize_answer
-from rawreact.core.text import HEADERS, one_line
 from rawreact.models.base import Completion, Model, keep_prefix
 from rawreact.tasks.fever import read_label
 
@@ -22,10 +21,27 @@ STOPS = {"standard": ["\n"], "cot": ["\nQuestion:", "\n\n"]}
 
 @dataclass
 class Sample:
-    """One answer call: the completion and the answer read from it (None when there is none)."""
+    """One answer: the completion and the answer read from it (None when there is none). An answer made in
+    more than one call (the Reflexion code's CoT: a thought, then the action) keeps them in `calls`, and
+    `call` is their text as the transcript shows it, with their costs added."""
 
     answer: str | None
     call: Completion
+    calls: list[Completion] = field(default_factory=list)
+
+    @property
+    def made_by(self) -> list[Completion]:
+        """The calls this answer took."""
+        return self.calls or [self.call]
+
+    def to_dict(self) -> dict:
+        return {"answer": self.answer, "call": self.call.to_dict()} | (
+            {"calls": [c.to_dict() for c in self.calls]} if self.calls else {}
+        )
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Sample":
+        return cls(data["answer"], Completion(**data["call"]), [Completion(**c) for c in data.get("calls", [])])
 
 
 @dataclass
@@ -45,13 +61,17 @@ class Reasoning:
 
     @property
     def vote(self) -> answers.Vote:
-        """The majority vote over the samples' answers (one sample: that sample's answer).
+        """The majority vote over the samples' answers (one sample: that sample's answer), each read as the
+        score reads it: normalised as HotpotQA's EM normalises, a FEVER claim's label too (`SUPPORTS` and
+        `supports` are one vote, `Supported.` another), so the winner is what scores, and its share is what
+        CoT-SC -> ReAct compares with n/2."""
+        return answers.vote([s.answer for s in self.samples], key=normalize_answer)
 
-        A FEVER claim's samples vote on the label each answer gives (`SUPPORTS`, `Supported.` and
-        `True` are one vote each for SUPPORTS), the way the claim is scored.
-        """
-        key = read_label if self.header == HEADERS["fever"] else normalize_answer
-        return answers.vote([s.answer for s in self.samples], key=key)
+    @property
+    def lenient_vote(self) -> answers.Vote:
+        """A FEVER claim's vote on the label each answer gives (`SUPPORTS`, `Supported.` and `True` are one
+        vote each for SUPPORTS): rawreact's lenient reading, reported beside the score, never in its place."""
+        return answers.vote([s.answer for s in self.samples], key=read_label)
 
     @property
     def answer(self) -> str:
@@ -84,7 +104,7 @@ class Reasoning:
                 "temperature": self.temperature,
                 "seed": self.seed,
                 "seconds": self.seconds,
-                "samples": [{"answer": s.answer, "call": s.call.to_dict()} for s in self.samples],
+                "samples": [sample.to_dict() for sample in self.samples],
             }
             | header_entry(self.header)
             | ({"preamble": self.preamble} if self.preamble else {})
@@ -93,7 +113,7 @@ class Reasoning:
     @classmethod
     def from_dict(cls, data: dict) -> "Reasoning":
         """The inverse of `to_dict` (the vote is recomputed from the samples)."""
-        samples = [Sample(s["answer"], Completion(**s["call"])) for s in data["samples"]]
+        samples = [Sample.from_dict(s) for s in data["samples"]]
         fields = ("method", "question", "prompt", "temperature", "seed", "ended")
         extra = {"seconds": data.get("seconds", 0.0), "header": data.get("header", "Question")}
         extra["preamble"] = data.get("preamble", "")
@@ -127,7 +147,7 @@ def reason(
     keep_prefix(model, text)
     result = Reasoning(
         method,
-        one_line(question),
+        question,  # as given, as the notebooks send it: white space and all
         text,
         temperature=temperature if sampled else None,
         seed=seed if sampled else None,

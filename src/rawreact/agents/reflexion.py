@@ -23,10 +23,11 @@ from rawreact.agents.loop import react
 from rawreact.agents.prompts import Prompt, json_string, python_string, read_exemplars, read_instruction
 from rawreact.agents.reasoning import Reasoning, reason
 from rawreact.agents.record import Trajectory
-from rawreact.config.choices import REFLECT_TOKENS, STRATEGIES, TRIALS
+from rawreact.agents.reflexion_code import format_step, reference_cot
+from rawreact.config.choices import REFLECT_TOKENS, REFLECTING, STRATEGIES, TRIALS
 from rawreact.core.errors import ContextLengthExceeded, PromptError
 from rawreact.core.metrics import is_answer, normalize_answer
-from rawreact.core.text import one_line
+from rawreact.core.text import one_line, whole_number
 from rawreact.models.base import Completion, Model, keep_prefix
 
 # How long a failed trial may be, in tokens, where a reflection or the next trial is shown it: the
@@ -44,7 +45,6 @@ REFLECTIONS = (
 AFTER_LAST = "The reflection below says what went wrong in that attempt and how to do better.\nReflection:\n"
 
 SHIPPED = {"react": "reflexion/", "cot": "reflexion/cot/"}  # each agent's reflection prompt, under prompts/
-REFLECTING = ("reflexion", "last_trial_and_reflexion")  # the strategies that call the model for a reflection
 
 
 @dataclass(frozen=True)
@@ -161,7 +161,7 @@ class Trial:
         if isinstance(self.part, Trajectory):
             calls = [c for step in self.part.steps for c in step.calls]
         else:
-            calls = [s.call for s in self.part.samples]
+            calls = [c for s in self.part.samples for c in s.made_by]
         reflection = self.reflection
         return calls + ([reflection.call] if reflection is not None and reflection.call is not None else [])
 
@@ -205,7 +205,7 @@ def cut_to_fit(text: str, limit: int, count: Callable[[str], int]) -> tuple[str,
         k = observations.pop()
         label = lines[k].split(":")[0]
         lines[k] = f"{label}: {CUT}"
-        cut.append(int(label.split()[-1]) if label.split()[-1].isdigit() else 0)
+        cut.append(whole_number(label.split()[-1]) or 0)
     return "\n".join(lines), sorted(cut)
 
 
@@ -273,16 +273,22 @@ def reflect(
     limit: int = SCRATCHPAD_TOKENS,
 ) -> Reflection:
     """One reflection on a failed trial: a call on the reflection prompt (which shows CoT's `context`, its
-    text without the `Context:` label), stopped at a blank line or the next question, its lines joined into one."""
+    text without the `Context:` label), stopped at a blank line or the next question, its lines joined into one.
+
+    On the Reflexion code's own prompt (a template: its checkout was given), the call is the reference's:
+    CoT's stops at the first line break, ReAct's has no stop, and the text's line breaks are deleted, as its
+    `format_step` deletes them (`I guessed.Next`)."""
     shown, cut = cut_to_fit(scratchpad(trial.part), limit, count)
     keep_prefix(model, prompt.prefix)
+    stop = ["\n\n", f"\n{header}:"]
+    if prompt.template:  # the reference's: CoT's reflection stops at the line break, ReAct's nowhere
+        stop = ["\n"] if isinstance(trial.part, Reasoning) else []
     try:
-        call = model.complete(
-            prompt.text(question, shown, context, header), stop=["\n\n", f"\n{header}:"], max_tokens=max_tokens
-        )
+        call = model.complete(prompt.text(question, shown, context, header), stop=stop, max_tokens=max_tokens)
     except ContextLengthExceeded:
         return Reflection("", None, cut, "context")
-    return Reflection(one_line(" ".join(call.text.split("\n"))).strip(), call, cut, call.finish_reason)
+    text = format_step(call.text) if prompt.template else one_line(" ".join(call.text.split("\n"))).strip()
+    return Reflection(text, call, cut, call.finish_reason)
 
 
 def gold_context(paragraphs: list[str]) -> str:
@@ -309,6 +315,7 @@ def trials(
     on_trial: Callable[[Trial], None] | None = None,
     scratchpad_tokens: int = SCRATCHPAD_TOKENS,
     max_tokens: int = 100,
+    as_reflexion_code: bool = False,
     **loop_options,
 ) -> list[Trial]:
     """Up to `trials` trials of `agent` ("react" or "cot") on `question`, until one passes the evaluator.
@@ -316,14 +323,15 @@ def trials(
     `context` (CoT's, from `gold_context`) goes before the question line. `done` are trials already
     made (a resumed run's): the next one follows them, and a missing reflection on the last is
     written first. `on_trial(trial)` is called when a trial ends and again when its reflection is
-    written, so that a run can keep both. `loop_options` go to the ReAct loop.
+    written, so that a run can keep both. `loop_options` go to the ReAct loop. `as_reflexion_code` (the
+    agent's prompt comes from the Reflexion code's files) makes each CoT trial as its `CoTAgent` does
+    (`reference_cot`); its reflections follow that code whenever their prompt is its template.
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; the strategies are {', '.join(STRATEGIES)}")
     if strategy in REFLECTING and reflect_prompt is None:
         reflect_prompt = load_reflect_prompt(agent=agent)
     count = token_counter(model)
-    question = one_line(question)
     history = list(done or [])
     paragraphs = context.removeprefix("Context: ").rstrip("\n")  # what the context line shows, without its label
     while True:
@@ -350,6 +358,8 @@ def trials(
             part = react(
                 question, env, model, prompt, max_tokens=max_tokens, header=header, preamble=before, **loop_options
             )
+        elif as_reflexion_code:
+            part = reference_cot(question, model, prompt, header=header, preamble=before + context)
         else:
             part = reason(
                 question, model, prompt, method="cot", max_tokens=max_tokens, header=header, preamble=before + context

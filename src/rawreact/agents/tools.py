@@ -107,7 +107,6 @@ def tool_react(
     """One episode of native tool calls on `question`; every call a step, the message history kept."""
     tools = shipped_tools() if tools is None else tools
     check_model(model)
-    question = one_line(question)
     messages = [{"role": "system", "content": instruction}, {"role": "user", "content": f"Question: {question}"}]
     traj = Trajectory(question, instruction, loop="tools", messages=messages)
     guard = Guard(repeats, budget)

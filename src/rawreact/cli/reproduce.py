@@ -8,11 +8,14 @@ in one store (built once, beside the run file), instead of each question's own t
 lists name the gold titles (README: the distractor leak).
 """
 
+import hashlib
 import sys
 from pathlib import Path
 
 from rawreact.cli.app import main
+from rawreact.cli.parser import parser
 from rawreact.config.paper import SAMPLE, SHUFFLE_RANGE, SHUFFLE_SEED
+from rawreact.core.errors import DataError
 
 # The protocol without the reference checkout: both notebooks' sample and the reference loop's defaults.
 _SAMPLE = ["--shuffle", "--shuffle-seed", str(SHUFFLE_SEED), "--limit", str(SAMPLE), "--n-first", "5"]
@@ -27,44 +30,50 @@ def reproduce(task: str, argv: list[str], usage: str) -> int:
     if not argv or argv[0].startswith("-"):
         print(usage, file=sys.stderr)
         return 2
-    data, options = argv[0], argv[1:]
-    out, options = _take(options, "--out", f"{NAMES[task]}-500.jsonl")
-    pooled = "--pooled" in options
-    options = [o for o in options if o != "--pooled"]
-    reference = any(o == "--reference" or o.startswith("--reference=") for o in options)
-    loop = _loop(options, "reference" if reference else "tolerant")
+    pooled = "--pooled" in argv
+    options = [o for o in argv if o != "--pooled"]
+    try:  # read as `rawreact run` reads them, so --out=FILE, --loop=reference and the rest mean what they say
+        args = parser().parse_args(["run", *options])
+    except SystemExit as exit:  # argparse has said what is wrong, with the usage
+        return exit.code if isinstance(exit.code, int) else 2
+    data, out = args.data, args.out or f"{NAMES[task]}-500.jsonl"
+    reference = args.reference is not None
+    loop = args.loop or ("reference" if reference else "tolerant")
     said = f" in the {loop} loop ({LOOPS_SAID[loop]})" if loop in LOOPS_SAID else ""
     setup = "the paper's setup (--reference)" if reference else "the reference protocol"
     print(f"{name}: {setup}{said}, into {out}", flush=True)
     if pooled:
         store = f"{out}.pooled.sqlite"
         print(f"{name}: every question's paragraphs pooled in {store}, searched instead of each question's own")
-        if not Path(store).exists() and main(["index", data, "--out", store]) != 0:
+        stale = _stale(store, data) if Path(store).exists() else None
+        if stale:
+            print(f"{name}: {store} {stale}; building it again from {data}", flush=True)
+        if (stale or not Path(store).exists()) and main(["index", data, "--out", store, "--force"]) != 0:
             return 2
         options += ["--passages", store]
     protocol = [] if reference else PROTOCOL[task]
-    # Options given after the protocol's win, so `--limit 20` makes a first, short try.
-    code = main(["run", data, *protocol, *options, "--out", out, "--resume", "-q"])
+    # Options given after the protocol's win, so `--limit 20` makes a first, short try; the last --out wins.
+    code = main(["run", data, *protocol, *options[1:], "--out", out, "--resume", "-q"])
     if code == 0:
         code = main(["report", out])
         print(f"{name}: ran the {loop} loop")
     return code
 
 
-def _take(options: list[str], flag: str, default: str) -> tuple[str, list[str]]:
-    """The value of `flag` among `options` (or `default`), and the options without it."""
-    if flag in options[:-1]:
-        at = options.index(flag)
-        return options[at + 1], options[:at] + options[at + 2 :]
-    return default, options
+def _stale(store: str, data: str) -> str | None:
+    """Why the pooled store `store` is not the one `data` makes (what it says it was built from differs from
+    the file's SHA-256, or it cannot be read), or None when it is."""
+    from rawreact.environments.store import PassageStore
 
-
-def _loop(options: list[str], default: str) -> str:
-    """The loop the options choose (the last --loop wins, as in the command line)."""
-    loop = default
-    for k, option in enumerate(options):
-        if option == "--loop" and k + 1 < len(options):
-            loop = options[k + 1]
-        elif option.startswith("--loop="):
-            loop = option.partition("=")[2]
-    return loop  # `rawreact run` refuses a loop it does not know
+    try:
+        sources = PassageStore(store).info.get("sources")
+    except DataError as error:
+        return f"cannot be used ({error})"
+    try:
+        digest = hashlib.sha256(Path(data).read_bytes()).hexdigest()
+    except OSError:
+        return None  # `rawreact run` names the missing data file
+    built = [source.get("sha256") for source in sources] if isinstance(sources, list) else []
+    if built != [digest]:
+        return f"was built from other data (sha256 {', '.join(map(str, built)) or 'none'}, not {digest})"
+    return None

@@ -12,16 +12,24 @@ from rawreact.cli.settings import choose, reference_record, say_paper
 from rawreact.cli.terminal import Stopper, progress
 from rawreact.config.choices import REASONING, REFLEXION, SAMPLING
 from rawreact.config.files import manifest_settings
-from rawreact.config.settings import Settings
+from rawreact.config.settings import PATHS, Settings
 from rawreact.core.errors import DataError, GrammarError
-from rawreact.core.folders import check_parents
+from rawreact.core.folders import check_parents, split_named
 from rawreact.core.text import plural, printable
 from rawreact.models import load_model
 from rawreact.reports.summary import context_warning, summarize, summary_line
 from rawreact.runs.records import manifest_path
 from rawreact.runs.run import Result, check_context, run_questions
 from rawreact.runs.runfile import RunFile
-from rawreact.runs.setup import envs_of, load_parts, model_options, shared_passages, solve_options
+from rawreact.runs.setup import (
+    check_questions,
+    envs_of,
+    load_parts,
+    model_options,
+    served_config,
+    shared_passages,
+    solve_options,
+)
 from rawreact.tasks.collection import Question
 
 
@@ -39,14 +47,14 @@ def run(args: argparse.Namespace) -> int:
     chosen = choose(args)
     settings, collection, questions = chosen.settings, chosen.collection, chosen.questions
     if args.out:  # the run file and its manifest must not be a file the run reads
-        inputs = [settings.data, settings.passages, settings.prompt, settings.instruction, settings.grammar_file]
-        inputs += [settings.model, settings.backoff_prompt, settings.backoff_instruction]
+        inputs = [split_named(getattr(settings, key))[0] for key in PATHS if getattr(settings, key)]
         for out in (args.out, manifest_path(args.out)):
-            refuse_inputs(out, [path for path in inputs if path], "an input")
+            refuse_inputs(out, [*inputs, settings.model], "an input")
     if chosen.paper is not None:
         print("\n".join(say_paper(chosen)), flush=True)
     shuffled = {k: getattr(settings, k) for k in ("question", "shuffle", "shuffle_seed", "shuffle_range", "shard")}
     parts = load_parts(settings, collection, **shuffled)
+    check_questions(settings, questions)
     prompt, grammar, backoff = parts.prompt, parts.grammar, parts.backoff
     model = load_model(settings.model, **model_options(settings))
     if grammar is not None and not model.supports_grammar:
@@ -64,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
         "timeout": settings.timeout,
         "settings": manifest_settings(settings),
     }
-    sink = RunFile(args.out, parts.config, resume=args.resume, details=details) if args.out else None
+    config = parts.config | served_config(model)
+    sink = RunFile(args.out, config, resume=args.resume, details=details) if args.out else None
     ids = {q.id for q in questions}
     done = [] if sink is None else [r for r in sink.done.values() if r["id"] in ids]
     print(

@@ -41,6 +41,7 @@ REFLEXION = {"react-reflexion": "react", "cot-reflexion": "cot"}
 # What the next trial is shown of the failed ones, as the Reflexion code's strategies: nothing (`base`),
 # the last trial's trajectory, the reflections written so far, or the last trajectory and its reflection.
 STRATEGIES = ("base", "last_trial", "reflexion", "last_trial_and_reflexion")
+REFLECTING = ("reflexion", "last_trial_and_reflexion")  # the strategies that call the model for a reflection
 
 
 # Who decides that a trial failed: the gold answer's exact match (`em`, the Reflexion paper's oracle), or

@@ -13,8 +13,9 @@ import json
 import sys
 from pathlib import Path
 
-from rawreact.config.settings import KEYS, Settings, kind_text, value_problem
+from rawreact.config.settings import KEYS, PATHS, Settings, kind_text, value_problem
 from rawreact.core.errors import DataError
+from rawreact.core.folders import split_named
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -22,8 +23,6 @@ else:  # Python 3.10: tomli is the same parser, before it joined the standard li
     import tomli as tomllib
 
 ALIASES = {"exemplars": "k", "ollama_host": "host"}
-# Settings that name a file, read relative to the settings file that gives them.
-PATHS = ("data", "prompt", "instruction", "backoff_prompt", "backoff_instruction", "grammar_file", "passages")
 
 
 def read_settings(path: str | Path) -> dict:
@@ -58,12 +57,16 @@ def _manifest_settings(path: Path, data: bytes) -> dict:
         manifest = json.loads(data)
     except (ValueError, UnicodeDecodeError):
         raise DataError(f"{path}: not JSON, so not a run manifest (a TOML settings file ends in .toml)") from None
-    settings = manifest.get("settings") if isinstance(manifest, dict) else None
-    if not isinstance(settings, dict):
+    if not isinstance(manifest, dict):
+        raise DataError(f"{path}: a manifest is a JSON object; was it edited? restore it from a backup")
+    settings = manifest.get("settings")
+    if settings is None:
         raise DataError(
-            f"{path}: this manifest records no settings (runs made before rawreact recorded them); "
-            "rerun with the flags its 'config' lists"
+            f"{path}: this manifest records no settings (a run made before rawreact recorded them, or the "
+            "manifest was edited); rerun with the flags its 'config' lists"
         )
+    if not isinstance(settings, dict):
+        raise DataError(f"{path}: its 'settings' must be a JSON object; was it edited? restore it from a backup")
     return settings
 
 
@@ -104,12 +107,12 @@ def _absolute(name: str) -> Path:
 
 
 def _file_of(value: str, where) -> str:
-    """A path setting with its file passed through `where`; `NOTEBOOK.ipynb#NAME` keeps its `#NAME` (the
-    notebook is everything before the last `#`, as the prompt reader takes it); empty (no instruction) stays."""
+    """A path setting with its file passed through `where`; `NOTEBOOK.ipynb#NAME` and `FILE.py#NAME` keep
+    their `#NAME` (split as the prompt reader splits them); empty (no instruction) stays."""
     if not value:
         return value
-    name, hash_, rest = value.rpartition("#") if ".ipynb#" in value else (value, "", "")
-    return str(where(name)) + hash_ + rest
+    file, name = split_named(value)
+    return str(where(file)) + ("" if name is None else f"#{name}")
 
 
 def manifest_settings(settings: Settings) -> dict:

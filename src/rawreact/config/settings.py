@@ -10,7 +10,7 @@ what is allowed, raised before any file is read or any model loads.
 
 import math
 import types
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Union, get_args, get_origin
 
 from rawreact.config.choices import (
@@ -22,6 +22,7 @@ from rawreact.config.choices import (
     METHODS,
     MODES,
     REFLECT_TOKENS,
+    REFLECTING,
     REFLEXION,
     REPEATS,
     SAMPLING,
@@ -32,7 +33,8 @@ from rawreact.config.choices import (
     loop_problem,
 )
 from rawreact.core.errors import DataError
-from rawreact.models.specs import DEFAULT_MODEL, is_embedded, sequences_problem
+from rawreact.core.text import whole_number
+from rawreact.models.specs import DEFAULT_MODEL, DRAFTS_MAX, is_embedded, sequences_problem
 
 # The least value each count may take, and the largest seed every backend takes (llama.cpp, vLLM
 # and Ollama read it as an unsigned 32-bit number).
@@ -53,9 +55,29 @@ _LEAST = {
     "trials": 1,
     "reflect_max_tokens": 1,
 }
+# The largest value a count may take, and why: each is checked before any model loads.
+_MOST = {
+    "drafts": (
+        DRAFTS_MAX,
+        f"a pass checks 1 + K tokens a stream, and more than {DRAFTS_MAX} guesses cost more than they save",
+    ),  # fmt: skip
+    # Under the reflexion strategy each trial's prompt carries every reflection before it, so the trials' prompts
+    # and the log of trials under way grow with the square of the count (1,900 trials made a 172 MB log).
+    "trials": (
+        100,
+        "each trial's prompt holds every reflection before it, so prompts and the trial log grow "
+        "with the square of the count; the Reflexion paper plots 7",
+    ),  # fmt: skip
+}
 SEED_MAX = 2**32 - 1
 # The command-line option of each setting whose name differs from `--name-with-hyphens`.
 OPTIONS = {"k": "--exemplars", "host": "--ollama-host"}
+
+
+def _file(default: str | None = None):
+    """A setting that names a file: a settings file reads it relative to itself, a manifest records it
+    absolute, and a run refuses an --out that would overwrite it. Declared here, so none can be missed."""
+    return field(default=default, metadata={"file": True})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,13 +103,13 @@ class Settings:
     method: str = "react"
     loop: str = "tolerant"
     model: str = DEFAULT_MODEL
-    prompt: str | None = None
+    prompt: str | None = _file()
     key: str | None = None
-    instruction: str | None = None
+    instruction: str | None = _file()
     k: int | None = None
     order: int | None = None
     grammar: str | None = None
-    grammar_file: str | None = None
+    grammar_file: str | None = _file()
     n_first: int | None = None
     repeats: str = "off"
     budget: int | None = None
@@ -99,20 +121,20 @@ class Settings:
     drafts: int = 0  # tokens the embedded model guesses by prompt lookup per decode pass (0: none)
     samples: int = 21
     sample_temperature: float = 0.7
-    backoff_prompt: str | None = None
+    backoff_prompt: str | None = _file()
     backoff_key: str | None = None
-    backoff_instruction: str | None = None
-    passages: str | None = None
+    backoff_instruction: str | None = _file()
+    passages: str | None = _file()
     trials: int = TRIALS
     strategy: str = "reflexion"
     evaluator: str = "em"
     context: str = "none"
-    reflect_prompt: str | None = None
+    reflect_prompt: str | None = _file()
     reflect_key: str | None = None
-    reflect_instruction: str | None = None
+    reflect_instruction: str | None = _file()
     reflect_max_tokens: int = REFLECT_TOKENS
     # The questions, and how they are sent: a comparison's variants share these.
-    data: str | None = None
+    data: str | None = _file()
     question: str | None = None
     answer: str = ""
     limit: int | None = None
@@ -164,6 +186,13 @@ class Settings:
             if changed:
                 return f"{', '.join(changed)} apply to the Reflexion methods ({' and '.join(REFLEXION)}) only"
             return None
+        unused = [k for k in REFLECT_KEYS if getattr(self, k) != _DEFAULTS[k]]
+        if unused and self.strategy not in REFLECTING:  # a missing file would never be noticed
+            return (
+                f"{', '.join(option(k) for k in unused)} set{'s' if len(unused) == 1 else ''} the reflection "
+                f"prompt, and strategy {self.strategy} writes no reflections; drop "
+                f"{'it' if len(unused) == 1 else 'them'}, or use --strategy {' or '.join(REFLECTING)}"
+            )
         if self.context != "none" and self.method != "cot-reflexion":
             return f"context={self.context!r} gives CoT its paragraphs: it applies to cot-reflexion only"
         if self.evaluator == "supported" and self.method == "cot-reflexion" and self.context == "none":
@@ -202,7 +231,10 @@ class Settings:
 _DECLARED = {f.name: f.type for f in fields(Settings)}
 _DEFAULTS = {f.name: f.default for f in fields(Settings)}
 KEYS = tuple(_DECLARED)
+# The settings that name a file (a notebook's or Python file's `#NAME` after it), in their order.
+PATHS = tuple(f.name for f in fields(Settings) if f.metadata.get("file"))
 REFLEXION_KEYS = KEYS[KEYS.index("trials") : KEYS.index("reflect_max_tokens") + 1]
+REFLECT_KEYS = KEYS[KEYS.index("reflect_prompt") : KEYS.index("reflect_max_tokens") + 1]  # the reflection call's
 # The settings of the questions and of how they are sent: a comparison's variants share them.
 SHARED = KEYS[KEYS.index("data") :]
 VARIANT_KEYS = KEYS[: KEYS.index("data")]
@@ -263,6 +295,8 @@ def value_problem(key: str, value: object) -> str | None:
         return f"repeats={value!r}; use one of {', '.join(REPEATS)}"
     if key in _LEAST and value < _LEAST[key]:
         return f"{key}={value} ({option(key)}) must be at least {_LEAST[key]}"
+    if key in _MOST and value > _MOST[key][0]:
+        return f"{key}={value} ({option(key)}) must be at most {_MOST[key][0]}: {_MOST[key][1]}"
     if key == "seed" and value > SEED_MAX:
         return f"seed={value} (--seed) must be at most {SEED_MAX}"
     if key in ("temperature", "sample_temperature") and not (math.isfinite(value) and value >= 0):
@@ -276,9 +310,9 @@ def value_problem(key: str, value: object) -> str | None:
 
 def _shard(value: str) -> tuple[int, int] | None:
     k, slash, n = value.partition("/")
-    if not (slash and k.strip().isdigit() and n.strip().isdigit()):
+    k, n = whole_number(k), whole_number(n)
+    if not slash or k is None or n is None:
         return None
-    k, n = int(k), int(n)
     return (k, n) if 1 <= k <= n else None
 
 

@@ -31,7 +31,11 @@ class ServerLost(ModelError):
 
 class EpisodeLost(ModelError):
     """The server an episode ran on was lost mid-episode: the episode must start over on another (see
-    models.fleet); its partial steps are discarded, never written."""
+    models.fleet); its partial steps are discarded, never written. `url` is the server's, when known."""
+
+    def __init__(self, message: str, url: str | None = None) -> None:
+        super().__init__(message)
+        self.url = url
 
 
 class GrammarError(RawreactError):

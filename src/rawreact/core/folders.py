@@ -4,6 +4,18 @@ from pathlib import Path
 
 from rawreact.core.errors import DataError
 
+# Files whose one string a setting names after a `#`: a notebook's code cell, or a Python file's top level.
+NAMED = (".ipynb", ".py")
+
+
+def split_named(value: str) -> tuple[str, str | None]:
+    """`FILE.ipynb#NAME` or `FILE.py#NAME` as (FILE, NAME), split at the last `#` (a folder may hold one);
+    any other path as (path, None)."""
+    file, hash_, name = value.rpartition("#")
+    if hash_ and file.endswith(NAMED):
+        return file, name
+    return value, None
+
 
 def check_parents(path: str | Path) -> None:
     """Refuse a path with a file where one of its folders should be, before anything is made or loaded."""

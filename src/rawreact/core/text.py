@@ -1,6 +1,8 @@
 """Text helpers every layer shares: one-line text, text safe for a terminal, counted words, question headers."""
 
 import re
+import sys
+import threading
 
 
 def one_line(text: str) -> str:
@@ -18,6 +20,31 @@ def printable(text: str) -> str:
     """`text` safe for a terminal: line breaks and tabs kept, other control characters (and lone
     surrogates) shown as escapes."""
     return _UNSAFE.sub(lambda match: match.group(0).encode("unicode_escape").decode("ascii"), text)
+
+
+_WHOLE = re.compile(r"[0-9]+")
+
+
+def whole_number(text: str) -> int | None:
+    """`text` as a whole number written in ASCII digits (white space around it allowed), or None.
+
+    `str.isdigit` says yes to `²` and `٣`, which `int` then refuses or reads as another script's digit."""
+    text = text.strip()
+    return int(text) if _WHOLE.fullmatch(text) else None
+
+
+_SAYING = threading.Lock()
+
+
+def say(text: str) -> None:
+    """Write `text` to stderr as one whole line, safe for a terminal, `rawreact: ` before it.
+
+    Worker threads say things at once (a thousand episodes on one failed server): `print` writes the
+    text and its line break separately, so their lines glued together; one write under one lock cannot."""
+    line = printable(f"rawreact: {text}") + "\n"
+    with _SAYING:
+        sys.stderr.write(line)
+        sys.stderr.flush()
 
 
 def plural(n: int, word: str) -> str:

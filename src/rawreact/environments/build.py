@@ -15,11 +15,11 @@ from pathlib import Path
 from rawreact import __version__
 from rawreact.core.errors import DataError
 from rawreact.core.folders import make_parents, remove_made
-from rawreact.core.text import one_line
+from rawreact.core.text import one_line, whole_number
 from rawreact.environments.store import FORMAT, VERSION
 from rawreact.environments.titles import title_key
 
-Page = tuple[str, list[str]]  # a title and its sentences
+Page = tuple[str, "str | list[str]"]  # a title and its text or sentences
 
 
 def build_store(
@@ -32,7 +32,7 @@ def build_store(
     """Write a store of every source's pages to `out`; returns its info (what `PassageStore.info` reads).
 
     `sources` are (description, pages) pairs; each description (path, format, size, ...) is kept in
-    the store, with the counts of pages read, kept and skipped (no title or no sentences) added once
+    the store, with the counts of pages read, kept and skipped (no title) added once
     its pages are read. Pages whose title repeats exactly are kept once (the first); titles that
     differ only in case are all kept and listed, and a search opens the first. The file appears at
     `out` only when complete, and replaces a file already there only with `replace`; an error or
@@ -73,8 +73,8 @@ def remove_stale_builds(out: str | Path) -> list[Path]:
     out = Path(out)
     prefix, removed = _BUILDING.format(name=out.name), []
     for path in out.parent.glob(f"{prefix}*"):
-        pid = path.name.removeprefix(prefix)
-        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+        pid = whole_number(path.name.removeprefix(prefix))
+        if pid is not None and pid != os.getpid() and not _alive(pid):
             path.unlink(missing_ok=True)
             removed.append(path)
     return removed
@@ -129,8 +129,10 @@ def _fill(db: sqlite3.Connection, sources, on_pages) -> dict:
         for title, sentences in pages:
             read += 1
             title = one_line(title)
-            sentences = list(sentences)  # as given: HotpotQA's carry the spaces between them (`reference.page_text`)
-            if not title or not any(s.strip() for s in sentences):
+            # As given, as memory keeps it: a text with its line breaks (each a paragraph to the reference's
+            # page), or sentences (HotpotQA's carry the spaces between them: `reference.page_text`).
+            sentences = sentences if isinstance(sentences, str) else list(sentences)
+            if not title:
                 skipped += 1
                 continue
             text = json.dumps(sentences, ensure_ascii=False)

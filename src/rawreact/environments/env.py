@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING
 
 from rawreact.core.actions import Action, parse_action
 from rawreact.core.text import one_line
-from rawreact.environments.sentences import split_sentences
+from rawreact.environments.sentences import sentences_of
 from rawreact.environments.titles import Titles, title_key
 
 if TYPE_CHECKING:
@@ -40,10 +40,7 @@ class Pages:
     def sentences(self, title: str) -> list[str] | None:
         """The passage's sentences, each on one line, or None."""
         passage = self.passage(title)
-        if passage is None:
-            return None
-        sentences = split_sentences(passage) if isinstance(passage, str) else passage
-        return [one_line(s) for s in sentences if s.strip()]
+        return None if passage is None else sentences_of(passage)
 
     def similar(self, entity: str, n: int = 5) -> list[str]:
         """At most `n` titles ranked by similarity to `entity` (see `Titles.similar`)."""

@@ -7,6 +7,7 @@ decimals such as 4.5 never have the white space a boundary needs.
 """
 
 import re
+from collections.abc import Sequence
 
 _ABBREVIATIONS = frozenset(
     """mr mrs ms dr prof sr jr st mt ft gen col lt sgt capt cmdr adm gov sen rep rev hon pres
@@ -48,3 +49,10 @@ def split_sentences(text: str) -> list[str]:
                 start = boundary.end()
         sentences.append(paragraph[start:].strip())
     return [s for s in sentences if s]
+
+
+def sentences_of(passage: str | Sequence[str]) -> list[str]:
+    """A passage's sentences, each on one line, empty ones dropped: a text is split, a list taken as it is.
+    Memory (`env.Pages`) and a store read a page through this one rule."""
+    sentences = split_sentences(passage) if isinstance(passage, str) else passage
+    return [" ".join(s.split()) for s in sentences if s.strip()]

@@ -1,13 +1,13 @@
 """A passage store: millions of pages in one SQLite file, searched in milliseconds, with no server.
 
-A page is a title and its sentences. Opening a page by title is an index lookup on the title's
-key (`titles.title_key`: case and white space do not count; among pages with the same key the first
-built wins, as in a collection). A search that opens no page lists similar titles: FTS5's BM25
-ranking over the titles picks candidates, and the collection's title similarity (`titles.similarity`)
-orders them, BM25 breaking ties, so the list is a search engine's suggestions, not a scan.
+A page is a title and its text or its sentences, as the source gave them. Opening a page by title is
+an index lookup on the title's key (`titles.title_key`: case and white space do not count; among pages
+with the same key the first built wins, as in a collection). A search that opens no page lists similar
+titles: FTS5's BM25 ranking over the titles picks candidates, and the collection's title similarity
+(`titles.similarity`) orders them, BM25 breaking ties, so the list is a search engine's suggestions.
 
-`build.build_store` (the `rawreact index` command, through `tasks/corpus.py`'s readers) writes the file under
-a temporary name and renames it only when it is complete, so a killed build never looks finished.
+`build.build_store` (the `rawreact index` command, through `tasks/corpus.py`'s readers) writes the file
+under a temporary name and renames it only when it is complete, so a killed build never looks finished.
 The store records its sources (path, format, size, SHA-256, counts) and a digest of its content,
 which run manifests record as the store's identity.
 """
@@ -19,11 +19,14 @@ import unicodedata
 from pathlib import Path
 
 from rawreact.core.errors import DataError
-from rawreact.core.text import one_line
+from rawreact.environments.sentences import sentences_of
 from rawreact.environments.titles import similarity, title_key
 
 FORMAT = "rawreact-passages"
-VERSION = 2  # 2: sentences kept as the source gives them (HotpotQA's leading spaces included)
+# 2: sentences kept as the source gives them (HotpotQA's leading spaces included); 3: a text kept as given,
+# line breaks and all, and a page of white space kept, as memory keeps them. A version-2 store reads as it is.
+VERSION = 3
+READS = (2, 3)
 CANDIDATES = 50  # titles the full-text index hands to the similarity ranking
 RANKED = 2_000  # BM25 ranks at most this many matching titles (about 5 microseconds each)
 COMMON = 20_000  # a word in more titles than this is too costly to intersect while a rarer word narrows the search
@@ -55,9 +58,10 @@ class PassageStore:
             ) from None
         if info.get("format") != FORMAT or info.get("complete") != 1:
             raise DataError(f"{self.path}: not a complete rawreact passage store; build it again with `rawreact index`")
-        if info.get("version") != VERSION:
+        if info.get("version") not in READS:
             raise DataError(
-                f"{self.path}: store version {info.get('version')}, this rawreact reads {VERSION}; rebuild it"
+                f"{self.path}: store version {info.get('version')}, this rawreact reads "
+                f"{' and '.join(map(str, READS))}; rebuild it"
             )
         self.info = info
         self._lock = threading.Lock()
@@ -110,23 +114,25 @@ class PassageStore:
     def sentences(self, title: str) -> list[str] | None:
         """The sentences of the page whose key is `title`'s, each on one line, or None (as `env.Pages`)."""
         found = self.passage(title)
-        return None if found is None else [one_line(s) for s in found if s.strip()]
+        return None if found is None else sentences_of(found)
 
-    def passage(self, title: str) -> list[str] | None:
-        """The page's sentences as the source gave them (what `ReferenceEnv` joins), or None."""
+    def passage(self, title: str) -> str | list[str] | None:
+        """The page as the source gave it (what `ReferenceEnv` reads): its text, line breaks and all, or its
+        sentences; or None."""
         rows = self._query("SELECT sentences FROM pages WHERE key = ? ORDER BY id LIMIT 1", (title_key(title),))
         if not rows:
             return None
         try:
-            sentences = json.loads(rows[0][0])
+            passage = json.loads(rows[0][0])
         except (TypeError, ValueError):
-            sentences = None
-        if not isinstance(sentences, list) or not all(isinstance(s, str) for s in sentences):
+            passage = None
+        sentences = isinstance(passage, list) and all(isinstance(s, str) for s in passage)
+        if not isinstance(passage, str) and not sentences:
             raise DataError(
-                f"{self.path}: page {title!r} holds no list of sentences; the store is damaged: build it again "
-                "with `rawreact index`"
+                f"{self.path}: page {title!r} holds neither a text nor a list of sentences; the store is damaged: "
+                "build it again with `rawreact index`"
             )
-        return sentences
+        return passage
 
     def similar(self, entity: str, n: int = 5) -> list[str]:
         """At most `n` titles like `entity`, best first, or fewer when fewer share a word with it.

@@ -20,7 +20,7 @@ from rawreact.models import load_model
 from rawreact.reports.comparison import Comparison
 from rawreact.runs.run import Result, check_context, run_questions
 from rawreact.runs.runfile import RunFile
-from rawreact.runs.setup import load_parts, model_options
+from rawreact.runs.setup import check_questions, load_parts, model_options
 from rawreact.tasks.collection import Collection, Question, choose_questions
 from rawreact.tasks.loading import load_collection
 
@@ -68,6 +68,8 @@ def compare(
     shuffled = {"shuffle": shuffle, "shuffle_seed": shuffle_seed, "shuffle_range": shuffle_range, "shard": shard}
     # Every variant loaded and checked before anything is written, as `rawreact run` loads its settings.
     checked = [(variant, load_parts(variant, collection, **shuffled)) for variant in variants]
+    for variant in variants:
+        check_questions(variant, questions)
     # What each variant's manifest records of the questions and how they were sent, beside its own settings.
     shared = {"data": collection.source or None, "limit": limit, "workers": workers, "host": host, **shuffled}
     shared["per_endpoint"] = per_endpoint

@@ -3,24 +3,24 @@
 Each episode stays on one endpoint for all its calls (`episode()`), so that server's prompt cache serves
 the growing transcript. A new episode goes to the least-loaded healthy endpoint with room: an endpoint
 takes at most its slot count (a C++ llama-server's /props says it), else `per_endpoint`, else any number.
-An endpoint that refuses, times out or fails mid-episode (`ServerLost`, after its own short retries) is
-taken out of rotation for a back-off that doubles with each failure (from `backoff` seconds, at most a
-minute), and probed (GET /models) before it is used again. The episode it was running raises
-`EpisodeLost`, which `run_questions` answers by starting the episode over on another endpoint. When no
-endpoint answers, an episode's start raises a `ModelError` that says so: the run stops, everything
-finished is written, and `--resume` continues once a server is back.
+An endpoint that refuses, times out or fails mid-episode (`ServerLost`, after its own short retries), or
+answers what no retry can fix (a reply that is not JSON, or has no choices, an HTML page, a 404), is
+taken out of rotation (said once per server and problem) for a back-off that doubles with each failure
+(from `backoff` seconds, at most a minute), and probed (GET /models) before it is used again. The
+episode it was running raises `EpisodeLost`, which `run_questions` answers by starting the episode
+over on another endpoint. When no endpoint answers, an episode's start raises a `ModelError` that
+says so: the run stops, everything finished is written, and `--resume` continues once a server is back.
 """
 
-import sys
 import threading
 import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from rawreact.core.errors import EpisodeLost, ModelError, ServerLost
-from rawreact.core.text import printable
+from rawreact.core.errors import ContextLengthExceeded, EpisodeLost, ModelError
+from rawreact.core.text import say
 from rawreact.models.base import Completion
 
 BACKOFF_MAX = 60.0
@@ -40,6 +40,7 @@ class Endpoint:
     down_until: float = 0.0  # out of rotation until then (monotonic seconds)
     probing: bool = False
     problem: str = ""
+    said: set[str] = field(default_factory=set)  # the problems already said on stderr
 
     @property
     def down(self) -> bool:
@@ -89,8 +90,11 @@ class FleetModel:
         names = {e.model.model for e in up}
         if len(names) > 1:
             raise ModelError(f"the fleet's endpoints serve different models ({', '.join(sorted(names))}); name one")
+        if len({e.model.served_model["digest"] for e in up}) > 1:
+            said = ", ".join(f"{e.url}: {e.model.served_model['digest']}" for e in up)
+            raise ModelError(f"the fleet's endpoints serve different files under one name ({said}); serve one file")
         first = up[0].model
-        self.model, self.family = first.model, first.family
+        self.model, self.family, self.served_model = first.model, first.family, first.served_model
         self.supports_grammar = all(e.model.supports_grammar for e in up)
         self.name = f"{self.model}@{len(urls)} endpoints"
         for endpoint in self.endpoints:
@@ -124,7 +128,7 @@ class FleetModel:
             self._lock.notify_all()
 
     def _say(self, text: str) -> None:
-        print(printable(f"rawreact: {text}"), file=sys.stderr, flush=True)
+        say(text)
 
     @contextmanager
     def episode(self) -> Iterator[str]:
@@ -193,10 +197,17 @@ class FleetModel:
                 return self._on_endpoint(method, *args, **options)
         try:
             return getattr(endpoint.model, method)(*args, **options)
-        except ServerLost as error:
-            self._failed(endpoint, str(error).split("; ")[0])
-            self._say(f"{endpoint.url} failed ({endpoint.problem}); out of rotation, its episode starts over")
-            raise EpisodeLost(f"{endpoint.url} failed mid-episode: {error}") from None
+        except ContextLengthExceeded:  # the episode's own length, not the server: the loop ends it
+            raise
+        except ModelError as error:  # lost, or a reply no retry can fix (not JSON, no choices, a 404): its fault
+            problem = str(error).split("; ")[0]
+            self._failed(endpoint, problem)
+            with self._lock:
+                new = problem not in endpoint.said
+                endpoint.said.add(problem)
+            if new:  # said once per server and problem, not once per episode it held
+                self._say(f"{endpoint.url} failed ({problem}); out of rotation, its episodes start over elsewhere")
+            raise EpisodeLost(f"{endpoint.url} failed mid-episode: {error}", endpoint.url) from None
 
     def served(self) -> dict[str, dict[str, int]]:
         """Per endpoint: the episodes it finished, and those that started over elsewhere when it failed."""

@@ -15,7 +15,7 @@ from rawreact.models.batch import PREFIXES, Engine, Request
 from rawreact.models.chatml import ChatML
 from rawreact.models.gbnf import GrammarSampler, quiet_log
 from rawreact.models.gbnf import llama_cpp_module as _llama_cpp
-from rawreact.models.specs import sequences_problem
+from rawreact.models.specs import DRAFTS_MAX, sequences_problem
 
 
 class LlamaModel:
@@ -65,8 +65,8 @@ class LlamaModel:
         problem = sequences_problem(str(path), workers, "workers")
         if problem:
             raise ModelError(problem)
-        if isinstance(drafts, bool) or not isinstance(drafts, int) or drafts < 0:
-            raise ModelError(f"drafts must be a whole number of 0 or more (0: no drafting), not {drafts!r}")
+        if isinstance(drafts, bool) or not isinstance(drafts, int) or not 0 <= drafts <= DRAFTS_MAX:
+            raise ModelError(f"drafts must be a whole number from 0 (no drafting) to {DRAFTS_MAX}, not {drafts!r}")
         if not 0 <= seed < 2**32:  # llama.cpp's seeds are unsigned 32-bit numbers, as numpy's generator needs
             raise ModelError(f"seed={seed} must be a whole number from 0 to {2**32 - 1}")
         if n_threads is None:  # llama-cpp-python's default, half the cores, leaves a small machine idle

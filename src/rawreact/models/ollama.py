@@ -2,12 +2,11 @@
 
 import json
 import random
-import sys
 import threading
 import time
 
 from rawreact.core.errors import ContextLengthExceeded, ModelError
-from rawreact.core.text import printable
+from rawreact.core.text import say
 from rawreact.models.base import (
     ChatReply,
     Completion,
@@ -149,8 +148,7 @@ class OllamaModel:
         problem = ""
         for attempt in range(self.retries + 1):
             if attempt:
-                say = printable(f"rawreact: {self.name}: {problem}; retrying ({attempt} of {self.retries})")
-                print(say, file=sys.stderr)  # the problem may quote the server's error message
+                say(f"{self.name}: {problem}; retrying ({attempt} of {self.retries})")  # it may quote the server
             warning = threading.Timer(self.slow, self._still_waiting)
             warning.daemon = True
             warning.start()
@@ -192,11 +190,8 @@ class OllamaModel:
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _still_waiting(self) -> None:
-        print(
-            f"rawreact: still waiting for {self.name} at {self.host} after {self.slow:g} s "
-            f"(it gives up after {self.timeout:g} s)",
-            file=sys.stderr,
-        )
+        waited = f"after {self.slow:g} s (it gives up after {self.timeout:g} s)"
+        say(f"still waiting for {self.name} at {self.host} {waited}")
 
 
 def _ollama_message(message: dict) -> dict:

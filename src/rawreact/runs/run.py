@@ -41,7 +41,7 @@ class Result:
     started: float | None = None  # wall-clock time (Unix seconds) when the question began, and ended
     finished: float | None = None
     endpoint: str | None = None  # the server of a fleet that ran the episode (see models.fleet)
-    restarts: int = 0  # how many times the episode started over after its server failed
+    lost_on: tuple[str, ...] = ()  # the servers that failed under the episode, once per start over
 
     @property
     def em(self) -> float | None:
@@ -83,8 +83,10 @@ class Result:
         `started` and `finished` are the wall-clock times (Unix seconds) the question began and
         ended: under workers questions overlap, and the run's throughput counts the time covered.
         `kind` is HotpotQA's type and level (`bridge/hard`), where the data gives them. A fleet's run
-        (several servers) adds `endpoint`, the server that ran the whole episode, and `restarts`, how many
-        times it started over after a server failed mid-episode (the lost attempts' steps are not kept).
+        (several servers) adds `endpoint`, the server that ran the whole episode, `restarts`, how many
+        times it started over after a server failed mid-episode (the lost attempts' steps are not kept),
+        and `lost_on`, the server that failed each time, so the manifest's counts per server come from
+        the records alone.
         """
         out = self.outcome
         reasoning = out.reasoning
@@ -119,11 +121,19 @@ class Result:
                     else {"started": round(self.started, 3), "finished": round(self.finished, 3)}
                 ),
                 **({"kind": self.question.kind} if self.question.kind else {}),
-                **({} if self.endpoint is None else {"endpoint": self.endpoint, "restarts": self.restarts}),
+                **({} if self.endpoint is None else self._served()),
             }
             | ({} if self.question.task == "qa" else self._claim())
             | self._trials()
         )
+
+    @property
+    def restarts(self) -> int:
+        """How many times the episode started over after its server failed."""
+        return len(self.lost_on)
+
+    def _served(self) -> dict:
+        return {"endpoint": self.endpoint, "restarts": self.restarts, "lost_on": list(self.lost_on)}
 
     def _trials(self) -> dict:
         """A Reflexion method's own fields: its settings, and each trial with its scores and cost."""
@@ -139,8 +149,13 @@ class Result:
         return {"reflexion": out.reflexion, "trials": trials}
 
     def _claim(self) -> dict:
-        """A claim's own fields: the label read leniently from the answer, and that reading's score."""
-        answer, gold = self.outcome.answer, self.question.answer
+        """A claim's own fields: the label read leniently from the answer, and that reading's score. Where
+        CoT-SC answered, the lenient reading is its own vote, on the label each sample gives (the answer
+        that scores is the vote on what the score reads)."""
+        out, gold = self.outcome, self.question.answer
+        answer = out.answer
+        if out.branch == "cot-sc" and out.reasoning is not None:
+            answer = out.reasoning.lenient_vote.answer
         return {"task": self.question.task, "label": read_label(answer), "lenient_em": lenient_score(answer, gold)}
 
 
@@ -210,6 +225,12 @@ def run_questions(
     """
     if workers > 1 and not getattr(model, "concurrent", False):
         raise refuse_workers(model.name, workers)
+    if solve_options.get("method") in REFLEXION:  # every question checked before the first one starts
+        questions = list(questions)
+        settings = solve_options.get("reflexion") or {}
+        problem = unrunnable(questions, settings.get("evaluator", "em"), settings.get("context", "none"))
+        if problem:
+            raise DataError(problem)
     sink = RunFile(out) if isinstance(out, (str, Path)) else out  # opened now: a bad path fails early
     pending = (q for q in questions if sink is None or q.id not in sink.done)
     reflexion = solve_options.pop("reflexion", None)
@@ -219,7 +240,7 @@ def run_questions(
 
     def answer(question: Question) -> Result:
         step_hook = None if on_step is None else (lambda step: on_step(question, step))
-        started, restarts = time.time(), 0
+        started, lost_on = time.time(), []
         episode_env = env(question)
         while True:
             options = dict(solve_options)
@@ -238,15 +259,17 @@ def run_questions(
                     )
                 break
             except EpisodeLost as lost:  # its server failed: start over on another, from nothing
-                restarts += 1
-                if restarts > MAX_RESTARTS:
-                    raise ModelError(f"question {question.id} lost its server {restarts} times; last: {lost}") from None
+                lost_on.append(lost.url or "?")
+                if len(lost_on) > MAX_RESTARTS:
+                    raise ModelError(
+                        f"question {question.id} lost its server {len(lost_on)} times; last: {lost}"
+                    ) from None
         if outcome.trials is not None:
             outcome.reflexion = {k: v for k, v in (reflexion or {}).items() if k in REFLEXION_RECORDED}
-        return Result(question, outcome, started, time.time(), endpoint, restarts)
+        return Result(question, outcome, started, time.time(), endpoint, tuple(lost_on))
 
     results = _sequential(pending, answer, stop) if workers <= 1 else _parallel(pending, answer, stop, workers)
-    return _written(results, sink, model, log)
+    return _written(results, sink, log)
 
 
 # The Reflexion settings each record repeats, so that a record read alone says how its trials were judged.
@@ -257,11 +280,9 @@ def _trial_options(question: Question, env: PassageEnv, settings: dict, log: Tri
     """The keyword arguments of `reflexion.trials` for one question: the run's Reflexion settings, its gold
     answer and context, and the trials a resumed run kept of it."""
     options = {k: v for k, v in settings.items() if k != "context"}
-    if settings.get("evaluator", "em") == "em" and not question.answer:
-        raise DataError(
-            f"question {question.id} has no gold answer, which the em evaluator needs to judge a trial; give its "
-            "answer (--answer), or use --evaluator supported"
-        )
+    problem = unrunnable([question], settings.get("evaluator", "em"), settings.get("context", "none"))
+    if problem:
+        raise DataError(problem)
     context = ""
     if settings.get("context") == "gold":
         context = gold_context(_gold_paragraphs(question, env))
@@ -269,6 +290,26 @@ def _trial_options(question: Question, env: PassageEnv, settings: dict, log: Tri
     if log is not None:
         options |= {"done": log.done(question.id), "on_trial": lambda trial: log.add(question.id, trial)}
     return options
+
+
+def unrunnable(questions: list[Question], evaluator: str, context: str) -> str | None:
+    """Why Reflexion's trials cannot run some of `questions`, or None: with the em evaluator, a question without
+    a gold answer to judge a trial by; with CoT's gold context, one without supporting paragraphs. A run checks
+    every question before it starts, since one found mid-run would stop it after hours of work."""
+    needs = []
+    if evaluator == "em":
+        needs.append((lambda q: bool(q.answer), "no gold answer, which the em evaluator needs to judge a trial",
+                      "give the answers in the data (or --answer), or use --evaluator supported"))  # fmt: skip
+    if context == "gold":
+        needs.append((lambda q: bool(q.supporting), "no supporting paragraphs, which --context gold gives CoT",
+                      "use HotpotQA data with supporting_facts, or --context none"))  # fmt: skip
+    for has, lacks, then in needs:
+        bad = [q.id for q in questions if not has(q)]
+        if bad:
+            named = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
+            which = f"question {named} has" if len(bad) == 1 else f"{len(bad)} of {len(questions)} questions have"
+            return f"{which} {lacks}{'' if len(bad) == 1 else f' ({named})'}; {then}"
+    return None
 
 
 def _gold_paragraphs(question: Question, env: PassageEnv) -> list[str]:
@@ -297,14 +338,10 @@ def _episode(model: Model):
     return nullcontext() if episode is None else episode()
 
 
-def _written(
-    results: Iterator[Result], sink: RunFile | None, model: Model, log: TrialLog | None = None
-) -> Iterator[Result]:
+def _written(results: Iterator[Result], sink: RunFile | None, log: TrialLog | None = None) -> Iterator[Result]:
     """Append each result to the run file before yielding it; close the file at the end, however the run
-    ended, after adding a fleet's episodes per server during this run to the manifest (`endpoints`).
-    A Reflexion run's trials under way (`log`) are closed with it."""
-    served = getattr(model, "served", None)
-    before = served() if sink is not None and callable(served) else None
+    ended, after writing a fleet's episodes per server to the manifest (`endpoints`). A Reflexion run's
+    trials under way (`log`) are closed with it."""
     try:
         for result in results:
             if sink is not None:
@@ -315,10 +352,22 @@ def _written(
         if log is not None:
             log.close(set(sink.done) if sink is not None else set())
         if sink is not None:
-            if before is not None:
-                after = served()  # the fleet may serve other runs too (compare's variants): count this one's
-                sink.add_counts("endpoints", {u: {k: n - before[u][k] for k, n in c.items()} for u, c in after.items()})
+            counts = served_counts(sink.done.values())
+            if counts:
+                sink.set_counts("endpoints", counts)
             sink.close()
+
+
+def served_counts(records: Iterable[dict]) -> dict[str, dict[str, int]]:
+    """Per server of a fleet, from the records alone: the episodes it finished, and those that started over
+    elsewhere when it failed. Counted from what the run file holds, they add up over kills and resumes."""
+    counts: dict[str, dict[str, int]] = {}
+    for record in records:
+        if isinstance(record.get("endpoint"), str):
+            counts.setdefault(record["endpoint"], {"episodes": 0, "lost": 0})["episodes"] += 1
+        for url in record.get("lost_on") or ():
+            counts.setdefault(url, {"episodes": 0, "lost": 0})["lost"] += 1
+    return counts
 
 
 def _sequential(questions: Iterator[Question], answer, stop) -> Iterator[Result]:

@@ -16,7 +16,16 @@ from pathlib import Path
 
 from rawreact.core.errors import DataError
 from rawreact.core.folders import make_parents, remove_made
-from rawreact.runs.records import PARTS, existing_manifest, manifest_path, parse_records, read_manifest, text_sha256
+from rawreact.models.specs import SERVERS, without_place
+from rawreact.runs.records import (
+    PARTS,
+    existing_manifest,
+    manifest_path,
+    parse_records,
+    read_manifest,
+    text_sha256,
+    trials_path,
+)
 
 
 def write_whole(path: str | Path, text: str, hint: str) -> Path:
@@ -110,6 +119,13 @@ class RunFile:
             raise DataError(
                 f"{self.path} already holds results; pass --resume to finish that run, or choose another --out"
             )
+        kept = trials_path(self.path)
+        if not resume and kept.is_file() and kept.stat().st_size > 0:  # a Reflexion run killed in its first question
+            raise DataError(
+                f"{self.path} holds no finished question yet, but {kept.name} beside it keeps the trials of one "
+                "under way; pass --resume to continue them, or choose another --out (or remove both files to "
+                "start over)"
+            )
         self.done: dict[str, dict] = {}
         self.manifest: dict = {}
         if existing:
@@ -149,9 +165,14 @@ class RunFile:
         whole = data.rfind(b"\n") + 1
         records = parse_records(self.path, data[:whole], self.manifest.get("prompts", {}))
         old = self.manifest.get("config", {})
-        changed = [
-            f"{key} was {old.get(key)!r}, now {self.config.get(key)!r}" for key in changed_settings(old, self.config)
-        ]
+        keys = changed_settings(old, self.config)
+        edited = [key for key in keys if _retyped(old.get(key), self.config.get(key))]
+        if edited:  # a value of a type rawreact never writes there: the manifest was changed by hand
+            said = "; ".join(f"{key} is {old[key]!r}, where rawreact writes {self.config[key]!r}" for key in edited)
+            raise DataError(
+                f"{self.manifest_path}: {said}: was the manifest edited? restore it, or choose another --out"
+            )
+        changed = [f"{key} was {old.get(key)!r}, now {self.config.get(key)!r}" for key in keys]
         if changed:
             raise DataError(
                 f"--resume would mix two different runs in {self.path}: {'; '.join(changed)}. "
@@ -183,14 +204,10 @@ class RunFile:
         self._sink.flush()
         self.done[record["id"]] = record
 
-    def add_counts(self, key: str, counts: dict[str, dict[str, int]]) -> None:
-        """Add this process's counts (such as a fleet's episodes per endpoint) to those the manifest holds
-        under `key` from earlier processes of the run, and write the manifest."""
-        held = self.manifest.get(key) if isinstance(self.manifest.get(key), dict) else {}
-        for name, numbers in counts.items():
-            before = held.get(name) if isinstance(held.get(name), dict) else {}
-            held[name] = {k: before.get(k, 0) + v for k, v in numbers.items()}
-        self.manifest[key] = held
+    def set_counts(self, key: str, counts: dict[str, dict[str, int]]) -> None:
+        """Record counts worked out from the whole run file (such as a fleet's episodes per server) under
+        `key`, and write the manifest."""
+        self.manifest[key] = counts
         self._write_manifest()
 
     def close(self) -> None:
@@ -233,12 +250,22 @@ _BEFORE = dict.fromkeys(
 }
 
 
+# Settings compared only when both runs recorded them: the identity a server gave (`model_served`), which
+# a run loaded after its run file was opened (a comparison's variant) does not have.
+_WHEN_BOTH = ("model_served",)
+
+
 def changed_settings(old: dict, new: dict) -> list[str]:
     """The keys of a manifest's config that differ between two runs: a file named by another path with the
-    same content, and a setting older runs did not record at its value then, are not a difference."""
+    same content, a setting older runs did not record at its value then, and a served model named by where
+    it ran (a server's URLs: shards on two servers, a fleet reordered) are not a difference."""
     changed = []
     for key in sorted(old.keys() | new.keys()):
         if key in _ADDED and key not in old:
+            continue
+        if key in _WHEN_BOTH and (old.get(key) is None or new.get(key) is None):
+            continue
+        if key == "model" and _same_model(old.get(key), new.get(key)):
             continue
         if key in _BEFORE and key not in old and new.get(key) == _BEFORE[key]:
             continue
@@ -250,3 +277,31 @@ def changed_settings(old: dict, new: dict) -> list[str]:
         if old.get(key) != new.get(key):
             changed.append(key)
     return changed
+
+
+def _same_model(old: object, new: object) -> bool:
+    """Whether two model specs name one model, wherever it was served. A server's spec that names no model
+    (the one it serves) matches one that names it: what the server said it serves (`model_served`) decides."""
+    if not (isinstance(old, str) and isinstance(new, str)):
+        return False
+    old, new = without_place(old), without_place(new)
+    if old == new:
+        return True
+    (kind, _, name), (other, _, named) = old.partition(":"), new.partition(":")
+    return kind == other and kind in SERVERS and not (name and named)
+
+
+def _retyped(old: object, new: object) -> bool:
+    """Whether a recorded value has another type than the one the same setting has now (`'7'` for 7): no
+    run writes that, so the manifest was edited. None (not set) and a number's int or float are not."""
+    if old is None or new is None:
+        return False
+    numbers = (int, float)
+    if (
+        isinstance(old, numbers)
+        and isinstance(new, numbers)
+        and not isinstance(old, bool)
+        and not isinstance(new, bool)
+    ):
+        return False
+    return type(old) is not type(new)

@@ -13,11 +13,13 @@ from pathlib import Path
 from rawreact.agents.grammar import Grammar, load_grammar
 from rawreact.agents.prompts import Prompt
 from rawreact.agents.prompts import load_prompt as _load_prompt
-from rawreact.agents.reflexion import REFLECTING, ReflectPrompt, load_reflect_prompt
-from rawreact.config.choices import BACKOFFS, REFLEXION, SAMPLING, acts, first_method
+from rawreact.agents.reflexion import ReflectPrompt, load_reflect_prompt
+from rawreact.config.choices import BACKOFFS, REFLECTING, REFLEXION, SAMPLING, acts, first_method
 from rawreact.config.settings import Settings
 from rawreact.core.errors import DataError, GrammarError
+from rawreact.core.folders import split_named
 from rawreact.models.specs import model_sha256
+from rawreact.runs.run import unrunnable
 from rawreact.tasks.collection import Collection, Passages, Question
 from rawreact.tasks.loading import open_passages
 
@@ -118,7 +120,11 @@ def _reflexion_options(settings: Settings) -> dict:
     if settings.method not in REFLEXION:
         return {}
     keys = ("strategy", "trials", "evaluator", "context", "reflect_max_tokens")
-    return {"reflexion": {k: getattr(settings, k) for k in keys} | {"reflect_prompt": reflect_prompt_of(settings)}}
+    # The agent's exemplars from the Reflexion code's fewshots.py: its checkout was given, so CoT's trials
+    # are made as that code makes them (reflexion_code.reference_cot).
+    as_code = bool(settings.prompt) and split_named(settings.prompt)[0].endswith(".py")
+    options = {k: getattr(settings, k) for k in keys} | {"reflect_prompt": reflect_prompt_of(settings)}
+    return {"reflexion": options | {"as_reflexion_code": as_code}}
 
 
 def manifest_config(
@@ -181,6 +187,22 @@ def _reflexion_config(settings: Settings) -> dict:
         "reflect_prompt": None if reflect is None else reflect.source,
         "reflect_prompt_sha256": None if reflect is None else reflect.sha256,
     }
+
+
+def served_config(model: object) -> dict:
+    """The manifest config's record of what a server serves (`model_served`: family, model name, and a
+    digest of what it says of the file), for a served model; nothing for a model run here, whose file's
+    hash is recorded already. A resume or merge compares it, and not the URLs the spec names."""
+    served = getattr(model, "served_model", None)
+    return {} if served is None else {"model_served": served}
+
+
+def check_questions(settings: Settings, questions: list[Question]) -> None:
+    """Refuse questions the settings cannot run, all of them, before any model loads (see `unrunnable`)."""
+    if settings.method in REFLEXION:
+        problem = unrunnable(questions, settings.evaluator, settings.context)
+        if problem:
+            raise DataError(f"{settings.where}{problem}")
 
 
 @dataclass(frozen=True)

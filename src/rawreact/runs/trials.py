@@ -12,13 +12,8 @@ from pathlib import Path
 
 from rawreact.agents.reflexion import Trial
 from rawreact.core.errors import DataError
+from rawreact.runs.records import trials_path
 from rawreact.runs.runfile import json_bytes
-
-
-def trials_path(out: str | Path) -> Path:
-    """Where the trials under way of the run file `out` are kept: RUN.jsonl -> RUN.jsonl.trials."""
-    out = Path(out)
-    return out.with_name(out.name + ".trials")
 
 
 class TrialLog:

@@ -25,10 +25,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from rawreact.core.errors import DataError
-from rawreact.environments.sentences import split_sentences
 from rawreact.tasks.loading import load_collection
 
-Page = tuple[str, list[str]]
+Page = tuple[str, str | list[str]]
 # FEVER's titles and sentences keep the Penn Treebank escapes of its tokenizer.
 _BEFORE_CLOSE = re.compile(r" ([.,;:!?)\]}%]|'s\b|n't\b|'re\b|'ve\b|'ll\b|'d\b|'m\b)")
 _AFTER_OPEN = re.compile(r"([(\[{$]) ")
@@ -75,8 +74,7 @@ def _source(path: Path) -> Iterator[tuple[dict, Iterator[Page]]]:
         collection = load_collection(path).pooled()
         description |= {"format": f"collection ({collection.layout})", "size": path.stat().st_size}
         description["sha256"] = collection.sha256
-        passages = collection.passages.items()
-        pages = ((title, split_sentences(p) if isinstance(p, str) else list(p)) for title, p in passages)
+        pages = ((title, p if isinstance(p, str) else list(p)) for title, p in collection.passages.items())
         yield description, pages
         return
     file = open(path, "rb")  # noqa: SIM115 (closed when its pages are read)
@@ -181,8 +179,8 @@ def _page(where: Path, number: int, row: object) -> tuple[Page, str]:
     if isinstance(row.get("sentences"), list):
         return (title, _strings(where, number, row["sentences"])), "title + sentences"
     text = row.get("text")
-    if isinstance(text, str):
-        return (title, split_sentences(text)), "title + text"
+    if isinstance(text, str):  # kept as given: the store splits it as memory does, and keeps its line breaks
+        return (title, text), "title + text"
     if isinstance(text, list):  # HotpotQA: sentences, or paragraphs of sentences in its -processed dump
         flat = [s for item in text for s in (item if isinstance(item, list) else [item])]
         return (title, _strings(where, number, flat)), "hotpotqa fullwiki"
