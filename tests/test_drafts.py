@@ -214,7 +214,7 @@ def test_lookup_proposes_what_followed_the_latest_match():
 
 
 def test_drafts_must_be_a_whole_number_of_0_or_more():
-    with pytest.raises(ModelError, match="drafts must be a whole number of 0 or more"):
+    with pytest.raises(ModelError, match="drafts must be a whole number from 0"):
         load_model("gemma3-270m", drafts=-1)
 
 

@@ -93,28 +93,29 @@ def test_scored_and_unscored_questions_are_counted_apart(rows, tmp_path):
     assert compared.returncode == 0 and "3 questions;" in compared.stderr
 
 
-# Item 5: a claim's CoT-SC samples vote on the label they give, and the back-off threshold likewise.
-
+# Item 5 (round 2), as issue 44 item 14 changed it: a claim's CoT-SC samples vote on what the score reads,
+# and the lenient label vote is kept beside it; the back-off threshold counts the strict votes.
 
 CLAIM = "Orlo holds a lantern festival."
 SAMPLES = ["SUPPORTS", "Supported.", "True", "REFUTES", "REFUTES"]
 
 
-def test_claim_samples_vote_on_their_label():
+def test_claim_samples_vote_on_what_the_score_reads_and_on_their_label_beside_it():
     model = ScriptedModel([f" It does.\nAnswer: {answer}" for answer in SAMPLES])
     reasoning = reason(
         CLAIM, model, load_prompt(method="cot", task="fever"), method="cot-sc", samples=5, header="Claim"
     )
-    assert reasoning.vote.counts == {"SUPPORTS": 3, "REFUTES": 2} and reasoning.answer == "SUPPORTS"
-    assert reasoning.vote.share == 0.6
-    # A question's samples still vote on the answer's wording, as HotpotQA's EM reads it.
+    assert reasoning.vote.counts == {"refutes": 2, "supports": 1, "supported": 1, "true": 1}
+    assert reasoning.answer == "REFUTES" and reasoning.vote.share == 0.4
+    assert reasoning.lenient_vote.counts == {"SUPPORTS": 3, "REFUTES": 2} and reasoning.lenient_vote.share == 0.6
+    # A question's samples vote on the answer's wording, as HotpotQA's EM reads it.
     model = ScriptedModel([f" It does.\nAnswer: {answer}" for answer in SAMPLES])
     assert reason(CLAIM, model, load_prompt(method="cot"), method="cot-sc", samples=5).answer == "REFUTES"
 
 
-def test_the_claim_back_off_counts_label_votes():
+def test_the_claim_back_off_counts_the_votes_that_score():
     samples = [f" It does.\nAnswer: {answer}" for answer in SAMPLES]
-    model = ScriptedModel(samples)
+    model = ScriptedModel([*samples, " The page says so.\nAction 1: Finish[SUPPORTS]"])
     prompt, backoff = load_prompt(method="cot", task="fever"), load_prompt(task="fever")
     out = solve(
         CLAIM,
@@ -126,7 +127,8 @@ def test_the_claim_back_off_counts_label_votes():
         samples=5,
         header="Claim",
     )
-    assert out.branch == "cot-sc" and out.answer == "SUPPORTS" and len(model.history) == 5
+    # 2 of 5 strict votes for the winner is under n/2: ReAct answers (before: 3 lenient votes, no back-off)
+    assert out.branch == "react" and out.answer == "SUPPORTS" and len(model.history) == 6
 
 
 # Items 6 and 7: invalid tools calls are weight 0 in exports; an answer that says nothing is no answer.

@@ -103,7 +103,7 @@ def test_context_overflow_ends_the_episode():
 def test_default_prompt_and_json_round_trip():
     model = ScriptedModel([" t\nAction 1: Finish[b]"])
     traj = react("  A question\nwith a break? ", PassageEnv(PAGES), model)
-    assert traj.prompt == load_prompt().text and traj.question == "A question with a break?"
+    assert traj.prompt == load_prompt().text and traj.question == "  A question\nwith a break? "  # as given
     again = Trajectory.from_json(traj.to_json())
     assert again == traj and again.transcript() == traj.transcript()
 

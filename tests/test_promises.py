@@ -38,7 +38,7 @@ def test_a_store_of_an_earlier_format_is_refused_asking_to_rebuild_it(tmp_path):
     build_store(read_sources([resource("envs", "demo.json")]), store)
     with sqlite3.connect(store) as db:
         db.execute("UPDATE meta SET value = '1' WHERE name = 'version'")
-    with pytest.raises(DataError, match=f"{store}: store version 1, this rawreact reads 2; rebuild it"):
+    with pytest.raises(DataError, match=f"{store}: store version 1, this rawreact reads 2 and 3; rebuild it"):
         PassageStore(store)
 
 
