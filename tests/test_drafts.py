@@ -247,7 +247,7 @@ def test_a_run_with_drafts_records_them_in_its_manifest(tmp_path, capsys):
     """`rawreact run --drafts 2` decodes with drafts on the real model, and its manifest says so, so a
     resume without them (whose text can differ) is refused; a run without drafts records 0."""
     out = tmp_path / "run.jsonl"
-    args = ["run", "--limit", "1", "--max-steps", "2", "-q", "--out", str(out)]
+    args = ["run", "--limit", "1", "--max-steps", "2", "-k", "1", "-q", "--out", str(out)]
     assert main([*args, "--drafts", "2"]) == 0
     manifest = json.loads(Path(f"{out}.manifest.json").read_text())
     assert manifest["config"]["drafts"] == 2 and manifest["settings"]["drafts"] == 2

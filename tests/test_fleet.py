@@ -20,7 +20,7 @@ from rawreact.models import load_model, model_path
 from rawreact.models.fleet import FleetModel
 
 RAWREACT = [sys.executable, "-m", "rawreact"]
-OPTIONS = ["--workers", "3", "--per-endpoint", "1", "--max-steps", "2", "--max-tokens", "32", "-q"]
+OPTIONS = ["--workers", "3", "--per-endpoint", "1", "--max-steps", "2", "--max-tokens", "32", "-k", "1", "-q"]
 
 
 @pytest.fixture

@@ -55,7 +55,8 @@ def _run(args, home, endpoint, **env):
 def test_a_run_downloads_the_file_once_into_the_hub_cache_and_runs_offline_from_it(stand_in, tmp_path):
     """Issue 29 item 14: a real episode on `hf:ORG/REPO:TAG`, then the same spec with the Hub gone."""
     home = tmp_path / "hf"
-    done = _run(["run", "--model", SPEC, "--limit", "1", "--out", tmp_path / "a.jsonl", "-q"], home, stand_in.url)
+    first = ["run", "--model", SPEC, "--limit", "1", "-k", "1", "--max-steps", "2", "--out", tmp_path / "a.jsonl", "-q"]
+    done = _run(first, home, stand_in.url)
     assert done.returncode == 0, done.stderr
     cached = home / "hub" / f"models--{REPO.replace('/', '--')}" / "snapshots" / StandInHub.COMMIT
     assert [p.name for p in cached.iterdir()] == ["gemma-3-270m-Q4_K_M.gguf"]  # the tagged file, no other
@@ -69,7 +70,12 @@ def test_a_run_downloads_the_file_once_into_the_hub_cache_and_runs_offline_from_
     gone = "http://127.0.0.1:9"
     for env in ({}, {"HF_HUB_OFFLINE": "1"}):
         out = tmp_path / f"offline{len(env)}.jsonl"
-        done = _run(["run", "--model", SPEC, "--limit", "1", "--out", out, "-q"], home, gone, **env)
+        done = _run(
+            ["run", "--model", SPEC, "--limit", "1", "-k", "1", "--max-steps", "1", "--out", out, "-q"],
+            home,
+            gone,
+            **env,
+        )
         assert done.returncode == 0, done.stderr
         assert json.loads(out.with_name(out.name + ".manifest.json").read_text())["config"]["model_sha256"] == digest
     assert [p for p in stand_in.requests if "/resolve/" in p] == downloads  # nothing downloaded again

@@ -43,7 +43,7 @@ def test_episode_prompts_are_the_growing_transcript():
     )
     for i, call in enumerate(model.history, 1):
         assert call["prompt"] == traj.transcript(i - 1) + f"Thought {i}:"
-        assert call["stop"] == [f"\nObservation {i}:"] and call["max_tokens"] == 100
+        assert call["stop"] == [f"\nObservation {i}:", "]\n"] and call["max_tokens"] == 100
     assert [s.action for s in traj.steps] == [
         Action("search", "Orlo"),
         Action("lookup", "festival"),

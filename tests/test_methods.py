@@ -41,7 +41,7 @@ def test_act_prompts_for_the_action_and_writes_no_thought(env):
     out = solve(Q, env, model, prompt, method="act")
     first, second = model.history
     assert first["prompt"] == prompt.text + f"Question: {Q}\nAction 1:"
-    assert first["stop"] == ["\nObservation 1:"]
+    assert first["stop"] == ["\nObservation 1:", "]\n"]
     assert second["prompt"].startswith(first["prompt"] + " Search[The Glass Orchard]\nObservation 1: The Glass Orchard")
     assert second["prompt"].endswith("\nAction 2:") and "Thought" not in second["prompt"][len(prompt.text) :]
     assert (out.answer, out.ended, out.branch, out.model_calls) == ("Lee", "finish", "act", 2)

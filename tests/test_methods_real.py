@@ -26,7 +26,7 @@ def methods(tmp_path_factory):
     out = tmp_path_factory.mktemp("real") / "methods"
     done = subprocess.run(
         [sys.executable, "-m", "rawreact", "compare", "--ablation", "methods", "--limit", "1", "--out", out, "-q",
-         "--base", "samples=3,max_steps=2,max_tokens=60", "--seed", "5"],
+         "--base", "samples=3,max_steps=2,max_tokens=60,k=1", "--seed", "5"],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

@@ -80,7 +80,7 @@ def test_an_episode_through_ollama_sends_the_loops_prompts_and_keeps_the_models_
         before = through.transcript(step.i - 1)
         first = next(requests)
         assert first["prompt"] == before + f"Thought {step.i}:"
-        assert first["options"]["stop"] == [f"\nObservation {step.i}:"]
+        assert first["options"]["stop"] == [f"\nObservation {step.i}:", "]\n"]
         if step.fallback:  # the fallback call asks for the action line alone
             second = next(requests)
             assert second["prompt"] == before + f"Thought {step.i}: {step.thought}\nAction {step.i}:"

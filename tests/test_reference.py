@@ -63,8 +63,19 @@ def test_every_row_of_the_table_has_its_test():
 def test_both_loops_send_the_question_as_given():
     (_, tol, _), (_, ref, _) = both([FINISH.format(i=1)], [FINISH.format(i=1)], question="Where is  Orlo? ")
     assert tol[0]["prompt"] == ref[0]["prompt"] == PROMPT + "Question: Where is  Orlo? \nThought 1:"
-    assert tol[0]["stop"] == ref[0]["stop"] == ["\nObservation 1:"]
     assert tol[0]["max_tokens"] == ref[0]["max_tokens"] == 100
+
+
+@row("call-stop")
+def test_call_stop():
+    steps = [" I look.\nAction 1: Search[Orlo]\nObservation 2: made up\nThought 2: more", FINISH.format(i=2)]
+    (tol, th, _), (ref, rh, _) = both(steps, steps)
+    assert th[0]["stop"] == ["\nObservation 1:", "]\n"] and rh[0]["stop"] == ["\nObservation 1:"]
+    assert tol.steps[0].calls[0].text == " I look.\nAction 1: Search[Orlo"  # nothing after the action line
+    assert ref.steps[0].calls[0].text == steps[0]  # the notebook's stop: its wrong step number runs on
+    assert tol.steps[0].action_text == "Search[Orlo]" and tol.steps[0].error is None
+    (act, ah, _) = replay("tolerant", [" Search[Orlo]\nObservation 1: x", " Finish[Orlo]"], method="act")
+    assert ah[0]["stop"] == ["\nObservation 1:", "]\n"] and act.steps[0].action_text == "Search[Orlo]"
 
 
 @row("sentence-join")
@@ -483,7 +494,8 @@ def test_well_formed_episodes_make_the_same_calls_in_both_loops(episode, layout)
     if layout == "hotpotqa":  # HotpotQA sentences carry their own leading spaces
         pages = {t: [s if k == 0 else " " + s for k, s in enumerate(p)] for t, p in pages.items()}
     (tol, th, tr), (ref, rh, rr) = both(steps, steps, pages=pages, layout=layout, n_first=5, max_steps=len(steps))
-    assert th == rh
+    assert [(t["prompt"], t["max_tokens"]) for t in th] == [(r["prompt"], r["max_tokens"]) for r in rh]
+    assert all(t["stop"] == [*r["stop"], "]\n"] for t, r in zip(th, rh, strict=True))  # the call-stop row
     assert (tol.answer, tol.ended, tr["em"], tr["f1"]) == (ref.answer, ref.ended, rr["em"], rr["f1"])
     assert [s.render() for s in tol.steps if s.action.name != "finish"] == [
         s.render() for s in ref.steps if s.calls and s.action.name != "finish"

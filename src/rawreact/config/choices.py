@@ -127,6 +127,9 @@ MAX_TOKENS = 100  # per model call, as in the reference
 # The loops, and how many sentences a search shows in each by default: this tolerant one (`react`)
 # and the reference notebook's (`reference.reference_react`), whose environment shows five.
 LOOPS = {"tolerant": 2, "reference": 5}
+# Where each loop's call of a step stops, as a manifest records it: the tolerant loop's once the action line
+# is complete (`]` and its line break) or at the next observation; the reference's at the observation alone.
+CALL_STOPS = {"tolerant": "action line or observation", "reference": "observation"}
 
 
 REPEATS = ("off", "note", "stop")  # what a repeated action does: nothing, a note to the model, or the end

@@ -248,6 +248,9 @@ _BEFORE = dict.fromkeys(
     "budget": None,
     "drafts": 0,
 }
+# A setting whose value in runs made before it was recorded depends on another: the call stop, on the loop
+# (runs made before it stopped every step's call at the observation alone).
+_BEFORE_BY = {"call_stop": ("loop", lambda loop: "observation" if loop in ("tolerant", "reference") else None)}
 
 
 # Settings compared only when both runs recorded them: the identity a server gave (`model_served`), which
@@ -269,6 +272,10 @@ def changed_settings(old: dict, new: dict) -> list[str]:
             continue
         if key in _BEFORE and key not in old and new.get(key) == _BEFORE[key]:
             continue
+        if key in _BEFORE_BY and key not in old:
+            other, then = _BEFORE_BY[key]
+            if new.get(key) == then(old.get(other, "tolerant")):  # None (no steps) is compared as any value
+                continue
         if key in _BY_CONTENT.values() and new.get(key) is None and new.get("model") == old.get("model"):
             continue  # the file is gone: it cannot be checked, and nothing can run on it either
         digest = _BY_CONTENT.get(key)

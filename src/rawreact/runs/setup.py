@@ -14,7 +14,7 @@ from rawreact.agents.grammar import Grammar, load_grammar
 from rawreact.agents.prompts import Prompt
 from rawreact.agents.prompts import load_prompt as _load_prompt
 from rawreact.agents.reflexion import ReflectPrompt, load_reflect_prompt
-from rawreact.config.choices import BACKOFFS, REFLECTING, REFLEXION, SAMPLING, acts, first_method
+from rawreact.config.choices import BACKOFFS, CALL_STOPS, REFLECTING, REFLEXION, SAMPLING, acts, first_method
 from rawreact.config.settings import Settings
 from rawreact.core.errors import DataError, GrammarError
 from rawreact.core.folders import split_named
@@ -174,6 +174,8 @@ def manifest_config(
         "passages": settings.passages,
         "passages_sha256": shared_passages(settings.passages).sha256 if settings.passages else None,
         "drafts": settings.drafts,
+        # What a step's call stops at (the tools method's chat turns are not text steps).
+        "call_stop": CALL_STOPS[settings.loop] if acts(settings.method) and settings.method != "tools" else None,
     } | _reflexion_config(settings)
 
 
