@@ -17,6 +17,8 @@ import time
 
 from rawreact import load_collection, load_model, load_prompt, run_questions
 from rawreact.agents import loop
+from rawreact.core.actions import parse_step
+from rawreact.models.base import cut_at_stop
 
 
 def observation_only(i: int) -> list[str]:
@@ -56,6 +58,7 @@ def main() -> None:
                     "f1": result.f1 or 0.0,
                     "answer": out.answer,
                     "actions": [s.action_text for s in out.steps],
+                    "texts": [s.calls[0].text for s in out.steps if s.calls],
                 }
             )
     loop.step_stops = SETTINGS["action line"]
@@ -74,6 +77,11 @@ def main() -> None:
             f"{mean['fallback']:.2f} fallback, EM {mean['em']:.3f}, F1 {mean['f1']:.3f}; "
             f"same answer {same_answer}/{len(found)}, same actions {same_actions}/{len(found)}"
         )
+    # Whether the stop can lose what the model wrote: every call made before, read whole and read as cut at
+    # today's stop (the text before its first `]` and line break), must give the same action.
+    texts = [text for row in base for text in row["texts"]]
+    kept = sum(parse_step(text)[1] == parse_step(cut_at_stop(text, ["]\n"])[0])[1] for text in texts)
+    print(f"calls made before, read whole and read as cut at the action line: the same action in {kept}/{len(texts)}")
 
 
 if __name__ == "__main__":

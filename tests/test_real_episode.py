@@ -4,6 +4,7 @@ from pathlib import Path
 
 from rawreact import PassageEnv, load_prompt, react
 from rawreact.agents.guardrails import supported
+from rawreact.core.actions import split_step
 from rawreact.tasks.hotpotqa import from_rows
 
 
@@ -13,6 +14,10 @@ def _check_episode(traj, calls):
         assert (step.action is not None) != (step.error is not None), step
         assert step.error in (None, "no action", "truncated")
         assert all(c.finish_reason in ("stop", "length") and c.completion_tokens > 0 for c in step.calls)
+        # a call stops once its action line is complete: no text follows a closed action line
+        assert "]\n" not in step.calls[0].text, step.calls[0].text
+        _, line, last = split_step(step.calls[0].text)
+        assert line is None or last or not line.rstrip().endswith("]"), step.calls[0].text
     assert traj.ended in ("finish", "max_steps")
     assert len(calls) == traj.model_calls
     # the trajectory renders back to exactly the prompt text the model saw at every step
