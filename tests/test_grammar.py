@@ -130,13 +130,13 @@ def test_fast_greedy_decoding_writes_what_the_grammar_over_the_whole_vocabulary_
 
     question = demo.questions[1].question
     cases = [
-        (f"{load_prompt(k=2).text}Question: {question}\nThought 1:", STEP.for_step(1), "\nObservation 1:"),
-        (f"{load_prompt(k=2).text}Question: {question}\nThought 1:", TITLES.for_step(1, demo.passages), "\n"),
+        (f"{load_prompt(k=1).text}Question: {question}\nThought 1:", STEP.for_step(1), "\nObservation 1:"),
+        (f"{load_prompt(k=1).text}Question: {question}\nThought 1:", TITLES.for_step(1, demo.passages), "\n"),
         ("Write a poem about the sea.\n", STEP.for_step(2), "\nObservation 2:"),  # far from the format
     ]
     for prompt, grammar, stop in cases:
-        a = fast.complete(prompt, stop=[stop], max_tokens=45, grammar=grammar)
-        b = slow.complete(prompt, stop=[stop], max_tokens=45, grammar=grammar)
+        a = fast.complete(prompt, stop=[stop], max_tokens=36, grammar=grammar)
+        b = slow.complete(prompt, stop=[stop], max_tokens=36, grammar=grammar)
         assert (a.text, a.finish_reason, a.completion_tokens) == (b.text, b.finish_reason, b.completion_tokens)
         assert a.text.strip() and (stop == "\n" or "\nAction " in a.text or a.finish_reason == "length")
 

@@ -80,7 +80,9 @@ def test_the_server_applies_the_grammar(server, rows, tmp_path):
     # With the titles grammar every search must name one of the question's titles: only a server
     # that applied the grammar makes every search a hit.
     data, out = _data(rows, tmp_path, [2]), tmp_path / "run.jsonl"
-    done = _run(data, "--model", f"openai:{server}", "--grammar", "titles", "--out", out, "-q", "--max-steps", "4")
+    done = _run(
+        data, "--model", f"openai:{server}", "--grammar", "titles", "--out", out, "-q", "--max-steps", "4", "-k", "1"
+    )
     assert done.returncode == 0, done.stderr
     (record,) = read_run(out)[1]
     assert record["invalid_actions"] == 0 and record["searches"] >= 1
@@ -89,7 +91,7 @@ def test_the_server_applies_the_grammar(server, rows, tmp_path):
 
 def test_two_workers_answer_every_question_once(server, rows, tmp_path):
     data, out = _data(rows, tmp_path, [3, 4, 5]), tmp_path / "run.jsonl"
-    done = _run(data, "--model", f"openai:{server}", "--workers", "2", "--out", out, "--max-steps", "3")
+    done = _run(data, "--model", f"openai:{server}", "--workers", "2", "--out", out, "--max-steps", "3", "-k", "1")
     assert done.returncode == 0, done.stderr
     manifest, records = read_run(out)
     assert sorted(r["question"] for r in records) == sorted(rows[i]["question"] for i in (3, 4, 5))

@@ -159,7 +159,7 @@ def test_the_manifest_records_every_setting_with_absolute_paths(tmp_path, monkey
 def test_a_finished_run_reruns_from_its_manifest_with_the_same_settings_and_greedy_records(tmp_path, capsys):
     """On the embedded model, one worker, greedy: the rerun's settings and records are the first run's."""
     first, again = tmp_path / "first.jsonl", tmp_path / "again.jsonl"
-    flags = ["--limit", "2", "--max-steps", "3", "--workers", "1", "-q"]
+    flags = ["--limit", "2", "--max-steps", "3", "--workers", "1", "-k", "1", "-q"]
     assert main(["run", *flags, "--out", str(first)]) == 0
     assert main(["run", "--config", f"{first}.manifest.json", "--out", str(again), "-q"]) == 0
     assert _manifest(again)["settings"] == _manifest(first)["settings"]

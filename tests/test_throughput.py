@@ -69,7 +69,7 @@ def test_a_prompt_used_again_after_others_is_kept_again(gemma, demo):
 
 def test_a_batched_run_killed_midway_resumes_with_every_question_once(demo, tmp_path):
     out = tmp_path / "run.jsonl"
-    command = [*RAWREACT, "run", "--model", "gemma3-270m", "--out", str(out), "-q", "--max-steps", "2"]
+    command = [*RAWREACT, "run", "--model", "gemma3-270m", "--out", str(out), "-q", "--max-steps", "2", "-k", "1"]
     run = subprocess.Popen([*command, "--workers", "3"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     while not out.exists() or out.read_text().count("\n") < 2:
         assert run.poll() is None, run.stderr.read()
