@@ -38,6 +38,11 @@ def _positive(text: str) -> int:
     return value
 
 
+def _threads(text: str) -> int | str:
+    """An argparse type: a whole number of at least 1, or auto."""
+    return "auto" if text == "auto" else _positive(text)
+
+
 def _share(text: str) -> float:
     try:
         value = float(text)
@@ -103,6 +108,14 @@ def parser() -> argparse.ArgumentParser:
         metavar="K",
         help="embedded model, greedy: guess up to K tokens a pass by prompt lookup and keep those the model agrees "
         "with; slower on a small CPU, and its text can differ in the last bits (README: Drafting); default: 0",
+    )
+    by_model.add_argument(
+        "--threads",
+        type=_threads,
+        metavar="N|auto",
+        help="embedded model: llama.cpp's threads (default: every core this process may use); auto follows the load, "
+        "the cores others leave free, measured every second: no stall on a busy machine, but the text can then "
+        "differ from a fixed count's (README: Threads)",
     )
     by_model.add_argument(
         "--per-endpoint",

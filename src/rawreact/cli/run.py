@@ -68,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
         "questions": len(questions),
         "model_file": str(model.path) if hasattr(model, "path") else None,
         "model_name": model.name,
+        # llama.cpp's threads: its arithmetic depends on the count, so a run records it ("auto": it followed the load)
+        "threads": "auto" if getattr(model, "cores", None) is not None else getattr(model, "n_threads", None),
         "workers": settings.workers,
         "timeout": settings.timeout,
         "settings": manifest_settings(settings),

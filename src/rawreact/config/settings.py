@@ -119,6 +119,9 @@ class Settings:
     seed: int = 0
     n_ctx: int = 8192
     drafts: int = 0  # tokens the embedded model guesses by prompt lookup per decode pass (0: none)
+    threads: int | str | None = (
+        None  # the embedded model's llama.cpp threads: a count, "auto" (follow the load), None: every core
+    )
     samples: int = 21
     sample_temperature: float = 0.7
     backoff_prompt: str | None = _file()
@@ -172,6 +175,11 @@ class Settings:
         backoff = self.backoff_prompt or self.backoff_key or self.backoff_instruction
         if problem is None and backoff and self.method not in BACKOFFS:
             return f"the backoff prompt settings apply to {' and '.join(BACKOFFS)} only"
+        if problem is None and self.threads is not None and not is_embedded(self.model):
+            return (
+                f"threads={self.threads} (--threads) sets the embedded llama.cpp model's threads; {self.model} "
+                "decodes elsewhere, so drop --threads"
+            )
         if problem is None and self.drafts and not is_embedded(self.model):
             return (
                 f"drafts={self.drafts} (--drafts) is for the embedded llama.cpp model, which drafts inside its own "
@@ -293,6 +301,10 @@ def value_problem(key: str, value: object) -> str | None:
             return f"{key}={value!r} ({option(key)}); use one of {', '.join(allowed)}"
     if key == "repeats" and value not in REPEATS:
         return f"repeats={value!r}; use one of {', '.join(REPEATS)}"
+    if key == "threads" and (isinstance(value, str) or value < 1):
+        return (
+            None if value == "auto" else f"threads={value!r} (--threads) must be a whole number of 1 or more, or auto"
+        )
     if key in _LEAST and value < _LEAST[key]:
         return f"{key}={value} ({option(key)}) must be at least {_LEAST[key]}"
     if key in _MOST and value > _MOST[key][0]:
@@ -350,6 +362,8 @@ def _convert(key: str, value: str, where: str):
     kind = next((t for t in (bool, int, float) if t in kinds), str)
     if key == "grammar" and value in ("off", "none", ""):
         return None
+    if key == "threads" and value == "auto":
+        return value
     if kind is bool:
         if value.lower() not in ("true", "false", "yes", "no", "1", "0"):
             raise DataError(f"{where}: {key}={value!r} is not true or false")

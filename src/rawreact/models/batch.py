@@ -92,6 +92,7 @@ class Stats:
     generated: int = 0  # tokens picked
     drafted: int = 0
     accepted: int = 0
+    threads: dict[int, int] = field(default_factory=dict)  # passes by the thread count they ran with
 
 
 class Engine:
@@ -104,6 +105,7 @@ class Engine:
         streams: int,
         n_ctx: int,
         n_threads: int,
+        threads: Callable[[], int] | None = None,
         unified: bool = False,
         cells: int | None = None,
         drafts: int = 0,
@@ -125,6 +127,7 @@ class Engine:
         if not self.ctx:
             raise ModelError(f"llama.cpp could not make a context of {streams} x {n_ctx} tokens; lower --n-ctx")
         self.llm, self.streams, self.drafts = llm, streams, drafts
+        self.n_threads, self.threads = n_threads, threads  # `threads()`: the count of the next pass (models.cores)
         self.stats = Stats()
         self.trace: list[tuple[bytes, int, int]] | None = None  # when a list: each draft's text before it, size, kept
         self.memory = llama_cpp.llama_get_memory(self.ctx)
@@ -287,6 +290,15 @@ class Engine:
         fits = [p for p in self.prefixes if len(p) < len(tokens) and tuple(tokens[: len(p)]) == p]
         return max(fits, key=len, default=None)
 
+    def _set_threads(self) -> None:
+        """Run the next pass with the thread count `threads()` says (the load may have changed), and count it."""
+        if self.threads is not None:
+            wanted = self.threads()
+            if wanted != self.n_threads:
+                self._llama_cpp.llama_set_n_threads(self.ctx, wanted, wanted)
+                self.n_threads = wanted
+        self.stats.threads[self.n_threads] = self.stats.threads.get(self.n_threads, 0) + 1
+
     def _step(self) -> None:
         """One decode: a token of every generating request and the next prompt chunk of the others."""
         self._admit()
@@ -318,6 +330,7 @@ class Engine:
                     size += 1
                 rows.append((request, size - 1, pieces))
             batch.n_tokens = size
+            self._set_threads()
             start = time.perf_counter()
             code = self._llama_cpp.llama_decode(self.ctx, batch)
             if code != 0:

@@ -1,7 +1,6 @@
 """The embedded backend: a GGUF model run in process by llama-cpp-python."""
 
 import ctypes
-import os
 import threading
 import time
 from functools import cached_property
@@ -13,6 +12,7 @@ from rawreact.core.errors import ContextLengthExceeded, ModelError
 from rawreact.models.base import ChatReply, Completion
 from rawreact.models.batch import PREFIXES, Engine, Request
 from rawreact.models.chatml import ChatML
+from rawreact.models.cores import Cores, allowed_cores
 from rawreact.models.gbnf import GrammarSampler, quiet_log
 from rawreact.models.gbnf import llama_cpp_module as _llama_cpp
 from rawreact.models.specs import DRAFTS_MAX, sequences_problem
@@ -37,6 +37,11 @@ class LlamaModel:
     turns flash attention off unless `flash_attention` says otherwise, since with it on a token's
     logits change with the number of tokens in its pass. On llama.cpp's CPU kernels the text can
     still differ in the last bits from decoding without drafts (the README's Drafting section).
+
+    `n_threads` fixes llama.cpp's threads (None: every core this process may use). "auto" follows the
+    load instead: the cores less those other processes keep busy, re-measured every second
+    (`cores.Cores`), so a busy machine slows a run down instead of stalling it; llama.cpp's arithmetic
+    here depends on the thread count, so the text can then differ from a fixed count's.
     """
 
     supports_grammar = True
@@ -69,8 +74,11 @@ class LlamaModel:
             raise ModelError(f"drafts must be a whole number from 0 (no drafting) to {DRAFTS_MAX}, not {drafts!r}")
         if not 0 <= seed < 2**32:  # llama.cpp's seeds are unsigned 32-bit numbers, as numpy's generator needs
             raise ModelError(f"seed={seed} must be a whole number from 0 to {2**32 - 1}")
-        if n_threads is None:  # llama-cpp-python's default, half the cores, leaves a small machine idle
-            n_threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        fixed = isinstance(n_threads, int) and not isinstance(n_threads, bool) and n_threads >= 1
+        if not (n_threads is None or n_threads == "auto" or fixed):
+            raise ModelError(f"n_threads must be a whole number of 1 or more, None or 'auto', not {n_threads!r}")
+        self.cores = Cores() if n_threads == "auto" else None  # the cores, less what other processes use
+        n_threads = n_threads if fixed else allowed_cores()
         llama_cpp.llama_log_set(quiet_log, ctypes.c_void_p())
         try:
             # Its own context only tokenizes: the engine's contexts decode.
@@ -166,6 +174,7 @@ class LlamaModel:
             streams=streams,
             n_ctx=self.n_ctx,
             n_threads=self.n_threads,
+            threads=None if self.cores is None else self.cores.threads,
             unified=unified,
             cells=cells,
             drafts=0 if sampling else self.drafts,

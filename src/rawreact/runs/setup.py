@@ -251,6 +251,7 @@ def model_options(settings: Settings) -> dict:
         "host": settings.host,
         "workers": settings.workers,
         "drafts": settings.drafts,
+        "n_threads": settings.threads,
         "timeout": settings.timeout,
         "per_endpoint": settings.per_endpoint,
     }

@@ -1,0 +1,85 @@
+"""How many threads the embedded model decodes with under `--threads auto`: the cores this process may
+use, less those other processes keep busy, measured as the run goes, not guessed once.
+
+llama.cpp's CPU backend waits at an OpenMP barrier after every operation of a pass. When another process
+holds one of two cores, a thread of a 2-thread pass is often not running, and the others spin until it
+is: on a busy 2-core machine a one-token pass took a median of 3,868 ms with 2 threads and 37 ms with 1
+(issue 42). Waiting passively instead costs 1.8x on an idle machine (every barrier sleeps), so the
+threads follow the load: every `every` seconds the busy ticks of /proc/stat, less this process's own,
+say how many cores others use, and the next pass uses the rest (at least 1). On an idle machine that is
+every core, as with a fixed count. llama.cpp's arithmetic here depends on the thread count (a 40-token
+greedy completion changed with the count alternating 1, 2: `tests/test_cores.py`), so a run that follows
+the load is not bit-reproducible, and it is asked for by name; the default is a fixed count.
+"""
+
+import os
+import time
+from collections.abc import Callable
+
+
+def allowed_cores() -> int:
+    """The cores this process may run on (its affinity), or the machine's count where that is unknown."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def machine_ticks() -> tuple[int, int] | None:
+    """(busy, total) clock ticks of all CPUs since boot, from /proc/stat; None where there is none."""
+    try:
+        with open("/proc/stat", "rb") as file:
+            fields = [int(x) for x in file.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    user, nice, system, idle, iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
+    busy = user + nice + system + irq + softirq + steal
+    return busy, busy + idle + iowait
+
+
+def own_ticks() -> float:
+    """This process's CPU time (all its threads) in clock ticks."""
+    times = os.times()
+    return (times.user + times.system) * os.sysconf("SC_CLK_TCK")
+
+
+class Cores:
+    """The thread count of the next pass: `threads()`, re-measured at most every `every` seconds.
+
+    `machine` and `own` read the ticks (injected by tests); with no /proc/stat the count stays `allowed`.
+    """
+
+    def __init__(
+        self,
+        allowed: int | None = None,
+        *,
+        every: float = 1.0,
+        machine: Callable[[], tuple[int, int] | None] = machine_ticks,
+        own: Callable[[], float] = own_ticks,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.allowed = allowed or allowed_cores()
+        self.every, self._machine, self._own, self._clock = every, machine, own, clock
+        self.cpus = os.cpu_count() or self.allowed
+        self.count = self.allowed
+        self._last = self._sample()
+        self._at = clock()
+
+    def _sample(self) -> tuple[tuple[int, int], float] | None:
+        ticks = self._machine()
+        return None if ticks is None else (ticks, self._own())
+
+    def threads(self) -> int:
+        """The threads for the next pass: the allowed cores less those others kept busy lately, at least 1."""
+        now = self._clock()
+        if self._last is None or now - self._at < self.every:
+            return self.count
+        sample = self._sample()
+        if sample is None:
+            return self.count
+        ((busy, total), own), ((busy0, total0), own0) = sample, self._last
+        self._last, self._at = sample, now
+        if total <= total0:
+            return self.count
+        others = max(0.0, (busy - busy0) - (own - own0)) / (total - total0) * self.cpus  # cores' worth
+        self.count = max(1, min(self.allowed, int(self.allowed - others + 0.5)))
+        return self.count
