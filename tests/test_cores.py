@@ -111,3 +111,12 @@ def test_a_run_records_its_thread_count_and_setting(tmp_path):
     assert main(["run", "--threads", "1", "--limit", "1", "--max-steps", "1", "-k", "1", "-q", "--out", str(out)]) == 0
     manifest = read_manifest(out)
     assert manifest["threads"] == 1 and manifest["settings"]["threads"] == 1
+
+
+@pytest.mark.parametrize("value", ["0", "many"])
+def test_a_bad_thread_count_is_one_line_naming_auto(value, capsys):
+    from rawreact.cli.app import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["run", "--threads", value])
+    assert stopped.value.code == 2 and "is not a whole number of 1 or more, or auto" in capsys.readouterr().err

@@ -40,7 +40,12 @@ def _positive(text: str) -> int:
 
 def _threads(text: str) -> int | str:
     """An argparse type: a whole number of at least 1, or auto."""
-    return "auto" if text == "auto" else _positive(text)
+    if text == "auto":
+        return text
+    try:
+        return _positive(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of 1 or more, or auto") from None
 
 
 def _share(text: str) -> float:
