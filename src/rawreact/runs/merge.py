@@ -66,19 +66,18 @@ def merge(files: list[str | Path], out: str | Path, *, duplicates: str = "refuse
     )  # a shard given twice counts once
     records, kept_from, notes = _joined(files, read, duplicates)
     notes += _missing(files, read, absent)
-    under_way = _under_way(files, {r["id"] for r in records})
+    held, under_way = _under_way(files, {r["id"] for r in records})
     if under_way:
-        held = {json.loads(line)["id"] for line in under_way}
         notes.append(f"{plural(len(under_way), 'trial')} of {plural(len(held), 'question')} under way carried into "
                      f"{trials_path(out).name}; --resume the merged file continues them")  # fmt: skip
     _write(out, first, records, files, read, kept_from, sum(asked.values()) if whole else None, under_way)
     return Merged(out, len(records), notes)
 
 
-def _under_way(files: list[Path], finished: set[str]) -> list[bytes]:
-    """The whole lines of the shards' Reflexion trials under way (`RUN.jsonl.trials`) of the questions
-    that no file finished, in the order of the files: the merged run's --resume continues them."""
-    lines = []
+def _under_way(files: list[Path], finished: set[str]) -> tuple[set[str], list[bytes]]:
+    """The questions no file finished that have Reflexion trials under way (`RUN.jsonl.trials`), and the whole
+    lines of those trials, in the order of the files: the merged run's --resume continues them."""
+    held, lines = set(), []
     for path in files:
         kept = trials_path(path)
         if not kept.is_file():
@@ -90,8 +89,9 @@ def _under_way(files: list[Path], finished: set[str]) -> list[bytes]:
             except (ValueError, KeyError, TypeError):
                 raise DataError(f"{kept} line {number} is not a trial; was the file edited? remove that line") from None
             if question not in finished:
+                held.add(question)
                 lines.append(line + b"\n")
-    return lines
+    return held, lines
 
 
 def _read(path: Path, out: Path) -> tuple[dict, list[dict]]:

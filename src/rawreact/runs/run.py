@@ -279,10 +279,7 @@ REFLEXION_RECORDED = ("strategy", "evaluator", "trials", "context")
 def _trial_options(question: Question, env: PassageEnv, settings: dict, log: TrialLog | None) -> dict:
     """The keyword arguments of `reflexion.trials` for one question: the run's Reflexion settings, its gold
     answer and context, and the trials a resumed run kept of it."""
-    options = {k: v for k, v in settings.items() if k != "context"}
-    problem = unrunnable([question], settings.get("evaluator", "em"), settings.get("context", "none"))
-    if problem:
-        raise DataError(problem)
+    options = {k: v for k, v in settings.items() if k != "context"}  # run_questions checked the question first
     context = ""
     if settings.get("context") == "gold":
         context = gold_context(_gold_paragraphs(question, env))
@@ -313,12 +310,8 @@ def unrunnable(questions: list[Question], evaluator: str, context: str) -> str |
 
 
 def _gold_paragraphs(question: Question, env: PassageEnv) -> list[str]:
-    """The question's supporting paragraphs (CoT (GT)'s context), each its sentences joined."""
-    if not question.supporting:
-        raise DataError(
-            f"question {question.id} names no supporting paragraphs, which --context gold gives CoT; use HotpotQA "
-            "data with supporting_facts, or --context none"
-        )
+    """The question's supporting paragraphs (CoT (GT)'s context), each its sentences joined (`unrunnable`
+    has refused a question that names none)."""
     paragraphs = []
     for title in question.supporting:
         sentences = env.pages.sentences(title)
