@@ -102,3 +102,49 @@ def test_the_checker_sees_the_imports_it_must_see():
     assert "rawreact.models.llama" in GRAPH["rawreact.models"]  # imported inside load_model
     assert "rawreact.environments.store" in GRAPH["rawreact.environments.env"]  # under TYPE_CHECKING
     assert "rawreact.core.errors" in GRAPH["rawreact.core.resources"]
+
+
+def _strings(path: Path) -> list[tuple[int, str]]:
+    """Every string constant of a module that is not a docstring, with its line."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        (node.lineno, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+    ]
+
+
+def test_the_agents_know_no_verb_by_name_but_finish():
+    """Issue 41: the loops, grammar, guardrails, records and tools read the environment's declared verbs;
+    only `finish`, which ends every episode, is named in the agents' code."""
+    from rawreact import PASSAGE_VERBS
+
+    names = [verb.name for verb in PASSAGE_VERBS if verb.name != "finish"]
+    word = re.compile(r"\b(" + "|".join(names) + r")\b(?!\s+\w)", re.IGNORECASE)
+    found = [
+        (name, line, text)
+        for name, path in MODULES.items()
+        if _layer(name) == "agents"
+        for line, text in _strings(path)
+        if word.fullmatch(text.strip()) or re.search(r"\b(" + "|".join(names) + r")\[", text, re.IGNORECASE)
+    ]
+    assert found == []
+
+
+def test_the_verb_check_sees_a_verb_named_in_the_agents(tmp_path):
+    """The check above is not blind: the code that counted searches by name before issue 41 is caught."""
+    from rawreact import PASSAGE_VERBS
+
+    names = [verb.name for verb in PASSAGE_VERBS if verb.name != "finish"]
+    old = tmp_path / "old.py"
+    old.write_text('def searches(steps):\n    """Searches."""\n    return sum(s.action.name == "search" for s in steps)\n')
+    word = re.compile(r"\b(" + "|".join(names) + r")\b(?!\s+\w)", re.IGNORECASE)
+    assert [text for _, text in _strings(old) if word.fullmatch(text.strip())] == ["search"]

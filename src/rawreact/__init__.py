@@ -5,8 +5,18 @@ from importlib import import_module
 # Public names -> the module that defines them. They are imported on first use, so that the
 # `rawreact` command starts at once (and Ctrl-C during start-up ends it quietly).
 _PUBLIC = {
-    "core.actions": ("VERBS", "Action", "format_action", "parse_action", "parse_step"),
-    "core.errors": ("ContextLengthExceeded", "DataError", "GrammarError", "ModelError", "PromptError", "RawreactError"),
+    "core.actions": ("PASSAGE_VERBS", "VERBS", "Action", "Verbs", "format_action", "parse_action", "parse_step"),
+    "core.verbs": ("Verb", "verb_of"),
+    "core.errors": (
+        "ContextLengthExceeded",
+        "DataError",
+        "EnvironmentSetupError",
+        "GrammarError",
+        "ModelError",
+        "PromptError",
+        "RawreactError",
+    ),
+    "environments.base": ("Environment",),
     "config.choices": ("METHODS",),
     "config.settings": ("Settings",),
     "config.files": ("read_settings",),
@@ -51,6 +61,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "METHODS",
+    "PASSAGE_VERBS",
     "VERBS",
     "Action",
     "Collection",
@@ -58,6 +69,8 @@ __all__ = [
     "Completion",
     "ContextLengthExceeded",
     "DataError",
+    "Environment",
+    "EnvironmentSetupError",
     "Grammar",
     "GrammarError",
     "Model",
@@ -75,6 +88,8 @@ __all__ = [
     "Step",
     "Trajectory",
     "Variant",
+    "Verb",
+    "Verbs",
     "build_store",
     "compare",
     "compare_runs",
@@ -95,5 +110,6 @@ __all__ = [
     "reason",
     "run_questions",
     "solve",
+    "verb_of",
     "vote",
 ]

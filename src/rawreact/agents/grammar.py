@@ -3,7 +3,8 @@
 The templates live in `prompts/grammars/`: `step.gbnf` constrains the whole step that follows
 `Thought i:` (one call), `action.gbnf` the action alone that follows `Action i:` (the second call
 of a two-call step, and the fallback call). Both include `rules.gbnf`, whose action alternatives
-come from the parser's own action set, so grammar and parser cannot disagree.
+come from the environment's declared verbs (`verbs.Verb`), which the parser reads too, so grammar and
+parser cannot disagree.
 """
 
 import hashlib
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rawreact.config.choices import MODES
-from rawreact.core.actions import VERBS, Action, format_action, parse_action
+from rawreact.core.actions import PASSAGE_VERBS, Action, Verbs, parse_action
 from rawreact.core.errors import GrammarError
 from rawreact.core.resources import resource
 from rawreact.core.text import one_line
@@ -74,36 +75,46 @@ class Grammar:
         parts = [self.mode, str(self.titles), self.step.text, self.action.text, self.rules.text]
         return hashlib.sha256("\0".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
 
-    def for_step(self, i: int, titles: Iterable[str] = ()) -> str:
-        """The GBNF for the completion after `Thought i:`."""
-        return self._render(self.step, i, titles)
+    def for_step(self, i: int, titles: Iterable[str] = (), verbs: Verbs = PASSAGE_VERBS) -> str:
+        """The GBNF for the completion after `Thought i:`, over the environment's `verbs`."""
+        return self._render(self.step, i, titles, verbs)
 
-    def for_action(self, i: int, titles: Iterable[str] = ()) -> str:
-        """The GBNF for the completion after `Action i:`."""
-        return self._render(self.action, i, titles)
+    def for_action(self, i: int, titles: Iterable[str] = (), verbs: Verbs = PASSAGE_VERBS) -> str:
+        """The GBNF for the completion after `Action i:`, over the environment's `verbs`."""
+        return self._render(self.action, i, titles, verbs)
 
-    def _render(self, template: Template, i: int, titles: Iterable[str]) -> str:
-        searchable = _searchable(titles) if self.titles else []
-        rules = self.rules.fill(actions=_actions(bool(searchable)))
+    def _render(self, template: Template, i: int, titles: Iterable[str], verbs: Verbs) -> str:
+        searchable = _searchable(titles, verbs) if self.titles else []
+        rules = self.rules.fill(actions=_actions(verbs, bool(searchable)))
         if searchable:
             rules += "\ntitle ::= " + " | ".join(_literal(t) for t in searchable) + "\n"
         return template.fill(i=str(i), rules=rules)
 
 
-def _searchable(titles: Iterable[str]) -> list[str]:
-    """The titles a Search action can carry unchanged through the parser, in order, without repeats."""
+def _searchable(titles: Iterable[str], verbs: Verbs) -> list[str]:
+    """The titles a search (the verb that opens a passage) can carry unchanged through the parser, in
+    order, without repeats."""
+    opens = [verb for verb in verbs if verb.opens][:1]
     seen: dict[str, None] = {}
-    for title in titles:
-        title = one_line(title)
-        if title and parse_action(format_action(Action("search", title))) == Action("search", title):
-            seen.setdefault(title)
+    for verb in opens:
+        for title in titles:
+            title = one_line(title)
+            action = Action(verb.name, title)
+            if title and parse_action(verbs.format(action), verbs=verbs) == action:
+                seen.setdefault(title)
     return list(seen)
 
 
-def _actions(titles: bool) -> str:
-    """The alternatives of the `action` rule: every verb, in the prompts' casing, with its argument."""
-    search_arg = "title" if titles else "arg"
-    return " | ".join(f'"{verb}[" {search_arg if name == "search" else "arg"} "]"' for name, verb in VERBS.items())
+def _actions(verbs: Verbs, titles: bool) -> str:
+    """The alternatives of the `action` rule: every verb, in the prompts' casing, with its argument (a
+    title for the verb that opens passages, under `titles`; none for a verb without one)."""
+    alternatives = []
+    for verb in verbs:
+        if verb.arg == "none":
+            alternatives.append(f'"{verb.shown}[]"')
+        else:
+            alternatives.append(f'"{verb.shown}[" {"title" if titles and verb.opens else "arg"} "]"')
+    return " | ".join(alternatives)
 
 
 def _literal(text: str) -> str:
@@ -150,9 +161,14 @@ def load_grammar(mode: str = "step", path: str | Path | None = None) -> Grammar:
     return grammar
 
 
-def validate(grammar: Grammar) -> None:
-    """Render both templates and have llama.cpp parse them; a problem is a GrammarError."""
+def validate(grammar: Grammar, verbs: Verbs = PASSAGE_VERBS) -> None:
+    """Render both templates over `verbs` and have llama.cpp parse them; a problem is a GrammarError."""
     from rawreact.models.gbnf import check_grammar
 
+    if verbs.commands:
+        raise GrammarError(
+            "the step and action grammars write `Name[...]` actions, and this environment's actions are command "
+            "lines; a game's grammar is its admissible commands (--grammar commands)"
+        )
     for template, render in ((grammar.step, grammar.for_step), (grammar.action, grammar.for_action)):
-        check_grammar(render(1, ["A title"]), source=template.source)
+        check_grammar(render(1, ["A title"], verbs), source=template.source)

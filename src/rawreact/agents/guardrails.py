@@ -10,7 +10,7 @@ every value of `ended`, `ENDINGS` here; a test keeps the two the same.
 from dataclasses import dataclass, field
 
 from rawreact.config.choices import setting_problem
-from rawreact.core.actions import Action, format_action
+from rawreact.core.actions import PASSAGE_VERBS, Action, Verbs, format_action
 from rawreact.core.metrics import is_answer, normalize_answer
 from rawreact.environments.titles import title_key
 from rawreact.models.base import Completion
@@ -36,9 +36,9 @@ class Guard:
     """The guardrails of one episode.
 
     A step repeats an earlier one when it takes the same action (verb and argument, ignoring case
-    and white space): a second search of a title (found or not), a thought said twice. A lookup
-    repeats only when it also sees the same observation (it ran out, or started over), since a
-    lookup of the same keyword is how the model moves on to the next result.
+    and white space): a second search of a title (found or not), a thought said twice. A verb that
+    moves on (`Verb.moves_on`, a lookup) repeats only when it also sees the same observation (it ran
+    out, or started over), since a lookup of the same keyword is how the model moves on to the next result.
     `repeats` says what a repeat does: "off" only counts it, "note" adds a note after its
     observation, "stop" ends the episode (`ended="repeat"`). With a `budget`, a step starts only
     if the tokens spent so far plus `max_tokens` (the most its call may write) fit the budget;
@@ -47,6 +47,7 @@ class Guard:
 
     repeats: str = "off"
     budget: int | None = None
+    verbs: Verbs = PASSAGE_VERBS  # the environment's: which verbs move on (a lookup's next result)
     _seen: dict[tuple[str, str], tuple[int, str]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -65,12 +66,13 @@ class Guard:
         key = _key(step.action)
         earlier = self._seen.get(key)
         self._seen[key] = (step.i, step.observation)
-        if earlier is None or (step.action.name == "lookup" and earlier[1] != step.observation):
+        verb = self.verbs.get(step.action.name)
+        if earlier is None or (verb is not None and verb.moves_on and earlier[1] != step.observation):
             return False
         step.repeat_of = earlier[0]
         if self.repeats == "note":
             step.note = (
-                f" (Note: step {earlier[0]} already did {format_action(step.action)} and saw the same. "
+                f" (Note: step {earlier[0]} already did {format_action(step.action, self.verbs)} and saw the same. "
                 "Try a different action.)"
             )
         return self.repeats == "stop"

@@ -5,7 +5,7 @@ from collections.abc import Callable
 
 from rawreact.agents.grammar import Grammar, load_grammar
 from rawreact.agents.guardrails import Guard
-from rawreact.agents.prompts import Prompt, load_prompt
+from rawreact.agents.prompts import Prompt, load_prompt, with_actions
 from rawreact.agents.record import Step, Trajectory
 from rawreact.config.choices import MAX_TOKENS
 from rawreact.core.actions import Action, action_text, format_action, parse_action, split_step
@@ -30,7 +30,7 @@ def step_stops(i: int) -> list[str]:
 def _act(env: PassageEnv, line: str, action: Action | None, truncated: bool) -> tuple[str, str, str | None]:
     """Run a parsed action, or turn its absence into an observation: (text, observation, error)."""
     if action is not None:
-        return format_action(action), env.step(action)[0], None
+        return format_action(action, env.verbs), env.step(action)[0], None
     shown = one_line(action_text(line))
     if truncated:
         return shown, f"Invalid action: {shown} (cut off at the token limit)", "truncated"
@@ -72,9 +72,9 @@ def react(
     grammar = load_grammar(grammar) if isinstance(grammar, str) else grammar
     if grammar is not None and not getattr(model, "supports_grammar", True):
         raise GrammarError(f"model {model.name} cannot apply a grammar; run it without one")
-    text = prompt if isinstance(prompt, str) else prompt.text
+    text = with_actions(prompt if isinstance(prompt, str) else prompt.text, env.verbs)
     keep_prefix(model, text)
-    traj = Trajectory(question=question, prompt=text, header=header, preamble=preamble)
+    traj = Trajectory(question=question, prompt=text, header=header, preamble=preamble, verbs=env.verbs)
     take = _react_step if thoughts else _act_step
     run_steps(
         traj,
@@ -82,7 +82,7 @@ def react(
         lambda i, text: take(i, text, env, model, grammar, max_tokens),
         max_steps=max_steps,
         max_tokens=max_tokens,
-        guard=Guard(repeats, budget),
+        guard=Guard(repeats, budget, env.verbs),
         on_step=on_step,
     )
     if traj.ended != "finish":
@@ -136,10 +136,10 @@ def _react_step(i: int, text: str, env: PassageEnv, model: Model, grammar: Gramm
     start = time.perf_counter()
     two_calls = grammar is not None and grammar.mode == "action"
     stop = [f"\nAction {i}:", f"\nObservation {i}:"] if two_calls else step_stops(i)
-    step_grammar = grammar.for_step(i, env.titles) if grammar is not None and not two_calls else None
+    step_grammar = grammar.for_step(i, env.titles, env.verbs) if grammar is not None and not two_calls else None
     first = model.complete(text + f"Thought {i}:", stop=stop, max_tokens=max_tokens, grammar=step_grammar)
     calls = [first]
-    thought, line, last = split_step(first.text)
+    thought, line, last = split_step(first.text, env.verbs)
     truncated = first.finish_reason == "length" and last
     fallback = line is None and not two_calls
     if line is None or two_calls:
@@ -148,11 +148,11 @@ def _react_step(i: int, text: str, env: PassageEnv, model: Model, grammar: Gramm
             text + f"Thought {i}: {thought}\nAction {i}:",
             stop=["\n"],
             max_tokens=max_tokens,
-            grammar=None if grammar is None else grammar.for_action(i, env.titles),
+            grammar=None if grammar is None else grammar.for_action(i, env.titles, env.verbs),
         )
         calls.append(retry)
         line, truncated = retry.text, retry.finish_reason == "length"
-    action = parse_action(line, truncated=truncated)
+    action = parse_action(line, truncated=truncated, verbs=env.verbs)
     shown, observation, error = _act(env, line, action, truncated)
     return Step(i, thought, action, shown, observation, calls, error, time.perf_counter() - start, fallback)
 
@@ -164,10 +164,10 @@ def _act_step(i: int, text: str, env: PassageEnv, model: Model, grammar: Grammar
         text + f"Action {i}:",
         stop=step_stops(i),
         max_tokens=max_tokens,
-        grammar=None if grammar is None else grammar.for_action(i, env.titles),
+        grammar=None if grammar is None else grammar.for_action(i, env.titles, env.verbs),
     )
     lines = [line for line in call.text.strip().splitlines() if line.strip()] or [""]
     truncated = call.finish_reason == "length" and len(lines) == 1
-    action = parse_action(call.text, truncated=truncated)
+    action = parse_action(call.text, truncated=truncated, verbs=env.verbs)
     shown, observation, error = _act(env, lines[0], action, truncated)
     return Step(i, None, action, shown, observation, [call], error, time.perf_counter() - start)

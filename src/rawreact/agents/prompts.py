@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from rawreact.core.actions import PASSAGE_VERBS, Verbs
 from rawreact.core.errors import PromptError
 from rawreact.core.folders import NAMED, split_named
 from rawreact.core.resources import resource
@@ -233,3 +234,35 @@ def _reference_prompt(path: Path, key: str | None, k: int | None, instruction: s
         raise PromptError(f"k={k}: a reference prompt ({path}, {key}) is used whole; drop -k")
     exemplars = text.count("Question:") + text.count("Claim:")
     return Prompt(text=instruction + text, source=f"{path}#{key}", exemplars=exemplars)
+
+
+_NUMBERED = re.compile(r"^\((\d+)\) ", re.MULTILINE)
+_KINDS = re.compile(r"\bone of (\w+) kinds\b")
+_COUNTS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve")
+
+
+def with_actions(text: str, verbs: Verbs) -> str:
+    """The prompt `text` with the environment's verbs beyond the passage set listed, each as the
+    declaration describes it: after the instruction's numbered list of actions (`(3) Finish[answer] ...`),
+    whose "one of three kinds" is counted again; before everything when the text has no such list.
+
+    A verb the text already names (`Calculate[`) is not listed again, so this is idempotent; the passage
+    set alone leaves the text as it is, byte for byte.
+    """
+    extra = [v for v in verbs if PASSAGE_VERBS.get(v.name) != v and v.arg in ("bracket", "none")]
+    extra = [v for v in extra if f"{v.shown}[" not in text]
+    if not extra:
+        return text
+    numbered = list(_NUMBERED.finditer(text))
+    if not numbered:
+        return "You may also take these actions:\n" + "".join(f"- {v.listed()}\n" for v in extra) + text
+    last = numbered[-1]
+    n = int(last.group(1))
+    end = text.find("\n", last.end())
+    end = len(text) if end < 0 else end + 1
+    lines = "".join(f"({n + k}) {v.listed()}\n" for k, v in enumerate(extra, 1))
+    head = text[:end] if text[:end].endswith("\n") else text[:end] + "\n"
+    total = len(numbered) + len(extra)
+    word = _COUNTS[total] if total < len(_COUNTS) else str(total)
+    head = _KINDS.sub(lambda m: f"one of {word} kinds" if m.group(1) in _COUNTS else m.group(0), head, count=1)
+    return head + lines + text[end:]

@@ -6,8 +6,7 @@ notebook's (`reference.reference_react`), write it; run files store it as JSON.
 import json
 from dataclasses import dataclass, field
 
-from rawreact.core.actions import Action
-from rawreact.environments.env import NOT_FOUND
+from rawreact.core.actions import NOT_FOUND, PASSAGE_VERBS, Action, Verbs
 from rawreact.models.base import Completion
 
 
@@ -118,6 +117,9 @@ class Trajectory:
     messages: list[dict] | None = None
     header: str = "Question"  # the word before the question in the prompt: "Claim" for FEVER
     preamble: str = ""  # a Reflexion trial's memory, between the prompt and the question line
+    # The environment's verbs, which say what counts as evidence and as a search; not stored: a record read
+    # back counts what its run counted when it was written.
+    verbs: Verbs = field(default=PASSAGE_VERBS, compare=False, repr=False)
 
     @property
     def model_calls(self) -> int:
@@ -137,7 +139,12 @@ class Trajectory:
     @property
     def evidence(self) -> list[str]:
         """What the episode's searches and lookups showed: the text an answer can be found in."""
-        return [s.observation for s in self.steps if s.action is not None and s.action.name in ("search", "lookup")]
+        return [s.observation for s in self.steps if self._is(s, "evidence")]
+
+    def _is(self, step: Step, flag: str) -> bool:
+        """Whether the step's action is of a verb with that flag (see `verbs.Verb`)."""
+        verb = None if step.action is None else self.verbs.get(step.action.name)
+        return verb is not None and getattr(verb, flag)
 
     @property
     def fallback_calls(self) -> int:
@@ -147,15 +154,12 @@ class Trajectory:
     @property
     def searches(self) -> int:
         """Search actions carried out."""
-        return sum(step.action is not None and step.action.name == "search" for step in self.steps)
+        return sum(self._is(step, "opens") for step in self.steps)
 
     @property
     def search_hits(self) -> int:
         """Search actions that opened a passage (rather than listing similar titles)."""
-        return sum(
-            step.action is not None and step.action.name == "search" and not step.observation.startswith(NOT_FOUND)
-            for step in self.steps
-        )
+        return sum(self._is(step, "opens") and not step.observation.startswith(NOT_FOUND) for step in self.steps)
 
     def tokens(self) -> dict[str, int]:
         """Prompt, evaluated-prompt and completion tokens summed over every call."""

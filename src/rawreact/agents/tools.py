@@ -1,7 +1,8 @@
 """The tools method: the same environment driven through a chat model's native tool calls.
 
-`search`, `lookup` and `finish` are advertised as functions with JSON-schema parameters
-(prompts/tools/tools.json). Each call the model makes is checked before it runs (a known name,
+The environment's verbs that are tools (`Verb.tool`) are advertised as functions with JSON-schema
+parameters: the passage verbs' schemas are prompts/tools/tools.json, and a verb of the user's gets
+one made from its declaration (`schema_of`). Each call the model makes is checked before it runs (a known name,
 arguments that parse as a JSON object with exactly the function's parameters, each a non-empty
 string); a failed check, like every observation, goes back to the model as the tool's result
 (a call whose arguments the token limit cut off is told so, and counted as "truncated"),
@@ -20,7 +21,8 @@ from functools import cache
 from rawreact.agents.answers import parse_answer
 from rawreact.agents.guardrails import Guard
 from rawreact.agents.record import Step, Trajectory
-from rawreact.core.actions import Action
+from rawreact.core.actions import PASSAGE_VERBS, Action, Verbs
+from rawreact.core.verbs import Verb
 from rawreact.core.errors import ContextLengthExceeded, ModelError, PromptError
 from rawreact.core.metrics import is_answer
 from rawreact.core.resources import resource
@@ -40,9 +42,28 @@ def shipped_tools() -> tuple[dict, ...]:
     except json.JSONDecodeError as error:
         raise PromptError(f"{path} line {error.lineno}: not valid JSON: {error.msg}") from None
     names = [t.get("function", {}).get("name") for t in tools] if isinstance(tools, list) else []
-    if sorted(n for n in names if n) != ["finish", "lookup", "search"]:
-        raise PromptError(f"{path}: the functions must be search, lookup and finish, found {names}")
+    wanted = [verb.name for verb in PASSAGE_VERBS if verb.tool]
+    if sorted(n for n in names if n) != sorted(wanted):
+        raise PromptError(f"{path}: the functions must be {', '.join(wanted)}, found {names}")
     return tuple(tools)
+
+
+def tools_for(verbs: Verbs) -> tuple[dict, ...]:
+    """The functions the tools method advertises for an environment's verbs: the shipped schema of each
+    passage verb, and one made from the declaration of any other (`schema_of`)."""
+    shipped = {t["function"]["name"]: t for t in shipped_tools()}
+    return tuple(
+        shipped[v.name] if v.name in shipped and PASSAGE_VERBS.get(v.name) == v else schema_of(v)
+        for v in verbs
+        if v.tool
+    )
+
+
+def schema_of(verb: Verb) -> dict:
+    """A verb's function in OpenAI's `tools` layout: its name, its description, and its argument (if any)."""
+    properties = {} if verb.arg == "none" else {verb.parameter: {"type": "string", "description": verb.parameter}}
+    parameters = {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
+    return {"type": "function", "function": {"name": verb.name, "description": verb.description, "parameters": parameters}}
 
 
 def _example(schema: dict) -> str:
@@ -76,7 +97,7 @@ def check_call(call: ToolCall, tools: tuple[dict, ...]) -> tuple[Action | None, 
             return None, f"Error: {key} of {call.name} must be a non-empty string."
         if call.name == "finish" and not is_answer(arguments[key]):  # `。` or a zero-width space says nothing
             return None, f"Error: {key} of {call.name} must be an answer, in letters or digits."
-    return Action(call.name, one_line(arguments[required[0]])), ""
+    return Action(call.name, one_line(arguments[required[0]]) if required else ""), ""
 
 
 def check_model(model) -> None:
@@ -105,11 +126,11 @@ def tool_react(
     tools: tuple[dict, ...] | None = None,
 ) -> Trajectory:
     """One episode of native tool calls on `question`; every call a step, the message history kept."""
-    tools = shipped_tools() if tools is None else tools
+    tools = tools_for(env.verbs) if tools is None else tools
     check_model(model)
     messages = [{"role": "system", "content": instruction}, {"role": "user", "content": f"Question: {question}"}]
-    traj = Trajectory(question, instruction, loop="tools", messages=messages)
-    guard = Guard(repeats, budget)
+    traj = Trajectory(question, instruction, loop="tools", messages=messages, verbs=env.verbs)
+    guard = Guard(repeats, budget, env.verbs)
     env.reset()
     while True:
         if len(traj.steps) >= max_steps:

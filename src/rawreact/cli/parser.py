@@ -187,6 +187,12 @@ def parser() -> argparse.ArgumentParser:
     by_loop.add_argument(
         "--grammar-file", help="your own grammar template, in the layout of prompts/grammars/step.gbnf"
     )
+    by_loop.add_argument(
+        "--env",
+        metavar="MODULE:FACTORY",
+        help="your own environment or verbs: FACTORY(env) returns the environment to run, given the run's own "
+        "(env.with_verbs(calculate) adds a verb); MODULE is imported, from the current folder too",
+    )
     by_questions.add_argument("--question", help="ask this question instead of the data's questions")
     by_questions.add_argument("--answer", help="the gold answer of --question, for scoring")
     by_loop.add_argument(

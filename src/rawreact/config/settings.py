@@ -110,6 +110,7 @@ class Settings:
     order: int | None = None
     grammar: str | None = None
     grammar_file: str | None = _file()
+    env: str | None = None  # `package.module:factory`: the user's environment, from the run's own (see environments.custom)
     n_first: int | None = None
     repeats: str = "off"
     budget: int | None = None
@@ -175,6 +176,8 @@ class Settings:
         backoff = self.backoff_prompt or self.backoff_key or self.backoff_instruction
         if problem is None and backoff and self.method not in BACKOFFS:
             return f"the backoff prompt settings apply to {' and '.join(BACKOFFS)} only"
+        if problem is None and self.env is not None:
+            problem = env_problem(self.env, self.loop, self.method)
         if problem is None and self.threads is not None and not is_embedded(self.model):
             return (
                 f"threads={self.threads} (--threads) sets the embedded llama.cpp model's threads; {self.model} "
@@ -317,6 +320,18 @@ def value_problem(key: str, value: object) -> str | None:
         return f"timeout={value} (--timeout) must be a finite number of seconds above 0"
     if key == "shard" and _shard(value) is None:
         return f"shard={value!r} (--shard) must be K/N with 1 <= K <= N, as in 2/3"
+    return None
+
+
+def env_problem(env: str, loop: str, method: str) -> str | None:
+    """What stops an `--env` import path from running with this loop and method, or None."""
+    module, colon, name = env.partition(":")
+    if not colon or not module.strip() or not name.strip():
+        return f"env={env!r} (--env) must be an import path, package.module:factory, as in myverbs:with_calculate"
+    if loop == "reference":
+        return "the reference loop answers the notebook's four verbs only; run --env in the tolerant loop"
+    if not acts(method):
+        return f"--env gives the actions an episode takes, and method {method} takes none; drop --env"
     return None
 
 

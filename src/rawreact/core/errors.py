@@ -40,3 +40,8 @@ class EpisodeLost(ModelError):
 
 class GrammarError(RawreactError):
     """A grammar file does not parse, or a backend cannot apply a grammar."""
+
+
+class EnvironmentSetupError(RawreactError):
+    """An environment or a verb is declared so that it cannot work (two verbs of one name, a name the
+    grammar cannot hold, a verb shadowing finish), or an `--env` import path does not load."""

@@ -1,17 +1,19 @@
-"""`PassageEnv`: the reference's Wikipedia environment, over a collection of passages."""
+"""`PassageEnv`: the reference's Wikipedia environment, over a collection of passages, and the verbs a
+user adds to it."""
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from rawreact.core.actions import Action, parse_action
+from rawreact.core.actions import PASSAGE_VERBS, Action, Verbs, parse_action
 from rawreact.core.text import one_line
+from rawreact.core.verbs import NOT_FOUND, Verb
 from rawreact.environments.sentences import sentences_of
 from rawreact.environments.titles import Titles, title_key
 
 if TYPE_CHECKING:
     from rawreact.environments.store import PassageStore
 
-NOT_FOUND = "Could not find "  # how a search that opened no passage begins its observation
+__all__ = ["NOT_FOUND", "Pages", "PassageEnv", "run_verb"]
 
 
 class Pages:
@@ -49,18 +51,31 @@ class Pages:
 
 class PassageEnv:
     """Answers `search`, `lookup`, `think` and `finish` over `pages`: a mapping (title -> text or
-    sentences), its `Pages`, or a `store.PassageStore`.
+    sentences), its `Pages`, or a `store.PassageStore`; and the user's `verbs` (functions or `Verb`s,
+    see `verbs.verb_of`), after those four.
 
     Observations are the reference's strings, each on one line. `step` never raises on the
-    model's input: misuse comes back as an observation.
+    model's input: misuse comes back as an observation, and so does a user's verb that raises.
     """
 
-    def __init__(self, pages: "Mapping[str, str | Sequence[str]] | Pages | PassageStore", n_first: int = 2) -> None:
+    style = "react"  # the transcript: `Thought i:`, `Action i:` and `Observation i:` lines
+
+    def __init__(
+        self,
+        pages: "Mapping[str, str | Sequence[str]] | Pages | PassageStore",
+        n_first: int = 2,
+        verbs: "Sequence[Verb | Callable[..., object]] | Verbs" = (),
+    ) -> None:
         if n_first < 1:
             raise ValueError(f"n_first must be at least 1, not {n_first}")
         self.n_first = n_first
         self.pages = Pages(pages) if isinstance(pages, Mapping) else pages
+        self.verbs = verbs if isinstance(verbs, Verbs) else PASSAGE_VERBS.plus(*verbs)
         self.reset()
+
+    def with_verbs(self, *verbs: "Verb | Callable[..., object]") -> "PassageEnv":
+        """A new environment over the same passages that also answers `verbs` (functions or `Verb`s)."""
+        return PassageEnv(self.pages, self.n_first, self.verbs.plus(*verbs))
 
     @property
     def titles(self) -> list[str] | None:
@@ -69,7 +84,12 @@ class PassageEnv:
 
     def fresh(self) -> "PassageEnv":
         """A new environment over the same passages, sharing their index (built once, read only)."""
-        return PassageEnv(self.pages, self.n_first)
+        return PassageEnv(self.pages, self.n_first, self.verbs)
+
+    @property
+    def reward(self) -> None:
+        """None: a question is scored against its gold answer, which this environment does not know."""
+        return None
 
     def reset(self) -> None:
         """Close the open passage and forget the answer, ready for a new episode."""
@@ -83,15 +103,21 @@ class PassageEnv:
         """Carry out one action (text such as `search[Milan]`, or an Action); (observation, done)."""
         if self.answer is not None:  # finish is terminal: nothing changes any more
             return self.obs, True
-        parsed = parse_action(action) if isinstance(action, str) else action
+        parsed = parse_action(action, verbs=self.verbs) if isinstance(action, str) else action
+        verb = None if parsed is None else self.verbs.get(parsed.name)
         if parsed is None:
             self.obs = one_line(f"Invalid action: {action}")
+            return self.obs, False
+        if verb is None:  # an Action of a verb this environment does not have
+            self.obs = one_line(f"Invalid action: {parsed.name}[{parsed.arg}]")
             return self.obs, False
         if parsed.name == "finish":
             self.answer = parsed.arg
             self.obs = "Episode finished."
             return self.obs, True
-        if parsed.name == "search":
+        if verb.run is not None:
+            self.obs = run_verb(verb, parsed.arg)
+        elif parsed.name == "search":
             self.obs = self._search(parsed.arg)
         elif parsed.name == "lookup":
             self.obs = self._lookup_next(parsed.arg)
@@ -123,3 +149,14 @@ class PassageEnv:
             return "No more results."
         self._lookup_count += 1
         return one_line(f"(Result {self._lookup_count} / {len(results)}) {results[self._lookup_count - 1]}")
+
+
+def run_verb(verb: Verb, arg: str) -> str:
+    """A user's verb run on `arg`: what it returns, as one line of text; what it raises, as the observation
+    (the model's misuse, or the verb's fault, is something the model reads and the episode goes on)."""
+    try:
+        result = verb.run(arg) if verb.arg == "bracket" else verb.run()
+    except Exception as error:  # noqa: BLE001 - any failure of the user's code is an observation
+        return one_line(f"{verb.form(arg)} failed: {type(error).__name__}: {error}") or f"{verb.shown} failed."
+    text = one_line("" if result is None else str(result))
+    return text or f"{verb.form(arg)} gave nothing."

@@ -8,7 +8,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 
 from rawreact.config.choices import LOOPS
-from rawreact.core.actions import Action
+from rawreact.core.actions import PASSAGE_VERBS, Action
 from rawreact.core.metrics import normalize_answer
 from rawreact.environments.env import NOT_FOUND, Pages
 from rawreact.environments.store import PassageStore
@@ -17,7 +17,7 @@ N_FIRST = LOOPS["reference"]  # sentences a search shows: the reference environm
 
 
 # The reference's verbs, in the order its environment tries them; each is exactly `verb[...]`.
-VERBS = ("search", "lookup", "finish", "think")
+READ_ORDER = ("search", "lookup", "finish", "think")
 
 
 def page_text(passage: str | Sequence[str]) -> str:
@@ -84,7 +84,11 @@ class ReferenceEnv:
     space; the reference asked Wikipedia's search); what it shows, and every other observation,
     is the reference's string. With a `gold` answer, the finishing observation carries the
     wrapper's reward (exact match, 0 or 1); without one it is the bare environment's, 0.
+    It answers the notebook's four verbs and no others: a verb of the user's needs the tolerant loop.
     """
+
+    verbs = PASSAGE_VERBS
+    style = "react"
 
     def __init__(
         self, pages: "Mapping[str, str] | Pages | PassageStore", n_first: int = N_FIRST, gold: str | None = None
@@ -118,7 +122,7 @@ class ReferenceEnv:
     def read(action: str) -> Action | None:
         """The action as the reference reads it: `verb[...]` exactly, after stripping, or None."""
         text = action.strip()
-        for verb in VERBS:
+        for verb in READ_ORDER:
             if text.startswith(f"{verb}[") and text.endswith("]"):
                 return Action(verb, text[len(verb) + 1 : -1])
         return None

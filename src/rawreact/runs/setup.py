@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rawreact.agents.grammar import Grammar, load_grammar
+from rawreact.agents.grammar import Grammar, load_grammar, validate
 from rawreact.agents.prompts import Prompt
 from rawreact.agents.prompts import load_prompt as _load_prompt
 from rawreact.agents.reflexion import ReflectPrompt, load_reflect_prompt
@@ -18,6 +18,7 @@ from rawreact.config.choices import BACKOFFS, CALL_STOPS, REFLECTING, REFLEXION,
 from rawreact.config.settings import Settings
 from rawreact.core.errors import DataError, GrammarError
 from rawreact.core.folders import split_named
+from rawreact.environments.custom import Factory, import_factory
 from rawreact.models.specs import model_sha256
 from rawreact.runs.run import unrunnable
 from rawreact.tasks.collection import Collection, Passages, Question
@@ -93,9 +94,39 @@ def collection_of(settings: Settings, collection: Collection) -> Collection:
 
 
 def envs_of(settings: Settings, collection: Collection) -> Callable[[Question], object]:
-    """The environment of each question under the settings' passages, loop and passage length."""
+    """The environment of each question under the settings' passages, loop and passage length, made by the
+    settings' `--env` factory from that where one is named."""
     collection = collection_of(settings, collection)
-    return lambda question: collection.env(question, n_first=settings.sentences, loop=settings.loop)
+    factory = factory_of(settings)
+
+    def env(question: Question) -> object:
+        made = collection.env(question, n_first=settings.sentences, loop=settings.loop)
+        return made if factory is None else factory(made)
+
+    return env
+
+
+def factory_of(settings: Settings) -> Factory | None:
+    """The user's `--env` factory, imported once per process, or None."""
+    return None if settings.env is None else _factory(settings.env)
+
+
+@functools.cache
+def _factory(spec: str) -> Factory:
+    return import_factory(spec)
+
+
+def check_env(settings: Settings, collection: Collection, grammar: Grammar | None) -> dict:
+    """Make the first question's environment under `--env` before any model loads, so a factory or a verb
+    that cannot work fails first; the manifest's record of it (`env`, its source's digest, its verbs)."""
+    if settings.env is None:
+        return {}
+    questions = collection.questions or (None,)
+    env = envs_of(settings, collection)(questions[0])
+    if grammar is not None:
+        validate(grammar, env.verbs)
+    verbs = [{"name": v.name, "shown": v.shown, "arg": v.arg, "description": v.description} for v in env.verbs]
+    return {"env": settings.env, "env_sha256": factory_of(settings).sha256, "verbs": verbs}
 
 
 def solve_options(settings: Settings, grammar: Grammar | None, backoff: Prompt | None, task: str = "qa") -> dict:
@@ -222,7 +253,8 @@ def load_parts(settings: Settings, collection: Collection, **run) -> Parts:
     task = collection.task
     prompt, grammar, backoff = prompt_of(settings, task), grammar_of(settings), backoff_prompt_of(settings, task)
     collection_of(settings, collection)  # opens the passages now: a bad store fails before any model loads
-    return Parts(prompt, grammar, backoff, manifest_config(settings, collection, prompt, grammar, backoff, **run))
+    config = manifest_config(settings, collection, prompt, grammar, backoff, **run)
+    return Parts(prompt, grammar, backoff, config | check_env(settings, collection, grammar))
 
 
 def shared_passages(path: str) -> Passages:
