@@ -81,7 +81,7 @@ def test_the_readme_compare_example_runs(tmp_path, monkeypatch, capsys):
 
 
 def test_the_readme_settings_example_runs(tmp_path, monkeypatch, capsys):
-    assert len(_blocks("python")) == 5  # each runs in a test of this file
+    assert len(_blocks("python")) == 6  # each runs in a test of this file
     monkeypatch.chdir(tmp_path)
     exec(_blocks("python")[4], {})
     printed = capsys.readouterr().out.splitlines()
@@ -94,3 +94,47 @@ def test_the_readme_methods_example_runs(capsys):
     cot_sc, backoff = capsys.readouterr().out.splitlines()
     assert backoff.split()[0] in ("react", "cot-sc")
     assert "[" in cot_sc and cot_sc.count(",") >= 2  # the three samples' answers
+
+
+def _own_verb(capsys, block: str) -> list[str]:
+    exec(block, {})
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == "('148', False)"
+    assert printed[1].startswith("('Calculate[2**8] failed: ValueError: only numbers and + - * / are allowed")
+    assert printed[2] == "(4) Calculate[expression] works out an arithmetic expression, such as 2000-1852, and shows the result."
+    return printed
+
+
+def test_the_readme_own_verb_example_runs_on_the_embedded_model(capsys):
+    """Issue 41: the README's verb of your own, as written, on Gemma 270M."""
+    printed = _own_verb(capsys, _blocks("python")[5])
+    actions = eval(printed[3])  # the action lines the model wrote, each read by the parser with the new verb
+    assert 1 <= len(actions) <= 5 and all(isinstance(a, str) for a in actions)
+
+
+def test_the_readme_own_verb_example_runs_on_the_scripted_model(capsys):
+    """The same block with a scripted model that takes the verb: its observation is the function's result."""
+    block = _blocks("python")[5]
+    assert 'model = load_model("gemma3-270m")' in block
+    script = (
+        'ScriptedModel([" Orlo was founded in 1852.\\nAction 1: Calculate[2000-1852]\\n", '
+        '" So 148 years.\\nAction 2: Finish[148]\\n"])'
+    )
+    block = block.replace('load_model("gemma3-270m")', script).replace("import PassageEnv,", "import PassageEnv, ScriptedModel,")
+    printed = _own_verb(capsys, block)
+    assert printed[3] == "['Calculate[2000-1852]', 'Finish[148]']"
+
+
+def test_the_readme_own_verb_command_runs(tmp_path):
+    """The README's `--env` commands, as written, in an empty folder, on the embedded model."""
+    block = _blocks("bash")[2]
+    assert block.startswith("printf ") and "rawreact run --env myverbs:with_double" in block
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(["bash", "-ec", block], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    manifest = json.loads((tmp_path / "double.jsonl.manifest.json").read_text())
+    assert manifest["config"]["env"] == "myverbs:with_double"
+    assert [v["name"] for v in manifest["config"]["verbs"]] == ["search", "lookup", "think", "finish", "double"]
+    [record] = [json.loads(line) for line in (tmp_path / "double.jsonl").read_text().splitlines()]
+    prompt = manifest["prompts"][record["trajectory"]["prompt_sha256"]]  # the prompt as sent, stored once
+    assert "(4) Double[text] repeats the text twice.\n" in prompt and "one of four kinds" in prompt

@@ -187,3 +187,72 @@ def test_a_react_episode_takes_the_users_verb_end_to_end():
     assert "Calculate[" in model.history[0]["grammar"]  # the grammar each call got holds the verb
     assert "(4) Calculate[expression]" in model.history[0]["prompt"]
     assert traj.searches == 0 and traj.evidence == []  # a verb is no search unless it says so
+
+
+VERBS_MODULE = '''
+def calculate(expression: str) -> str:
+    """works out an arithmetic expression and shows the result."""
+    left, _, right = expression.partition("-")
+    return str(int(left) - int(right))
+
+
+def with_calculate(env):
+    return env.with_verbs(calculate)
+
+
+def twice(env):
+    return env.with_verbs(calculate, calculate)
+
+
+def not_an_env(env):
+    return 42
+'''
+
+
+def _cli(tmp_path, monkeypatch, *args):
+    from rawreact.cli.app import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "myverbs.py").write_text(VERBS_MODULE)
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([" I work it out.\nAction 1: Calculate[2000-1852]\n", " So.\nAction 2: Finish[148]\n"]))
+    question = ["--question", "How many years before 2000 was Orlo founded?", "--answer", "148"]
+    return main(["run", "--model", f"scripted:{script}", *question, *args])
+
+
+def test_the_cli_takes_a_verb_by_import_path_and_records_it(tmp_path, monkeypatch, capsys):
+    code = _cli(tmp_path, monkeypatch, "--env", "myverbs:with_calculate", "--grammar", "--out", "run.jsonl")
+    assert code == 0, capsys.readouterr().err
+    [record] = [json.loads(line) for line in (tmp_path / "run.jsonl").read_text().splitlines()]
+    assert [s["action_text"] for s in record["trajectory"]["steps"]] == ["Calculate[2000-1852]", "Finish[148]"]
+    assert record["trajectory"]["steps"][0]["observation"] == "148" and record["em"] == 1.0
+    config = json.loads((tmp_path / "run.jsonl.manifest.json").read_text())["config"]
+    assert config["env"] == "myverbs:with_calculate"
+    assert config["verbs"][-1] == {
+        "name": "calculate",
+        "shown": "Calculate",
+        "arg": "bracket",
+        "description": "works out an arithmetic expression and shows the result.",
+    }
+    import hashlib
+
+    assert config["env_sha256"] == hashlib.sha256((tmp_path / "myverbs.py").read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--env", "nosuchmodule:f"], "--env nosuchmodule:f: cannot import nosuchmodule"),
+        (["--env", "myverbs:nothing"], "myverbs has no function nothing; its functions are calculate, with_calculate"),
+        (["--env", "myverbs"], "must be an import path, package.module:factory"),
+        (["--env", "myverbs:twice"], "two verbs named 'Calculate'"),
+        (["--env", "myverbs:not_an_env"], "returned int, which has no verbs, step, reset, fresh"),
+        (["--env", "myverbs:with_calculate", "--loop", "reference"], "run --env in the tolerant loop"),
+        (["--env", "myverbs:with_calculate", "--method", "cot"], "method cot takes none; drop --env"),
+    ],
+)
+def test_a_bad_env_is_one_line_before_any_model_loads(tmp_path, monkeypatch, capsys, args, message):
+    code = _cli(tmp_path, monkeypatch, *args, "--out", "run.jsonl")
+    err = capsys.readouterr().err
+    assert code != 0 and message in err and "Traceback" not in err
+    assert not (tmp_path / "run.jsonl").exists()  # refused before the run file is made
