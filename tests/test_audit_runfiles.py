@@ -259,7 +259,7 @@ def test_each_resume_is_recorded_in_the_manifest(rows, tmp_path):
         (lambda r: r.update(em="1"), "has 'em' = \"1\", which is not a number"),
         (lambda r: r.update(id=None), "has 'id' = null, which is not a string"),
         (lambda r: r.update(id=["a"]), "has 'id' = [\"a\"], which is not a string"),
-        (lambda r: r["trajectory"]["steps"][0].update(action=["open", "x"]), "has a trajectory that cannot be read"),
+        (lambda r: r["trajectory"]["steps"][0].update(action=["", "x"]), "has a trajectory that cannot be read"),
         (lambda r: r["trajectory"].pop("steps"), "has a trajectory that cannot be read"),
         (lambda r: r.update(tokens={"prompt": "many"}), "has 'tokens' that are not whole numbers"),
     ],

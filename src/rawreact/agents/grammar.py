@@ -149,6 +149,8 @@ def load_grammar(mode: str = "step", path: str | Path | None = None) -> Grammar:
     """
     if mode not in MODES:
         raise GrammarError(f"unknown grammar mode {mode!r}; the modes are {', '.join(MODES)}")
+    if mode == "commands":
+        raise GrammarError("the commands grammar is a game's: load it with agents.commands.load_commands_grammar")
     which = "action" if mode == "action" else "step"
     templates = {
         name: _read(resource("prompts", f"grammars/{name}.gbnf"), f"{_SHIPPED}/{name}.gbnf")

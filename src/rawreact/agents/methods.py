@@ -11,6 +11,7 @@ methods (`reflexion.trials`) keep every trial in the outcome; its answering part
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from rawreact.agents.game import play
 from rawreact.agents.guardrails import supported
 from rawreact.agents.loop import react
 from rawreact.agents.prompts import Prompt
@@ -153,6 +154,8 @@ def solve(
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; the methods are {', '.join(METHODS)}")
+    if getattr(env, "style", "react") == "commands":  # a game: the notebook's ALFWorld loop
+        return _play(env, model, prompt, method, max_tokens, on_step, loop, header, loop_options)
     if method in BACKOFFS and backoff_prompt is None:
         raise ValueError(f"method {method} needs the prompt of its second part: backoff_prompt")
     repeats = loop_options.get("repeats", "off")
@@ -203,3 +206,19 @@ def solve(
     if 2 * reasoning.vote.votes >= samples:
         return Outcome(method, "cot-sc", reasoning=reasoning)
     return Outcome(method, "react", trajectory=act(backoff_prompt), reasoning=reasoning)
+
+
+def _play(env, model: Model, prompt: Prompt | str, method: str, max_tokens: int, on_step, loop: str, header: str,
+          options: dict) -> Outcome:  # fmt: skip
+    """A game by ReAct or Act: the game loop (`game.play`), whose lines are commands and (ReAct's) thoughts."""
+    if method not in ("react", "act"):
+        raise ValueError(f"games are played by react or act (the paper's ALFWorld rows), not {method}")
+    if loop != "tolerant":
+        raise ValueError("a game runs in the game loop, the notebook's ALFWorld loop; drop --loop reference")
+    grammar = options.get("grammar")
+    if grammar is not None and getattr(grammar, "mode", None) != "commands":
+        raise ValueError(f"a game's grammar is its admissible commands (--grammar commands), not {grammar.mode}")
+    known = {k: options[k] for k in ("max_steps", "repeats", "budget", "preamble") if k in options}
+    trajectory = play(env, model, prompt, max_tokens=max_tokens, grammar=grammar, thoughts=method == "react",
+                      on_step=on_step, header=header, **known)  # fmt: skip
+    return Outcome(method, method, trajectory=trajectory)

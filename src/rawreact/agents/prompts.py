@@ -25,7 +25,7 @@ FOLDERS = {"react": "", "act": "act/", "standard": "standard/", "cot": "cot/", "
 # Reflexion's prompts: CoT given a context, and the reflections written after a failed ReAct or CoT trial.
 FOLDERS |= {"cot-context": "cot/context/", "reflect-react": "reflexion/", "reflect-cot": "reflexion/cot/"}
 STARTS = {"cot-context": "Context"}  # what an exemplar starts with, where it is not the question's header
-TASKS = {"qa": ("", HEADERS["qa"]), "fever": ("fever/", HEADERS["fever"])}  # each task's prompt folder and header
+TASKS = {"qa": ("", HEADERS["qa"]), "fever": ("fever/", HEADERS["fever"]), "game": ("games/", HEADERS["game"])}
 
 
 def _relative(method: str, task: str, name: str) -> str:

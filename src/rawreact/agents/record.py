@@ -120,6 +120,7 @@ class Trajectory:
     # The environment's verbs, which say what counts as evidence and as a search; not stored: a record read
     # back counts what its run counted when it was written.
     verbs: Verbs = field(default=PASSAGE_VERBS, compare=False, repr=False)
+    reward: float | None = None  # a game's reward at the end (the share of its points scored); None for a question
 
     @property
     def model_calls(self) -> int:
@@ -177,6 +178,9 @@ class Trajectory:
         """
         if self.messages is not None:
             return history_text(self.messages)
+        if self.loop == "game":  # alfworld.ipynb's: `> command` lines, each followed by what the game said
+            lines = "".join(f" {s.action_text}\n{s.observation}{s.note}\n>" for s in self.steps[:steps])
+            return self.prompt + self.preamble + f"{self.header}: {self.question}\n>" + lines
         shown = "".join(s.render() for s in self.steps[:steps] if s.calls)  # not the closing finish[]
         return self.prompt + self.preamble + f"{self.header}: {self.question}\n" + shown
 
@@ -195,6 +199,7 @@ class Trajectory:
             | ({} if self.messages is None else {"messages": self.messages})
             | header_entry(self.header)
             | ({"preamble": self.preamble} if self.preamble else {})
+            | ({} if self.reward is None else {"reward": self.reward})
         )
 
     def to_json(self) -> str:
@@ -212,7 +217,7 @@ class Trajectory:
         steps = [Step.from_dict(s) for s in data["steps"]]
         loop, messages, header = data.get("loop", "tolerant"), data.get("messages"), data.get("header", "Question")
         fields = (data["question"], data["prompt"], steps, data["answer"], data["ended"], loop, messages, header)
-        return cls(*fields, data.get("preamble", ""))
+        return cls(*fields, data.get("preamble", ""), reward=data.get("reward"))
 
 
 def header_entry(header: str) -> dict:

@@ -8,6 +8,7 @@ from rawreact.cli.compare import compare_command
 from rawreact.cli.files import (
     compare_runs_command,
     export_command,
+    games_command,
     index_command,
     merge_command,
     report,
@@ -34,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         "show": show_command,
         "export": export_command,
         "index": index_command,
+        "games": games_command,
         "merge": merge_command,
     }
     try:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rawreact.cli.terminal import terminated_as_interrupt
 from rawreact.core.errors import DataError
-from rawreact.core.text import plural, printable
+from rawreact.core.text import plural, printable, whole_number
 from rawreact.reports.comparison import compare_runs
 from rawreact.reports.export import export
 from rawreact.reports.html import write_page
@@ -205,3 +205,35 @@ def merge_command(args: argparse.Namespace) -> int:
     for note in merged.notes:
         print(f"rawreact: {printable(note)}", file=sys.stderr)
     return 0
+
+
+def games_command(args: argparse.Namespace) -> int:
+    """`rawreact games`: make games by recipe and seed into a folder, one line per game as it is ready."""
+    from rawreact.tasks.games import make_games
+
+    recipes = args.recipe or ["coin:1", "treasure:1", "cooking:1"]
+    seeds = parse_seeds(args.seeds)
+    folder = Path(args.folder)
+    if folder.exists() and not folder.is_dir():
+        raise DataError(f"{folder} is a file; give a folder to make the games in")
+
+    def said(game: dict) -> None:
+        print(f"{game['id']}: {game['recipe']}, seed {game['seed']}, won in {plural(game['walkthrough_steps'], 'step')}", flush=True)
+
+    made = make_games(folder, recipes, seeds, on_game=said)
+    print(f"{plural(len(made), 'game')} in {folder}; run them with: rawreact run {folder} --method react")
+    return 0
+
+
+def parse_seeds(text: str) -> list[int]:
+    """`1-5` or `1,3,7` (or both, `1-3,9`) as a list of seeds; a bad one is a DataError."""
+    seeds: list[int] = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        low, dash, high = part.partition("-")
+        a, b = whole_number(low), whole_number(high) if dash else whole_number(low)
+        if a is None or b is None or b < a or b - a > 10_000:
+            raise DataError(f"--seeds {text!r}: give seeds as A-B or A,B,C with whole numbers, such as 1-5")
+        seeds += [s for s in range(a, b + 1) if s not in seeds]
+    if not seeds:
+        raise DataError(f"--seeds {text!r}: give at least one seed, such as 1 or 1-5")
+    return seeds

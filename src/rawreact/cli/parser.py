@@ -295,6 +295,20 @@ def parser() -> argparse.ArgumentParser:
     )
     index.add_argument("--out", required=True, help="the store file to write, such as wiki.sqlite")
     index.add_argument("--force", action="store_true", help="replace --out if it exists (once the new one is built)")
+    games = commands.add_parser(
+        "games", help="make text games by recipe with TextWorld (offline, seeded), into a folder to --data"
+    )
+    games.add_argument("folder", help="the folder to make them in; its games.json lists what was made")
+    games.add_argument(
+        "--recipe",
+        action="append",
+        metavar="KIND:LEVEL",
+        help="coin:L (coin collector), treasure:L (treasure hunter) or cooking:L; repeat it for several "
+        "(default: coin:1, treasure:1, cooking:1)",
+    )
+    games.add_argument(
+        "--seeds", default="1", metavar="A-B|A,B,...", help="the seeds of each recipe, as 1-5 or 1,3,7 (default: 1)"
+    )
     show_ = commands.add_parser("show", help="a run's questions, or one question's transcript")
     show_.add_argument("run", help="a run file (RUN.jsonl)")
     which = show_.add_mutually_exclusive_group()

@@ -78,9 +78,11 @@ def run(args: argparse.Namespace) -> int:
     sink = RunFile(args.out, config, resume=args.resume, details=details) if args.out else None
     ids = {q.id for q in questions}
     done = [] if sink is None else [r for r in sink.done.values() if r["id"] in ids]
+    unit = "game" if collection.task == "game" else "question"
+    loop = _game_loop(settings, collection.task) if unit == "game" else _loop(settings)
     print(
-        f"rawreact {__version__}: {plural(len(questions), 'question')} from {collection.name}, model {model.name}, "
-        f"method {settings.method}{_sampling(settings)}{_loop(settings)}, prompt {prompt.source} "
+        f"rawreact {__version__}: {plural(len(questions), unit)} from {collection.name}, model {model.name}, "
+        f"method {settings.method}{_sampling(settings)}{loop}, prompt {prompt.source} "
         f"({plural(prompt.exemplars, 'exemplar')}), grammar {parts.config['grammar'] or 'off'}{_passages(settings)}"
         + (f"; {len(done)} already in {args.out}" if done else ""),
         flush=True,
@@ -91,7 +93,12 @@ def run(args: argparse.Namespace) -> int:
             bar.write(printable(text.rstrip("\n")), file=sys.stdout)
 
         def print_step(question: Question, step: Step) -> None:
-            text = step.render() if step.action_text or step.observation else f"Message {step.i}: {step.thought}\n"
+            if question.task == "game":  # the game's own lines: `> command`, then what the game said
+                text = f"> {step.action_text}\n{step.observation}{step.note}\n"
+            elif step.action_text or step.observation:
+                text = step.render()
+            else:
+                text = f"Message {step.i}: {step.thought}\n"
             say((f"\n=== {question.id}\n{question.header}: {question.question}\n" if step.i == 1 else "") + text)
 
         live = not args.quiet and settings.workers == 1  # with workers, a transcript is printed when it is done
@@ -131,6 +138,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"rawreact: stopped early{where}", file=sys.stderr)
         return 128 + stopper.signal
     return 0
+
+
+def _game_loop(settings: Settings, task: str) -> str:
+    """The game loop of a run's header: its step limit and guardrails."""
+    parts = [f"up to {plural(settings.steps(task), 'step')}"]
+    parts += [f"repeats {settings.repeats}"] if settings.repeats != "off" else []
+    parts += [f"budget {settings.budget} tokens"] if settings.budget is not None else []
+    return f", game loop ({', '.join(parts)})"
 
 
 def _loop(settings: Settings) -> str:
@@ -198,6 +213,13 @@ def score_cell(value: float | None, form: str) -> str:
 
 def _result_line(n: int, total: int, result: Result) -> str:
     out = result.outcome
+    if result.question.task == "game":
+        reward = out.trajectory.reward if out.trajectory is not None and out.trajectory.reward is not None else 0.0
+        return (
+            f"result [{n}/{total}] {result.question.id}: {'won' if result.success else 'not won'} (reward {reward:.2f}); "
+            f"ended by {out.ended} after {plural(len(out.steps), 'step')}, {plural(out.model_calls, 'call')}, "
+            f"{out.invalid_actions} invalid, {plural(out.repeats, 'repeat')}, {out.seconds:.1f} s"
+        )
     branch = f" (answered by {out.branch})" if out.branch != out.method else ""
     if out.trials is not None:  # Reflexion: which trial answered, and whether its evaluator passed it
         verdict_of = "passed" if out.trials[-1].passed else "failed"

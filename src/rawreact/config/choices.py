@@ -144,4 +144,4 @@ def setting_problem(repeats: str, budget: int | None) -> str | None:
     return None
 
 
-MODES = ("step", "action", "titles")
+MODES = ("step", "action", "titles", "commands")  # commands: a game's admissible commands (agents/commands.py)

@@ -219,9 +219,12 @@ class Settings:
         return None if self.shard is None else parse_shard(self.shard)
 
     def steps(self, task: str = "qa") -> int:
-        """The step limit: `max_steps`, or the paper's, 7, and 5 for the ReAct part of FEVER's ReAct -> CoT-SC."""
+        """The step limit: `max_steps`, or the paper's, 7, and 5 for the ReAct part of FEVER's ReAct -> CoT-SC;
+        49 for a game, as the ALFWorld notebook."""
         if self.max_steps is not None:
             return self.max_steps
+        if task == "game":
+            return 49  # alfworld.ipynb's `range(1, 50)`
         return 5 if task == "fever" and self.method == "react-cot-sc" else 7
 
     @property

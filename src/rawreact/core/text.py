@@ -53,4 +53,4 @@ def plural(n: int, word: str) -> str:
 
 
 # The word each task's question lines start with, in prompts and transcripts.
-HEADERS = {"qa": "Question", "fever": "Claim"}
+HEADERS = {"qa": "Question", "fever": "Claim", "game": "Task"}

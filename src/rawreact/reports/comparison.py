@@ -22,14 +22,22 @@ class Comparison:
     _intervals: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @cached_property
+    def metrics(self) -> tuple[str, str]:
+        """What is compared: EM and F1 for questions (a FEVER claim's label accuracy is its EM), success and
+        reward for games, whose records say their task."""
+        first = self.records[self.names[0]]
+        return ("success", "reward") if first and all(r.get("task") == "game" for r in first) else ("em", "f1")
+
+    @cached_property
     def ids(self) -> list[str]:
         """The questions all variants answered and scored, in the first variant's order: what is compared
         (a question without a gold answer has no score to compare)."""
-        common = set.intersection(*({r["id"] for r in self.records[n] if r["em"] is not None} for n in self.names))
+        key = self.metrics[0]
+        common = set.intersection(*({r["id"] for r in self.records[n] if r.get(key) is not None} for n in self.names))
         return [r["id"] for r in self.records[self.names[0]] if r["id"] in common]
 
     def scores(self, name: str, metric: str) -> list[float]:
-        """One variant's per-question scores ("em" or "f1"), over `ids`."""
+        """One variant's per-question scores ("em" or "f1"; "success" or "reward" for games), over `ids`."""
         by_id = {r["id"]: r[metric] for r in self.records[name]}
         return [by_id[i] for i in self.ids]
 
@@ -61,8 +69,9 @@ class Comparison:
                 "loop": summary["loop"],
                 "n": str(summary["questions"]),
             }
-            for metric in ("em", "f1"):
-                label, mean = metric.upper(), self.interval(name, metric)
+            for metric in self.metrics:
+                label = metric.upper() if metric in ("em", "f1") else metric
+                mean = self.interval(name, metric)
                 diff = self.difference(name, metric) if name != self.names[0] else None
                 if style == "csv":
                     row |= {metric: f"{mean.mean:.6f}", f"{metric}_low": f"{mean.low:.6f}"}
@@ -74,7 +83,7 @@ class Comparison:
                     shown = None if diff is None else f"{diff.mean:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}]"
                     row[f"Δ{label}"] = shown or "base"
             for header, (key, form) in COLUMNS.items():
-                if key not in ("questions", "scored", "em", "f1"):
+                if key not in ("questions", "scored", *self.metrics):
                     row[header] = _cell(summary, key, form)
             row["answered by"] = _branch_cell(summary)
             row["ended"] = _endings_cell(summary)

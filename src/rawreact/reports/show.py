@@ -11,6 +11,8 @@ from rawreact.runs.records import read_trial
 def listing(records: list[dict], width: int | None = None) -> str:
     """The questions of a run, one row each: id, EM, F1, how it ended, steps, then the question, the
     prediction and the gold answer (one line each), cut with "…" to fit `width` columns if given."""
+    if records and all(r.get("task") == "game" for r in records):
+        return _games_listing(records)
     rows = [
         {"id": r["id"], "EM": score(r["em"], "{:.0f}"), "F1": score(r["f1"], "{:.2f}"), "ended": r["ended"]}
         | {"steps": str(r["steps"])}
@@ -27,6 +29,17 @@ def listing(records: list[dict], width: int | None = None) -> str:
         limits["question"] = max(8, room - sum(limits.values()))
         for row in rows:
             row |= {h: _cut(row[h], limits[h]) for h in texts}
+    return table(rows)
+
+
+def _games_listing(records: list[dict]) -> str:
+    """The games of a run, one row each: id, recipe, won, reward, how it ended, steps, invalid commands, task."""
+    rows = [
+        {"id": r["id"], "recipe": r.get("game") or "-", "won": "yes" if r.get("success") else "no"}
+        | {"reward": score(r.get("reward"), "{:.2f}"), "ended": r["ended"], "steps": str(r["steps"])}
+        | {"invalid": str(r["invalid_actions"]), "task": one_line(r["question"])}
+        for r in records
+    ]
     return table(rows)
 
 
@@ -48,15 +61,24 @@ def show(record: dict, with_prompt: bool = False) -> str:
     method, branch = record.get("method", "react"), record.get("branch", "react")
     answered = f"; answered by {branch}" if method in BACKOFFS else ""
     loop = f", {record['loop']} loop" if record.get("loop") else ""
-    head = (
-        f"id {record['id']}: EM {score(record['em'], '{:.0f}')}, F1 {score(record['f1'], '{:.2f}')}; "
-        f"prediction {record['prediction']!r}, "
-        f"gold {record['answer']!r}; ended by {record['ended']} after {plural(record['steps'], 'step')}, "
-        f"{plural(record['model_calls'], 'call')} ({record.get('fallback_calls', '?')} fallback), "
-        f"{plural(record['invalid_actions'], 'invalid action')}, {_count(record.get('repeats'), 'repeat')}, "
-        f"{record['seconds']:.1f} s; method "
-        f"{method}{answered}{loop}{_seen(record.get('supported'))}\n"
-    )
+    if record.get("task") == "game":
+        won = "won" if record.get("success") else "not won"
+        head = (
+            f"id {record['id']}: {won}, reward {score(record.get('reward'), '{:.2f}')}; ended by {record['ended']} "
+            f"after {plural(record['steps'], 'step')}, {plural(record['model_calls'], 'call')}, "
+            f"{plural(record['invalid_actions'], 'invalid command')}, {_count(record.get('repeats'), 'repeat')}, "
+            f"{record['seconds']:.1f} s; method {method}{loop}\n"
+        )
+    else:
+        head = (
+            f"id {record['id']}: EM {score(record['em'], '{:.0f}')}, F1 {score(record['f1'], '{:.2f}')}; "
+            f"prediction {record['prediction']!r}, "
+            f"gold {record['answer']!r}; ended by {record['ended']} after {plural(record['steps'], 'step')}, "
+            f"{plural(record['model_calls'], 'call')} ({record.get('fallback_calls', '?')} fallback), "
+            f"{plural(record['invalid_actions'], 'invalid action')}, {_count(record.get('repeats'), 'repeat')}, "
+            f"{record['seconds']:.1f} s; method "
+            f"{method}{answered}{loop}{_seen(record.get('supported'))}\n"
+        )
     if record.get("trials"):
         return head + trials_text(record, with_prompt)
     parts = []

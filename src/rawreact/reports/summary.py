@@ -9,6 +9,7 @@ from collections import Counter
 from rawreact.agents.guardrails import ENDINGS
 from rawreact.config.choices import BACKOFFS
 from rawreact.core.errors import DataError
+from rawreact.core.text import plural
 
 
 def summarize(records: list[dict]) -> dict:
@@ -22,6 +23,7 @@ def summarize(records: list[dict]) -> dict:
 
     endings = _endings(records)
     scored = [r for r in records if r["em"] is not None]  # a question without a gold answer has no score
+    games = [r for r in records if r.get("task") == "game"]  # a game is scored by success and reward instead
 
     searches = sum(r.get("searches", 0) for r in records)
     evaluated = [r["tokens"].get("evaluated") for r in records]
@@ -30,7 +32,8 @@ def summarize(records: list[dict]) -> dict:
     methods = sorted({r.get("method", "react") for r in records})
     return {
         "questions": n,
-        "scored": len(scored),
+        "scored": len(scored) + len(games),
+        **_games(games),
         # Means over the scored questions; absent (shown "-") when no question had a gold answer.
         **(
             {"em": sum(r["em"] for r in scored) / len(scored), "f1": sum(r["f1"] for r in scored) / len(scored)}
@@ -59,6 +62,22 @@ def summarize(records: list[dict]) -> dict:
         **_throughput(records),
         # Absent (shown "-") when no question searched: Standard and CoT cannot.
         **({"search_hit_rate": sum(r.get("search_hits", 0) for r in records) / searches} if searches else {}),
+    }
+
+
+def _games(games: list[dict]) -> dict:
+    """A game run's scores: the share of games won (`success`), the mean reward (the share of each game's
+    points scored) and the invalid commands a step (commands the game did not admit, and lines that held
+    none); absent when no record is a game."""
+    if not games:
+        return {}
+    steps = sum(r["steps"] for r in games)
+    rewards = [r["reward"] for r in games if r.get("reward") is not None]
+    return {
+        "games": len(games),
+        "success": sum(r["success"] for r in games) / len(games),
+        **({"reward": sum(rewards) / len(rewards)} if rewards else {}),
+        "invalid_per_step": sum(r["invalid_actions"] for r in games) / steps if steps else 0.0,
     }
 
 
@@ -131,6 +150,8 @@ def summary_line(summary: dict) -> str:
     if not summary["questions"]:
         return "0 questions"
     s = summary
+    if "games" in s:
+        return _games_line(s)
     evaluated = _cell(s, "evaluated_tokens", "{:.0f}")
     repeats = _cell(s, "repeats_per_question", "{:.2f}")
     support = f", {s['supported']:.0%} of answers seen in an observation" if "supported" in s else ""
@@ -151,6 +172,19 @@ def summary_line(summary: dict) -> str:
         f"{s['calls']:.1f} calls, "
         f"{s['completion_tokens']:.0f} generated and {evaluated} evaluated tokens, "
         f"{hits}, {repeats} repeats{support}, {s['seconds']:.1f} s per question{rate}; "
+        f"ended: {_endings_cell(s)}"
+    )
+
+
+def _games_line(s: dict) -> str:
+    """The end-of-run sentence of a game run: success, reward, steps, invalid commands and cost."""
+    rate = f" ({s['per_minute']:.1f} games per minute of wall time)" if s.get("per_minute") else ""
+    reward = _cell(s, "reward", "{:.3f}")
+    return (
+        f"{plural(s['games'], 'game')}: success {s['success']:.3f}, reward {reward}, {s['steps']:.1f} steps, "
+        f"{s['invalid_per_step']:.2f} invalid commands a step, {s['calls']:.1f} calls, "
+        f"{s['completion_tokens']:.0f} generated and {_cell(s, 'evaluated_tokens', '{:.0f}')} evaluated tokens, "
+        f"{_cell(s, 'repeats_per_question', '{:.2f}')} repeats, {s['seconds']:.1f} s per game{rate}; "
         f"ended: {_endings_cell(s)}"
     )
 
@@ -179,6 +213,9 @@ COLUMNS = {
     "scored": ("scored", "{:d}"),
     "EM": ("em", "{:.3f}"),
     "F1": ("f1", "{:.3f}"),
+    "success": ("success", "{:.3f}"),
+    "reward": ("reward", "{:.3f}"),
+    "invalid/step": ("invalid_per_step", "{:.2f}"),
     "finished": ("finished", "{:.0%}"),
     "invalid/q": ("invalid_per_question", "{:.2f}"),
     "fallback/q": ("fallback_per_question", "{:.2f}"),
@@ -201,11 +238,16 @@ COLUMNS = {
 # CoT-SC's, the back-offs', and the loop once a run used the reference loop. ("scored" is shown
 # only when some run has questions without a gold answer.)
 OPTIONAL = {"vote share": ("-",), "answered by": ("-",), "loop": ("-", "tolerant")}
+OPTIONAL |= {"success": ("-",), "reward": ("-",), "invalid/step": ("-",)}  # a game run's
+# The columns of questions, left out of a table of games only (where they are all empty, or zero by construction).
+QUESTIONS_ONLY = ("EM", "F1", "finished", "fallback/q", "supported", "EM supp", "EM unsupp", "search hits")
 
 
 def drop_unused(rows: list[dict[str, str]]) -> list[dict[str, str]]:
     """The rows without the optional columns that no row fills (see OPTIONAL)."""
     unused = [h for h, empty in OPTIONAL.items() if all(row.get(h, "-") in empty for row in rows)]
+    if rows and all(row.get("success", "-") != "-" for row in rows):  # games only: the questions' columns say nothing
+        unused += [h for h in QUESTIONS_ONLY if all(row.get(h, "-") in ("-", "0%", "0.00") for row in rows)]
     unused += ["scored"] * all(row.get("scored", row.get("n")) == row.get("n") for row in rows)  # every one scored
     return [{k: v for k, v in row.items() if k not in unused} for row in rows]
 
@@ -257,7 +299,7 @@ TIMES_NOTE = (
     "s/q is each question's own wall time, which overlaps under --workers; q/min is questions per minute of "
     "the run's wall time (the time its questions covered, resumes' gaps left out)"
 )
-ESSENTIAL = ("n", "scored", "EM", "ΔEM", "F1", "ΔF1", "finished")
+ESSENTIAL = ("n", "scored", "EM", "ΔEM", "F1", "ΔF1", "success", "Δsuccess", "reward", "Δreward", "finished")
 
 
 def fitted(rows: list[dict[str, str]], width: int | None, columns: str | None = None) -> str:

@@ -49,13 +49,15 @@ class Result:
         the reference's reward); None when the question has no gold answer: it is not scored."""
         if self.question.task == "fever":
             return label_score(self.outcome.answer, self.question.answer)
+        if self.question.task == "game":  # a game is scored by success and reward (`_game`)
+            return None
         return scores(self.outcome.answer, self.question.answer)[0]
 
     @property
     def f1(self) -> float | None:
         """Token F1 of the prediction against the gold answer (for a FEVER claim, label accuracy again);
         None when the question has no gold answer."""
-        if self.question.task == "fever":
+        if self.question.task in ("fever", "game"):
             return self.em
         return scores(self.outcome.answer, self.question.answer)[1]
 
@@ -123,7 +125,7 @@ class Result:
                 **({"kind": self.question.kind} if self.question.kind else {}),
                 **({} if self.endpoint is None else self._served()),
             }
-            | ({} if self.question.task == "qa" else self._claim())
+            | {"qa": dict, "fever": self._claim, "game": self._game}[self.question.task]()
             | self._trials()
         )
 
@@ -147,6 +149,19 @@ class Result:
             cost = {"model_calls": len(calls), "tokens": token_totals(calls), "seconds": sum(c.seconds for c in calls)}
             trials.append({"answer": trial.answer, "ended": trial.ended, "em": em, "f1": f1, **cost} | trial.to_dict())
         return {"reflexion": out.reflexion, "trials": trials}
+
+    @property
+    def success(self) -> float | None:
+        """1.0 when the game was won, 0.0 when not; None for a question."""
+        if self.question.task != "game":
+            return None
+        return float(self.outcome.ended == "won")
+
+    def _game(self) -> dict:
+        """A game's own fields: its task, whether it was won (`success`), and its reward (the share of its points)."""
+        traj = self.outcome.trajectory
+        reward = None if traj is None else traj.reward
+        return {"task": "game", "success": self.success, "reward": reward, "game": self.question.kind}
 
     def _claim(self) -> dict:
         """A claim's own fields: the label read leniently from the answer, and that reading's score. Where

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from rawreact.agents.commands import CommandGrammar, load_commands_grammar
 from rawreact.agents.grammar import Grammar, load_grammar, validate
 from rawreact.agents.prompts import Prompt
 from rawreact.agents.prompts import load_prompt as _load_prompt
@@ -64,11 +65,30 @@ def backoff_prompt_of(settings: Settings, task: str = "qa") -> Prompt | None:
     )
 
 
-def grammar_of(settings: Settings) -> Grammar | None:
+def grammar_of(settings: Settings) -> Grammar | CommandGrammar | None:
     """The grammar the settings apply, or None."""
     if settings.grammar is None and settings.grammar_file is None:
         return None
+    if settings.grammar == "commands":
+        return load_commands_grammar(settings.grammar_file)
     return load_grammar(settings.grammar or "step", settings.grammar_file)
+
+
+def game_problem(settings: Settings, task: str) -> str | None:
+    """What stops these settings from running on the task's questions, games or not, or None."""
+    if task != "game":
+        if settings.grammar == "commands":
+            return "--grammar commands is a game's (its admissible commands); questions take step, action or titles"
+        return None
+    if settings.method not in ("react", "act"):
+        return f"games are played by react or act (the paper's ALFWorld rows), not {settings.method}"
+    if settings.grammar not in (None, "commands"):
+        return f"a game's grammar is its admissible commands: --grammar commands, not {settings.grammar}"
+    if settings.loop != "tolerant":
+        return "a game runs in the game loop (the notebook's ALFWorld loop); drop --loop reference"
+    if settings.passages is not None:
+        return "a game is its own environment; drop --passages"
+    return None
 
 
 def collection_of(settings: Settings, collection: Collection) -> Collection:
@@ -123,7 +143,7 @@ def check_env(settings: Settings, collection: Collection, grammar: Grammar | Non
         return {}
     questions = collection.questions or (None,)
     env = envs_of(settings, collection)(questions[0])
-    if grammar is not None:
+    if grammar is not None and grammar.mode != "commands":
         validate(grammar, env.verbs)
     verbs = [{"name": v.name, "shown": v.shown, "arg": v.arg, "description": v.description} for v in env.verbs]
     return {"env": settings.env, "env_sha256": factory_of(settings).sha256, "verbs": verbs}
@@ -251,6 +271,9 @@ class Parts:
 def load_parts(settings: Settings, collection: Collection, **run) -> Parts:
     """Load and check everything the settings name, before any model loads: a bad file fails first."""
     task = collection.task
+    problem = game_problem(settings, task)
+    if problem:
+        raise DataError(f"{settings.where}{problem}")
     prompt, grammar, backoff = prompt_of(settings, task), grammar_of(settings), backoff_prompt_of(settings, task)
     collection_of(settings, collection)  # opens the passages now: a bad store fails before any model loads
     config = manifest_config(settings, collection, prompt, grammar, backoff, **run)

@@ -17,6 +17,7 @@ from rawreact.config.choices import LOOPS
 from rawreact.core.errors import DataError
 from rawreact.core.text import HEADERS
 from rawreact.environments.env import PassageEnv
+from rawreact.environments.game import GameEnv
 from rawreact.environments.reference import ReferenceEnv
 
 if TYPE_CHECKING:
@@ -36,8 +37,9 @@ class Question:
     answer: str
     supporting: tuple[str, ...] = ()
     passages: Mapping[str, Sequence[str]] | None = None
-    kind: str = ""  # HotpotQA's type and level, such as "bridge/hard", when known
-    task: str = "qa"  # "qa", or "fever": a claim whose answer is a label (fever.py)
+    kind: str = ""  # HotpotQA's type and level, such as "bridge/hard", when known (a game's recipe)
+    task: str = "qa"  # "qa"; "fever": a claim whose answer is a label (fever.py); "game": a text game (games.py)
+    game: str = ""  # a game's file, for task "game"
 
     @property
     def header(self) -> str:
@@ -75,13 +77,13 @@ class Collection:
 
     @property
     def task(self) -> str:
-        """The task of its questions: "fever" for FEVER claims, else "qa"."""
-        return "fever" if self.layout == "fever" else "qa"
+        """The task of its questions: "fever" for FEVER claims, "game" for text games, else "qa"."""
+        return {"fever": "fever", "games": "game"}.get(self.layout, "qa")
 
     def env(
         self, question: Question | None = None, *, n_first: int | None = None, loop: str = "tolerant"
-    ) -> PassageEnv | ReferenceEnv:
-        """A fresh environment over the question's own passages, or the shared ones.
+    ) -> PassageEnv | ReferenceEnv | GameEnv:
+        """A fresh environment over the question's own passages, or the shared ones; a game's own.
 
         `loop` "reference" gives the reference's environment (`ReferenceEnv`, which knows the
         question's gold answer for its reward) over the same passages; `n_first` defaults to the
@@ -90,6 +92,8 @@ class Collection:
         """
         if loop not in LOOPS:
             raise ValueError(f"unknown loop {loop!r}; the loops are {', '.join(LOOPS)}")
+        if question is not None and question.game:  # a text game is its own environment
+            return GameEnv(question.game)
         n_first = LOOPS[loop] if n_first is None else n_first
         gold = None if question is None else question.answer
         if question is not None and question.passages is not None and self.own:

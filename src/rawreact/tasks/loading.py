@@ -4,7 +4,8 @@
   (see envs/README.md);
 - the official HotpotQA JSON: a list of rows with `context` as `[title, [sentences]]` pairs;
 - Hugging Face `hotpot_qa` rows, as a JSON list or JSONL, with `context` as parallel lists;
-- FEVER's claims (`fever.py`).
+- FEVER's claims (`fever.py`);
+- a folder of text games with its games.json (`games.py`).
 
 `load_collection` tells the layout from the file itself; `open_passages` opens a store or pools a
 question file's paragraphs, for `--passages`.
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from rawreact.core.errors import DataError
 from rawreact.core.resources import resource
-from rawreact.tasks import fever, hotpotqa
+from rawreact.tasks import fever, games, hotpotqa
 from rawreact.tasks.collection import Collection, Passages, Question, check_unique_ids
 
 DEMO = "demo.json"
@@ -45,8 +46,11 @@ def open_passages(path: str | Path) -> Passages:
 
 
 def load_collection(path: str | Path | None = None) -> Collection:
-    """Read a question file in any known layout; the demo collection shipped in `envs/` by default."""
+    """Read a question file in any known layout, or a folder of games (`games.read_games`); the demo
+    collection shipped in `envs/` by default."""
     path = Path(path) if path else resource("envs", DEMO)
+    if games.is_games(path):
+        return games.read_games(path)
     try:
         raw = path.read_bytes()
     except OSError as error:

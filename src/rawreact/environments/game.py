@@ -1,0 +1,128 @@
+"""`GameEnv`: a TextWorld text game, the shape of ALFWorld's household tasks.
+
+An action is a command line (`open wooden door`), or `think: ...`, which the game never sees and
+answers `OK.`, as the reference repository's `alfworld.ipynb` does. Each observation is what the game
+said, on one line: its status bar, its prompt and the banner are gone. The episode ends when the game
+is won or lost; `reward` is the share of the game's points scored, and `won` says whether it was won.
+`admissible` lists the commands the game accepts now, which the commands grammar turns into the only
+lines a model may write. textworld is an optional extra (`pip install 'rawreact[games]'`), imported
+when a game starts.
+"""
+
+import re
+from pathlib import Path
+
+from rawreact.core.actions import Action, Verbs, parse_command
+from rawreact.core.errors import DataError
+from rawreact.core.verbs import Verb
+
+GAME_VERBS = Verbs(
+    [
+        Verb(
+            "think",
+            "think",
+            arg="prefix",
+            description="notes a thought: the game does not see it, and answers OK.",
+            parameter="thought",
+            tool=False,
+        ),
+        Verb("command", "", arg="command", description="is a command the game understands.", parameter="command"),
+    ]
+)
+THOUGHT_SEEN = "OK."  # what a thought is answered, as in alfworld.ipynb
+_END = "*** The End ***"
+_STATUS = re.compile(r"\n>[^\n]*$")  # the game's prompt and status bar after it, which every reply ends with
+
+
+def clean(feedback: str) -> str:
+    """A game's reply on one line: without its prompt and status bar, or what follows `*** The End ***`."""
+    text = _STATUS.sub("", feedback)
+    if _END in text:
+        text = text[: text.index(_END)]
+    return " ".join(text.split())
+
+
+class GameEnv:
+    """One TextWorld game (a `.z8` or `.ulx` file that `tw-make` made, with its `.json` beside it)."""
+
+    verbs = GAME_VERBS
+    style = "commands"
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise DataError(f"{self.path}: no such game file; make games with `rawreact games`")
+        self._game = None
+        self.answer: str | None = None
+        self.opening = ""
+        self.admissible: list[str] = []
+        self.score, self.max_score, self.won, self.lost, self.moves = 0, 1, False, False, 0
+        self.obs = ""
+
+    def fresh(self) -> "GameEnv":
+        """The same game, not yet started."""
+        return GameEnv(self.path)
+
+    def _start(self):
+        try:
+            import textworld
+        except ImportError:
+            raise DataError(
+                "text games need textworld: pip install 'rawreact[games]' (or pip install textworld)"
+            ) from None
+        infos = textworld.EnvInfos(
+            admissible_commands=True, score=True, max_score=True, won=True, lost=True, objective=True, description=True
+        )
+        try:
+            return textworld.start(str(self.path), request_infos=infos)
+        except Exception as error:  # noqa: BLE001 - textworld raises many kinds for a bad file
+            raise DataError(f"{self.path}: textworld cannot start this game: {error}") from None
+
+    def reset(self) -> None:
+        """Start the game from its beginning: `opening` is its objective and the first room."""
+        if self._game is not None:
+            self._game.close()
+        self._game = self._start()
+        state = self._game.reset()
+        self.opening = f"{' '.join(state['objective'].split())}\n{clean(state['description'])}"
+        self._update(state)
+        self.answer, self.obs = None, ""
+
+    def _update(self, state) -> None:
+        self.admissible = sorted(state["admissible_commands"] or [])
+        self.score, self.max_score = state["score"] or 0, state["max_score"] or 1
+        self.won, self.lost = bool(state["won"]), bool(state["lost"])
+
+    @property
+    def done(self) -> bool:
+        """Whether the game is over: won or lost."""
+        return self.won or self.lost
+
+    @property
+    def reward(self) -> float:
+        """The share of the game's points scored so far, 0 to 1."""
+        return self.score / self.max_score if self.max_score else 0.0
+
+    def step(self, action: str | Action) -> tuple[str, bool]:
+        """Carry out one command or thought; (observation, done). A game over answers as it ended."""
+        parsed = parse_command(action, self.verbs) if isinstance(action, str) else action
+        if self._game is None:
+            self.reset()
+        if self.done:
+            return self.obs, True
+        if parsed is None:
+            self.obs = "Nothing happens."
+            return self.obs, False
+        if parsed.name == "think":
+            return THOUGHT_SEEN, False
+        state, _, _ = self._game.step(parsed.arg)
+        self.moves += 1
+        self._update(state)
+        self.obs = clean(state.feedback) or "Nothing happens."
+        return self.obs, self.done
+
+    def close(self) -> None:
+        """Stop the game's interpreter."""
+        if self._game is not None:
+            self._game.close()
+            self._game = None

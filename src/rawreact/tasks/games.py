@@ -1,0 +1,177 @@
+"""Text games as a task: a folder of TextWorld games made by recipe, and read back as questions.
+
+`make_games` runs TextWorld's own `tw-make` (its wheel ships the Inform 7 compiler, so games are
+made offline and seeded) once per recipe and seed, into a folder with `games.json`, the manifest of
+what was made: each game's id, file, recipe, seed, SHA-256, objective and the length of its
+walkthrough. `read_games` reads such a folder as a collection whose questions are games (task
+"game"): the question is the game's objective, and the environment is the game (`GameEnv`).
+
+Recipes: `coin:L` (TextWorld's coin collector at level L), `treasure:L` (treasure hunter) and
+`cooking:L` (a cooking game with L ingredients to find; from level 2 on, across six rooms, and from
+level 3 on, with containers to open).
+"""
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from rawreact.core.errors import DataError
+from rawreact.core.text import whole_number
+from rawreact.tasks.collection import Collection, Question
+
+MANIFEST = "games.json"
+KINDS = {"coin": "tw-coin_collector", "treasure": "tw-treasure_hunter", "cooking": "tw-cooking"}
+LEVELS = {"coin": 300, "treasure": 30, "cooking": 5}  # the highest level each recipe takes
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A kind of game and its level, as `coin:2`."""
+
+    kind: str
+    level: int
+
+    @classmethod
+    def parse(cls, text: str) -> "Recipe":
+        """`KIND:LEVEL` -> Recipe; a bad one is a DataError naming the kinds and levels."""
+        kind, _, level = text.strip().partition(":")
+        number = whole_number(level) if level else 1
+        if kind not in KINDS or number is None or not 1 <= number <= LEVELS[kind]:
+            kinds = ", ".join(f"{k}:1..{n}" for k, n in LEVELS.items())
+            raise DataError(f"recipe {text!r}: give KIND:LEVEL, one of {kinds}")
+        return cls(kind, number)
+
+    def arguments(self) -> list[str]:
+        """tw-make's arguments for this recipe."""
+        if self.kind != "cooking":
+            return [KINDS[self.kind], "--level", str(self.level)]
+        go = "1" if self.level == 1 else "6"
+        opened = ["--open"] if self.level >= 3 else []
+        return [KINDS[self.kind], "--recipe", str(self.level), "--take", str(self.level), "--go", go, *opened]
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.level}"
+
+
+def tw_make() -> str:
+    """The `tw-make` command of the textworld that is installed, or a DataError saying how to get it."""
+    beside = Path(sys.executable).with_name("tw-make")
+    found = str(beside) if beside.is_file() else shutil.which("tw-make")
+    if found is None:
+        raise DataError("making games needs textworld's tw-make: pip install 'rawreact[games]' (or textworld)")
+    return found
+
+
+def make_games(folder: str | Path, recipes: list[str], seeds: list[int], on_game=None) -> list[dict]:
+    """Make one game per recipe and seed into `folder`, and write its manifest; the games made, in order.
+
+    A game the folder already holds (same id, same file digest in the manifest) is kept, not made again.
+    `on_game(entry)` is called as each game is ready.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    parsed = [Recipe.parse(r) for r in recipes]
+    old = {g["id"]: g for g in _manifest(folder).get("games", [])} if (folder / MANIFEST).exists() else {}
+    command, games = tw_make(), []
+    for recipe in parsed:
+        for seed in seeds:
+            game_id = f"{recipe.kind}{recipe.level}-s{seed}"
+            path = folder / f"{game_id}.z8"
+            kept = old.get(game_id)
+            if not (kept and path.is_file() and _sha256(path) == kept["sha256"]):
+                _make(command, recipe, seed, path)
+                kept = _entry(game_id, recipe, seed, path)
+            games.append(kept)
+            if on_game is not None:
+                on_game(kept)
+            _write_manifest(folder, games)  # after every game: an interrupted batch keeps what it made
+    return games
+
+
+def _make(command: str, recipe: Recipe, seed: int, path: Path) -> None:
+    args = [command, *recipe.arguments(), "--seed", str(seed), "--output", str(path), "--silent", "-f"]
+    done = subprocess.run(args, capture_output=True, text=True)
+    if done.returncode != 0 or not path.is_file():
+        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        raise DataError(f"tw-make could not make {recipe} with seed {seed}: {' / '.join(tail) or 'no output'}")
+
+
+def _entry(game_id: str, recipe: Recipe, seed: int, path: Path) -> dict:
+    """A game's manifest entry: what it is, and what the game file says of itself."""
+    info = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
+    objective = " ".join(str(info.get("objective", "")).split())
+    walkthrough = info.get("metadata", {}).get("walkthrough") or info.get("walkthrough") or []
+    return {
+        "id": game_id,
+        "file": path.name,
+        "recipe": str(recipe),
+        "seed": seed,
+        "sha256": _sha256(path),
+        "objective": objective,
+        "walkthrough_steps": len(walkthrough),
+    }
+
+
+def _write_manifest(folder: Path, games: list[dict]) -> None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        tw = version("textworld")
+    except PackageNotFoundError:
+        tw = None
+    data = {"made_by": "rawreact games", "textworld": tw, "games": games}
+    tmp = folder / f".{MANIFEST}.tmp"
+    tmp.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.replace(folder / MANIFEST)
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _manifest(folder: Path) -> dict:
+    path = folder / MANIFEST
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise DataError(f"{path}: cannot read the games manifest: {error.strerror}") from None
+    except json.JSONDecodeError as error:
+        raise DataError(f"{path} line {error.lineno}: not valid JSON: {error.msg}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("games"), list):
+        raise DataError(f"{path}: not a games manifest (an object with a list of games); make one with `rawreact games`")
+    return data
+
+
+def is_games(path: str | Path) -> bool:
+    """Whether `path` is a folder of games (it holds games.json), or games.json itself."""
+    path = Path(path)
+    return (path.is_dir() and (path / MANIFEST).is_file()) or path.name == MANIFEST
+
+
+def read_games(path: str | Path) -> Collection:
+    """A games folder (or its games.json) as a collection: one question per game, in the manifest's order.
+
+    Every game file is checked against its digest, so a run names exactly the games it played.
+    """
+    path = Path(path)
+    folder = path if path.is_dir() else path.parent
+    data = _manifest(folder)
+    questions, digest = [], hashlib.sha256()
+    for n, game in enumerate(data["games"], 1):
+        if not isinstance(game, dict) or not {"id", "file", "sha256"} <= set(game):
+            raise DataError(f"{folder / MANIFEST}: game {n} needs id, file and sha256")
+        file = folder / game["file"]
+        if not file.is_file():
+            raise DataError(f"{file}: the game is missing; make it again with `rawreact games {folder}`")
+        if _sha256(file) != game["sha256"]:
+            raise DataError(f"{file}: the game file changed since it was made (its SHA-256 differs); make it again")
+        digest.update(f"{game['id']}\0{game['sha256']}\0".encode())
+        objective = game.get("objective") or game["id"]
+        questions.append(Question(game["id"], objective, "", kind=game.get("recipe", ""), task="game", game=str(file)))
+    if not questions:
+        raise DataError(f"{folder / MANIFEST} lists no games; make some with `rawreact games {folder}`")
+    return Collection(folder.name, {}, tuple(questions), "games", str(folder), digest.hexdigest())
