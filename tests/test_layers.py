@@ -145,6 +145,8 @@ def test_the_verb_check_sees_a_verb_named_in_the_agents(tmp_path):
 
     names = [verb.name for verb in PASSAGE_VERBS if verb.name != "finish"]
     old = tmp_path / "old.py"
-    old.write_text('def searches(steps):\n    """Searches."""\n    return sum(s.action.name == "search" for s in steps)\n')
+    old.write_text(
+        'def searches(steps):\n    """Searches."""\n    return sum(s.action.name == "search" for s in steps)\n'
+    )
     word = re.compile(r"\b(" + "|".join(names) + r")\b(?!\s+\w)", re.IGNORECASE)
     assert [text for _, text in _strings(old) if word.fullmatch(text.strip())] == ["search"]

@@ -101,7 +101,10 @@ def _own_verb(capsys, block: str) -> list[str]:
     printed = capsys.readouterr().out.splitlines()
     assert printed[0] == "('148', False)"
     assert printed[1].startswith("('Calculate[2**8] failed: ValueError: only numbers and + - * / are allowed")
-    assert printed[2] == "(4) Calculate[expression] works out an arithmetic expression, such as 2000-1852, and shows the result."
+    assert (
+        printed[2]
+        == "(4) Calculate[expression] works out an arithmetic expression, such as 2000-1852, and shows the result."
+    )
     return printed
 
 
@@ -120,7 +123,9 @@ def test_the_readme_own_verb_example_runs_on_the_scripted_model(capsys):
         'ScriptedModel([" Orlo was founded in 1852.\\nAction 1: Calculate[2000-1852]\\n", '
         '" So 148 years.\\nAction 2: Finish[148]\\n"])'
     )
-    block = block.replace('load_model("gemma3-270m")', script).replace("import PassageEnv,", "import PassageEnv, ScriptedModel,")
+    block = block.replace('load_model("gemma3-270m")', script).replace(
+        "import PassageEnv,", "import PassageEnv, ScriptedModel,"
+    )
     printed = _own_verb(capsys, block)
     assert printed[3] == "['Calculate[2000-1852]', 'Finish[148]']"
 

@@ -269,11 +269,11 @@ def test_hotpotqa_questions_leave_their_own_paragraphs_for_the_store(tmp_path, r
     collection = load_collection(data)
     own_title = next(iter(collection.questions[0].passages))
     for loop in ("tolerant", "reference"):
-        env = Variant("open", loop=loop, passages=str(store)).env(collection)(collection.questions[0])
+        env = Variant("open", loop=loop, passages=str(store)).envs(collection)(collection.questions[0])
         assert isinstance(env.pages, PassageStore)
         assert env.step("search[Far Island]")[0].startswith("Far Island lies")
         assert not env.step(f"search[{own_title}]")[0].startswith("Could not find")  # pooled into the store
-        own = Variant("own", loop=loop).env(collection)(collection.questions[0])
+        own = Variant("own", loop=loop).envs(collection)(collection.questions[0])
         assert own.step("search[Far Island]")[0].startswith("Could not find Far Island")
 
 

@@ -159,7 +159,9 @@ def test_the_tools_schemas_come_from_the_declaration():
     verbs = PASSAGE_VERBS.plus(calculate)
     tools = tools_for(verbs)
     assert [t["function"]["name"] for t in tools] == ["search", "lookup", "finish", "calculate"]
-    assert tools[:3] == tuple(sorted(shipped_tools(), key=lambda t: ["search", "lookup", "finish"].index(t["function"]["name"])))
+    assert tools[:3] == tuple(
+        sorted(shipped_tools(), key=lambda t: ["search", "lookup", "finish"].index(t["function"]["name"]))
+    )
     calc = tools[3]["function"]
     assert calc["parameters"]["required"] == ["expression"] and calc["description"].startswith("works out")
     call = ToolCall("c1", "calculate", json.dumps({"expression": "9-2"}))
@@ -215,7 +217,9 @@ def _cli(tmp_path, monkeypatch, *args):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "myverbs.py").write_text(VERBS_MODULE)
     script = tmp_path / "script.json"
-    script.write_text(json.dumps([" I work it out.\nAction 1: Calculate[2000-1852]\n", " So.\nAction 2: Finish[148]\n"]))
+    script.write_text(
+        json.dumps([" I work it out.\nAction 1: Calculate[2000-1852]\n", " So.\nAction 2: Finish[148]\n"])
+    )
     question = ["--question", "How many years before 2000 was Orlo founded?", "--answer", "148"]
     return main(["run", "--model", f"scripted:{script}", *question, *args])
 

@@ -22,11 +22,11 @@ from rawreact.agents.answers import parse_answer
 from rawreact.agents.guardrails import Guard
 from rawreact.agents.record import Step, Trajectory
 from rawreact.core.actions import PASSAGE_VERBS, Action, Verbs
-from rawreact.core.verbs import Verb
 from rawreact.core.errors import ContextLengthExceeded, ModelError, PromptError
 from rawreact.core.metrics import is_answer
 from rawreact.core.resources import resource
 from rawreact.core.text import one_line
+from rawreact.core.verbs import Verb
 from rawreact.environments.env import PassageEnv
 from rawreact.models.base import ChatReply, ToolCall
 
@@ -62,8 +62,16 @@ def tools_for(verbs: Verbs) -> tuple[dict, ...]:
 def schema_of(verb: Verb) -> dict:
     """A verb's function in OpenAI's `tools` layout: its name, its description, and its argument (if any)."""
     properties = {} if verb.arg == "none" else {verb.parameter: {"type": "string", "description": verb.parameter}}
-    parameters = {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
-    return {"type": "function", "function": {"name": verb.name, "description": verb.description, "parameters": parameters}}
+    parameters = {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+    }
+    return {
+        "type": "function",
+        "function": {"name": verb.name, "description": verb.description, "parameters": parameters},
+    }
 
 
 def _example(schema: dict) -> str:

@@ -218,7 +218,10 @@ def games_command(args: argparse.Namespace) -> int:
         raise DataError(f"{folder} is a file; give a folder to make the games in")
 
     def said(game: dict) -> None:
-        print(f"{game['id']}: {game['recipe']}, seed {game['seed']}, won in {plural(game['walkthrough_steps'], 'step')}", flush=True)
+        print(
+            f"{game['id']}: {game['recipe']}, seed {game['seed']}, won in {plural(game['walkthrough_steps'], 'step')}",
+            flush=True,
+        )
 
     made = make_games(folder, recipes, seeds, on_game=said)
     print(f"{plural(len(made), 'game')} in {folder}; run them with: rawreact run {folder} --method react")

@@ -110,7 +110,9 @@ class Settings:
     order: int | None = None
     grammar: str | None = None
     grammar_file: str | None = _file()
-    env: str | None = None  # `package.module:factory`: the user's environment, from the run's own (see environments.custom)
+    env: str | None = (
+        None  # `package.module:factory`: the user's environment, from the run's own (see environments.custom)
+    )
     n_first: int | None = None
     repeats: str = "off"
     budget: int | None = None

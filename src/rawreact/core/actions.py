@@ -97,8 +97,8 @@ class Verbs:
                 )
             if verb.name in self:
                 raise EnvironmentSetupError(
-                    f"verb {verb.shown!r} is already an action of this environment ({self[verb.name].shown or verb.name}); "
-                    "name yours otherwise"
+                    f"verb {verb.shown!r} is already an action of this environment "
+                    f"({self[verb.name].shown or verb.name}); name yours otherwise"
                 )
         return Verbs(self.all + tuple(added))
 

@@ -57,7 +57,9 @@ def import_factory(spec: str) -> Factory:
             "or install its package"
         ) from None
     except Exception as error:  # noqa: BLE001 - the user's module failed while it loaded
-        raise EnvironmentSetupError(f"--env {spec}: importing {module_name} raised {type(error).__name__}: {error}") from None
+        raise EnvironmentSetupError(
+            f"--env {spec}: importing {module_name} raised {type(error).__name__}: {error}"
+        ) from None
     finally:
         if sys.path and sys.path[0] == added:
             sys.path.pop(0)

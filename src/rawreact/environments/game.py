@@ -10,6 +10,7 @@ when a game starts.
 """
 
 import re
+import warnings
 from pathlib import Path
 
 from rawreact.core.actions import Action, Verbs, parse_command
@@ -74,7 +75,9 @@ class GameEnv:
             admissible_commands=True, score=True, max_score=True, won=True, lost=True, objective=True, description=True
         )
         try:
-            return textworld.start(str(self.path), request_infos=infos)
+            with warnings.catch_warnings():  # jericho's "not fully supported": TextWorld keeps the score itself
+                warnings.simplefilter("ignore")
+                return textworld.start(str(self.path), request_infos=infos)
         except Exception as error:  # noqa: BLE001 - textworld raises many kinds for a bad file
             raise DataError(f"{self.path}: textworld cannot start this game: {error}") from None
 
@@ -83,7 +86,9 @@ class GameEnv:
         if self._game is not None:
             self._game.close()
         self._game = self._start()
-        state = self._game.reset()
+        with warnings.catch_warnings():  # jericho's "not fully supported": TextWorld keeps the score itself
+            warnings.simplefilter("ignore")
+            state = self._game.reset()
         self.opening = f"{' '.join(state['objective'].split())}\n{clean(state['description'])}"
         self._update(state)
         self.answer, self.obs = None, ""

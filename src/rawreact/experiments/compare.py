@@ -107,7 +107,7 @@ def compare(
                 continue
             results = run_questions(
                 questions,
-                variant.env(collection),
+                variant.envs(collection),
                 models[_model_key(variant)],
                 parts.prompt,
                 out=sink,

@@ -44,7 +44,7 @@ class Variant(Settings):
         """The settings alone, without the name."""
         return Settings(**self.to_dict())
 
-    def env(self, collection: Collection) -> Callable[[Question], object]:
+    def envs(self, collection: Collection) -> Callable[[Question], object]:
         """The environment of each question (`envs_of`)."""
         return envs_of(self, collection)
 

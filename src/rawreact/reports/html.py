@@ -31,7 +31,11 @@ from rawreact.tasks.fever import label_table
 _ASSETS = Path(__file__).parent / "assets"  # the page's style and script
 # How episodes ended, each a colour of its own in the chart (the tolerant loop's endings first).
 ENDING_COLOURS = dict(
-    zip(ENDINGS, ("#009e73", "#e69f00", "#cc79a7", "#999999", "#d55e00", "#56b4e9", "#0072b2", "#332288", "#882255"), strict=True)
+    zip(
+        ENDINGS,
+        ("#009e73", "#e69f00", "#cc79a7", "#999999", "#d55e00", "#56b4e9", "#0072b2", "#332288", "#882255"),
+        strict=True,
+    )
 )
 
 

@@ -142,7 +142,9 @@ def _manifest(folder: Path) -> dict:
     except json.JSONDecodeError as error:
         raise DataError(f"{path} line {error.lineno}: not valid JSON: {error.msg}") from None
     if not isinstance(data, dict) or not isinstance(data.get("games"), list):
-        raise DataError(f"{path}: not a games manifest (an object with a list of games); make one with `rawreact games`")
+        raise DataError(
+            f"{path}: not a games manifest (an object with a list of games); make one with `rawreact games`"
+        )
     return data
 
 

@@ -1,0 +1,253 @@
+"""Text games (issue 41 part 2): games made offline by TextWorld, played in alfworld.ipynb's loop, with the
+admissible commands as a grammar, scored by success and reward through run, report, compare and resume."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rawreact import ScriptedModel, load_collection, load_prompt, solve
+from rawreact.agents.commands import load_commands_grammar
+from rawreact.agents.game import play
+from rawreact.cli.app import main
+from rawreact.core.actions import Action, parse_command
+from rawreact.core.errors import DataError
+from rawreact.environments.game import GAME_VERBS, GameEnv, clean
+from rawreact.models.gbnf import check_grammar
+from rawreact.tasks.games import make_games, read_games
+
+CONSOLE = Path(sys.executable).with_name("rawreact")
+
+
+@pytest.fixture(scope="session")
+def games(tmp_path_factory) -> Path:
+    """Three tiny games, made once: a coin to take, a key to take, and a one-ingredient meal."""
+    folder = tmp_path_factory.mktemp("games")
+    make_games(folder, ["coin:1", "treasure:1", "cooking:1"], [1])
+    return folder
+
+
+def test_games_are_made_by_recipe_with_a_manifest_of_what_was_made(games):
+    manifest = json.loads((games / "games.json").read_text())
+    assert [g["id"] for g in manifest["games"]] == ["coin1-s1", "treasure1-s1", "cooking1-s1"]
+    import hashlib
+
+    for game in manifest["games"]:
+        assert hashlib.sha256((games / game["file"]).read_bytes()).hexdigest() == game["sha256"]
+        assert game["walkthrough_steps"] >= 1 and game["objective"]
+    assert manifest["textworld"]  # the version that made them
+    stamp = (games / "coin1-s1.z8").stat().st_mtime_ns
+    make_games(games, ["coin:1"], [1])  # the same game again is kept, not made again
+    assert (games / "coin1-s1.z8").stat().st_mtime_ns == stamp
+    make_games(games, ["coin:1", "treasure:1", "cooking:1"], [1])  # the manifest lists the whole set again
+
+
+def test_a_games_folder_reads_as_questions_of_task_game(games, tmp_path):
+    collection = load_collection(games)
+    assert collection.task == "game" and [q.task for q in collection.questions] == ["game"] * 3
+    assert collection.questions[0].question.startswith("Hey, thanks for coming over to TextWorld!")
+    assert isinstance(collection.env(collection.questions[0]), GameEnv)
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for path in games.iterdir():
+        (copy / path.name).write_bytes(path.read_bytes())
+    (copy / "coin1-s1.z8").write_bytes(b"changed")
+    with pytest.raises(DataError, match="coin1-s1.z8: the game file changed since it was made"):
+        read_games(copy)
+    (copy / "coin1-s1.z8").unlink()
+    with pytest.raises(DataError, match="coin1-s1.z8: the game is missing"):
+        read_games(copy)
+
+
+def test_the_game_environment_answers_commands_thoughts_and_ends_when_won(games):
+    env = GameEnv(games / "coin1-s1.z8")
+    env.reset()
+    assert env.opening.splitlines()[1].startswith("-= Studio =-")
+    assert "take coin" in env.admissible
+    assert env.step(Action("think", "the coin is here")) == ("OK.", False)
+    assert env.moves == 0  # the game never saw it
+    assert env.step("   ") == ("Nothing happens.", False)
+    assert env.step("go west")[0] == "You can't go that way."
+    observation, done = env.step("take coin")
+    assert done and env.won and env.reward == 1.0
+    assert observation == "You pick up the coin from the ground. Your score has just gone up by one point."
+    assert env.step("look") == (observation, True)  # a game over answers as it ended
+
+
+def test_a_games_reply_loses_its_status_bar_and_its_end_banner():
+    assert clean("\nYou can't go that way.\n\n\n>          -= Studio =-0/2") == "You can't go that way."
+    assert clean("Score up.\n\n   *** The End ***\n\nYou scored 1 out of 1") == "Score up."
+
+
+def test_a_command_line_is_read_as_the_notebook_reads_it():
+    assert parse_command(" take coin", GAME_VERBS) == Action("command", "take coin")
+    assert parse_command("> open  wooden door\nYou open it.", GAME_VERBS) == Action("command", "open wooden door")
+    assert parse_command(" think: the key opens it", GAME_VERBS) == Action("think", "the key opens it")
+    assert parse_command("Think:x", GAME_VERBS) == Action("think", "x")
+    assert parse_command("  \n", GAME_VERBS) is None
+    assert parse_command(" take co", GAME_VERBS, truncated=True) is None  # cut at the token limit
+
+
+def test_the_commands_grammar_is_the_admissible_commands_and_thoughts_only_for_react():
+    grammar = load_commands_grammar()
+    react = grammar.for_commands(["take coin", "go east", 'say "hi"'])
+    assert '"go east" | "say \\"hi\\"" | "take coin" | "think: " thought' in react
+    act = grammar.for_commands(["take coin"], thoughts=False)
+    assert "think" not in act.split("root ::=")[1].split("\n")[0]
+    check_grammar(react, source="test")
+    check_grammar(act, source="test")
+
+
+def test_the_game_loop_writes_the_notebooks_transcript(games):
+    env = GameEnv(games / "coin1-s1.z8")
+    model = ScriptedModel([" think: the coin is on the floor", " go west", " take coin", " look"])
+    prompt = load_prompt(method="react", task="game", k=1)
+    traj = play(env, model, prompt, grammar=load_commands_grammar())
+    assert traj.ended == "won" and traj.reward == 1.0 and len(traj.steps) == 3
+    assert [s.error for s in traj.steps] == [None, "inadmissible", None]
+    assert [call["stop"] for call in model.history] == [["\n"]] * 3
+    expected = (
+        prompt.text
+        + f"Task: {env.opening}\n>"
+        + " think: the coin is on the floor\nOK.\n>"
+        + " go west\nYou can't go that way.\n>"
+        + " take coin\nYou pick up the coin from the ground. Your score has just gone up by one point.\n>"
+    )
+    assert traj.transcript() == expected
+    assert model.history[1]["prompt"] == expected[: expected.index(" go west")]
+    assert '"take coin"' in model.history[0]["grammar"]
+
+
+def test_the_game_loop_stops_at_its_limit_and_by_the_guardrails(games):
+    env = GameEnv(games / "coin1-s1.z8")
+    traj = play(env, ScriptedModel([" look"] * 10), load_prompt(method="act", task="game"), max_steps=4)
+    assert (traj.ended, len(traj.steps), traj.reward) == ("max_steps", 4, 0.0)
+    traj = play(env, ScriptedModel([" look"] * 10), load_prompt(method="act", task="game"), repeats="stop")
+    assert (traj.ended, len(traj.steps)) == ("repeat", 2)
+
+
+def test_a_game_takes_the_papers_alfworld_methods_only(games):
+    env = GameEnv(games / "coin1-s1.z8")
+    with pytest.raises(ValueError, match="games are played by react or act"):
+        solve("x", env, ScriptedModel([""]), "", method="cot")
+
+
+def _script(tmp_path, lines):
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps(lines))
+    return f"scripted:{path}"
+
+
+def test_a_game_run_is_scored_reported_and_compared_by_success(games, tmp_path, capsys):
+    won = _script(tmp_path, [" take coin", " take passkey", " look", " look", " look"])
+    assert (
+        main(
+            [
+                "run",
+                str(games),
+                "--model",
+                won,
+                "--method",
+                "act",
+                "--max-steps",
+                "3",
+                "--out",
+                str(tmp_path / "a.jsonl"),
+            ]
+        )
+        == 0
+    )
+    printed = capsys.readouterr().out
+    assert "3 games: success 0.667, reward" in printed and "result [1/3] coin1-s1: won (reward 1.00)" in printed
+    records = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text().splitlines()]
+    assert [(r["task"], r["success"], r["em"]) for r in records] == [("game", 1.0, None)] * 2 + [("game", 0.0, None)]
+    assert records[2]["ended"] == "max_steps" and records[2]["reward"] == 0.0
+    config = json.loads((tmp_path / "a.jsonl.manifest.json").read_text())["config"]
+    assert config["max_steps"] == 3 and config["method"] == "act"
+    lost = _script(tmp_path, [" look"] * 20)
+    assert (
+        main(
+            [
+                "run",
+                str(games),
+                "--model",
+                lost,
+                "--method",
+                "act",
+                "--max-steps",
+                "3",
+                "--out",
+                str(tmp_path / "b.jsonl"),
+            ]
+        )
+        == 0
+    )
+    capsys.readouterr()
+    assert main(["compare-runs", str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split()[:7] == ["variant", "method", "loop", "n", "success", "Δsuccess", "reward"]
+    assert " -0.667 [" in table[2] and "EM" not in table[0]
+    assert main(["show", str(tmp_path / "a.jsonl")]) == 0
+    assert capsys.readouterr().out.splitlines()[1].split()[:5] == ["coin1-s1", "coin:1", "yes", "1.00", "won"]
+
+
+def test_a_game_run_refuses_what_a_game_cannot_take(games, tmp_path, capsys):
+    model = _script(tmp_path, [" look"])
+    for args, message in (
+        (["--method", "cot"], "games are played by react or act"),
+        (["--grammar", "step"], "a game's grammar is its admissible commands: --grammar commands"),
+        (["--loop", "reference"], "drop --loop reference"),
+    ):
+        assert main(["run", str(games), "--model", model, *args]) == 2
+        assert message in capsys.readouterr().err
+    assert main(["run", "--model", model, "--grammar", "commands", "--question", "x"]) == 2
+    assert "--grammar commands is a game's" in capsys.readouterr().err
+
+
+def test_the_games_command_makes_games_and_refuses_a_bad_recipe(tmp_path, capsys):
+    assert main(["games", str(tmp_path / "g"), "--recipe", "coin:1", "--seeds", "2"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "coin1-s2: coin:1, seed 2, won in 1 step",
+        f"1 game in {tmp_path / 'g'}; run them with: rawreact run {tmp_path / 'g'} --method react",
+    ]
+    assert main(["games", str(tmp_path / "g"), "--recipe", "pizza:1"]) == 2
+    assert "recipe 'pizza:1': give KIND:LEVEL, one of coin:1..300" in capsys.readouterr().err
+    assert main(["games", str(tmp_path / "g"), "--seeds", "5-2"]) == 2
+    assert "--seeds '5-2'" in capsys.readouterr().err
+
+
+def test_real_react_and_act_runs_on_games_are_scored_compared_and_resumed_after_a_kill(games, tmp_path):
+    """Gemma 270M through the CLI: ReAct with the commands grammar, killed after its first game and resumed;
+    Act free; both compared by success."""
+    react_run, act_run = tmp_path / "react.jsonl", tmp_path / "act.jsonl"
+    args = [str(CONSOLE), "run", str(games), "--max-steps", "4", "--threads", "1"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with subprocess.Popen(
+        [*args, "--method", "react", "--grammar", "commands", "--out", str(react_run)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+    ) as process:  # fmt: skip
+        for line in process.stdout:
+            if line.startswith("result [1/3]"):
+                process.send_signal(signal.SIGKILL)
+                break
+    first = react_run.read_text().splitlines()
+    assert len(first) == 1
+    done = subprocess.run([*args, "--method", "react", "--grammar", "commands", "--out", str(react_run), "--resume"],
+                          capture_output=True, text=True, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "1 already in" in done.stdout and "3 games: success" in done.stdout
+    lines = react_run.read_text().splitlines()
+    assert lines[0] == first[0] and len(lines) == 3  # the finished game kept, byte for byte
+    records = [json.loads(line) for line in lines]
+    assert all(r["task"] == "game" and r["success"] in (0.0, 1.0) for r in records)
+    assert all(s["error"] != "inadmissible" for r in records for s in r["trajectory"]["steps"])  # the grammar holds
+    done = subprocess.run([*args, "--method", "act", "--out", str(act_run)], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    compared = subprocess.run(
+        [str(CONSOLE), "compare-runs", str(react_run), str(act_run)], capture_output=True, text=True
+    )
+    assert compared.returncode == 0 and "Δsuccess" in compared.stdout.splitlines()[0]
