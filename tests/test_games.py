@@ -251,3 +251,25 @@ def test_real_react_and_act_runs_on_games_are_scored_compared_and_resumed_after_
         [str(CONSOLE), "compare-runs", str(react_run), str(act_run)], capture_output=True, text=True
     )
     assert compared.returncode == 0 and "Δsuccess" in compared.stdout.splitlines()[0]
+
+
+def test_reference_over_games_sends_the_notebooks_two_exemplars_and_says_it_is_not_the_task(games, tmp_path, capsys):
+    """--reference DIR over games: alfworld_3prompts.json's two `put` exemplars, joined as the notebook joins
+    them (`_1` then `_0`), after rawreact's games instruction; the header says what is not the paper's."""
+    checkout = tmp_path / "ReAct"
+    (checkout / "prompts").mkdir(parents=True)
+    keys = {f"{m}_put_{n}": f"You are in room {m}{n}.\nYour task is to: put a {m}{n}.\n> go to shelf {n}\nOK.\n"
+            for m in ("react", "act") for n in (0, 1)}  # fmt: skip
+    (checkout / "prompts" / "alfworld_3prompts.json").write_text(json.dumps(keys))
+    (checkout / "alfworld.ipynb").write_text(json.dumps({"cells": []}))
+    out = tmp_path / "ref.jsonl"
+    model = _script(tmp_path, [" take coin"] * 5)
+    args = ["run", str(games), "--reference", str(checkout), "--model", model, "--limit", "1", "--out", str(out)]
+    assert main(args) == 0
+    printed = capsys.readouterr()
+    assert "its exemplars are ALFWorld's household, so this is the paper's format, not its task" in printed.out + printed.err
+    manifest = json.loads((tmp_path / "ref.jsonl.manifest.json").read_text())
+    [prompt] = manifest["prompts"].values()
+    assert prompt.endswith(keys["react_put_1"] + keys["react_put_0"])
+    assert prompt.startswith("Play a text game to finish a task.")
+    assert manifest["config"]["prompt"].endswith("alfworld_3prompts.json#react_put_1+react_put_0")

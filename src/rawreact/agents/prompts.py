@@ -229,10 +229,12 @@ def json_string(path: Path, key: str | None, option: str = "--key") -> str:
 
 
 def _reference_prompt(path: Path, key: str | None, k: int | None, instruction: str) -> Prompt:
-    text = json_string(path, key)
+    # `A+B` joins two strings in that order, as alfworld.ipynb joins `react_put_1` and `react_put_0`.
+    text = "".join(json_string(path, part) for part in (key or "").split("+")) if key and "+" in key else None
+    text = json_string(path, key) if text is None else text
     if k is not None:
         raise PromptError(f"k={k}: a reference prompt ({path}, {key}) is used whole; drop -k")
-    exemplars = text.count("Question:") + text.count("Claim:")
+    exemplars = text.count("Question:") + text.count("Claim:") + text.count("Your task is to:")
     return Prompt(text=instruction + text, source=f"{path}#{key}", exemplars=exemplars)
 
 

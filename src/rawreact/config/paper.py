@@ -18,6 +18,10 @@ from rawreact.core.errors import DataError
 
 PROMPT_FILES = {"qa": "prompts/prompts_naive.json", "fever": "prompts/fever.json"}
 NOTEBOOKS = {"qa": "hotpotqa.ipynb", "fever": "FEVER.ipynb"}
+# Games: the ALFWorld notebook's prompt file. Its exemplars are ALFWorld's household; over TextWorld games
+# they give the paper's format, not its task. The notebook joins two exemplars of the game's kind; a
+# TextWorld game's nearest kind is `put` (find an object, act on it).
+PROMPT_FILES["game"], NOTEBOOKS["game"] = "prompts/alfworld_3prompts.json", "alfworld.ipynb"
 SHUFFLE_SEED, SHUFFLE_RANGE, SAMPLE = 233, 7405, 500  # both notebooks: random.Random(233) over range(7405), first 500
 OPTIONS = (
     "loop",
@@ -56,6 +60,10 @@ def reference_options(directory: str | Path, task: str, method: str, questions: 
                 f"--reference {directory}: no {needed} there; give a checkout of the reference repository "
                 "(the ReAct paper's code: its prompts/ folder and notebooks)"
             )
+    if task == "game":
+        if method not in ("react", "act"):
+            raise DataError(f"--reference sets up the paper's ALFWorld rows, react and act, for games, not {method}")
+        return {"prompt": str(directory / PROMPT_FILES[task]), "key": f"{method}_put_1+{method}_put_0"}
     first, second = BACKOFFS.get(method, (method, None))
     prompt = str(directory / PROMPT_FILES[task])
     instruction = f"{directory / NOTEBOOKS['qa']}#instruction"  # the HotpotQA notebook's, before its ReAct prompt
@@ -95,6 +103,17 @@ def describe(options: dict[str, object], given: dict[str, object], chosen: dict[
 
     key = options.get("key")
     lines = [part("prompt", f"{options['prompt']}#{key}", _given(given, "prompt", "key"))]
+    if chosen["task"] == "game":
+        return lines + [
+            f"  not the paper's: instruction: {given.get('instruction') or 'rawreact games instruction'} (the "
+            "notebook's is a string inside its loop cell), and `Task: ` before the game's opening",
+            "  not the paper's: games: TextWorld's, made here (the paper's: ALFWorld's 134 unseen games); its "
+            "exemplars are ALFWorld's household, so this is the paper's format, not its task",
+            f"  paper's: loop: alfworld.ipynb's, one line a call, stopped at its line break; steps: "
+            f"{chosen['max_steps'] or 49} (the notebook's: 49)",
+            "  not the paper's: scoring: success and reward of TextWorld's games",
+            f"  not the paper's: model: {chosen['model']} (the paper's: PaLM-540B; the notebook: text-davinci-002)",
+        ]
     instruction = options.get("instruction", "none (the prompt file's own)" if chosen["task"] == "fever" else "none")
     lines.append(part("instruction", str(instruction), _given(given, "instruction")))
     if "backoff_key" in options:
