@@ -267,9 +267,44 @@ def test_reference_over_games_sends_the_notebooks_two_exemplars_and_says_it_is_n
     args = ["run", str(games), "--reference", str(checkout), "--model", model, "--limit", "1", "--out", str(out)]
     assert main(args) == 0
     printed = capsys.readouterr()
-    assert "its exemplars are ALFWorld's household, so this is the paper's format, not its task" in printed.out + printed.err
+    assert (
+        "its exemplars are ALFWorld's household, so this is the paper's format, not its task"
+        in printed.out + printed.err
+    )
     manifest = json.loads((tmp_path / "ref.jsonl.manifest.json").read_text())
     [prompt] = manifest["prompts"].values()
     assert prompt.endswith(keys["react_put_1"] + keys["react_put_0"])
     assert prompt.startswith("Play a text game to finish a task.")
     assert manifest["config"]["prompt"].endswith("alfworld_3prompts.json#react_put_1+react_put_0")
+
+
+def test_a_game_run_exports_its_won_games_and_shows_on_the_page(games, tmp_path, capsys):
+    from rawreact.reports.export import export
+    from rawreact.reports.html import page
+
+    run = tmp_path / "a.jsonl"
+    model = _script(tmp_path, [" think: the coin is here", " take coin", " take passkey", " look", " look", " look"])
+    assert main(["run", str(games), "--model", model, "--max-steps", "3", "--out", str(run), "-q"]) == 0
+    done = export([run], tmp_path / "ex.jsonl")
+    assert (done.questions, done.not_selected, done.games) == (2, 1, 3)  # the two won games, not the lost one
+    first = json.loads((tmp_path / "ex.jsonl").read_text().splitlines()[0])
+    assert first["prompt"].startswith("Task: Hey, thanks") and first["prompt"].endswith("\n>")
+    assert first["completion"] == " think: the coin is here"
+    html = page({"a": run})
+    assert "Success per run, with its 95% interval" in html and "EM per run" not in html
+    assert '<th data-type="number">won</th>' in html and "not a command the game admits" not in html
+    assert "Ended by won: won, reward 1.00." in html
+
+
+def test_a_game_run_splits_into_shards_that_merge(games, tmp_path, capsys):
+    model = _script(tmp_path, [" take coin", " take passkey", " look", " look"])
+    for k in (1, 2):
+        out = str(tmp_path / f"s{k}.jsonl")
+        assert main(["run", str(games), "--model", model, "--method", "act", "--max-steps", "2", "--shard", f"{k}/2",
+                     "--out", out, "-q"]) == 0  # fmt: skip
+    assert (
+        main(["merge", str(tmp_path / "s1.jsonl"), str(tmp_path / "s2.jsonl"), "--out", str(tmp_path / "m.jsonl")]) == 0
+    )
+    merged = [json.loads(line) for line in (tmp_path / "m.jsonl").read_text().splitlines()]
+    assert sorted(r["id"] for r in merged) == ["coin1-s1", "cooking1-s1", "treasure1-s1"]
+    assert all(r["task"] == "game" for r in merged)

@@ -119,6 +119,8 @@ def export_command(args: argparse.Namespace) -> int:
     options["with_memory"] = args.memory
     done = export(args.runs, args.out, **options)
     chosen = "EM 1" if args.min_f1 is None else f"F1 at least {args.min_f1:g}"
+    if done.games:  # a game is selected when won
+        chosen = "won" if args.min_f1 is None else f"won, reward at least {args.min_f1:g}"
     if not done.examples:  # nothing was written: an empty file would look like a finished export
         hint = "; try --min-f1 0.5" if args.min_f1 is None and done.not_selected else ""
         raise DataError(

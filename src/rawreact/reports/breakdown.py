@@ -2,12 +2,15 @@
 question ended, with counts and 95% bootstrap intervals. (FEVER's labels have their own table,
 `tasks.fever.label_table`.)"""
 
+import re
+
 from rawreact.core.stats import RESAMPLES, bootstrap
 from rawreact.core.text import plural
 
+# HotpotQA's kind is `type/level` (`bridge/hard`); a game's is its recipe, `kind:level` (`coin:2`).
 GROUPS = {
-    "type": lambda r: r["kind"].split("/")[0] if r.get("kind") else None,
-    "level": lambda r: r["kind"].split("/")[1] if "/" in r.get("kind", "") else None,
+    "type": lambda r: re.split("[/:]", r["kind"])[0] if r.get("kind") else None,
+    "level": lambda r: re.split("[/:]", r["kind"])[1] if re.search("[/:]", r.get("kind", "")) else None,
     "ended": lambda r: r["ended"],
 }
 
@@ -34,6 +37,12 @@ def breakdown(runs: dict[str, list[dict]], *, resamples: int = RESAMPLES, seed: 
 
 
 def _scores(records: list[dict], resamples: int, seed: int) -> dict[str, str]:
+    if all(r.get("task") == "game" for r in records):  # a game's scores: success and reward
+        cells = {"scored": str(len(records))}
+        for metric in ("success", "reward"):
+            interval = bootstrap([r.get(metric) or 0.0 for r in records], resamples=resamples, seed=seed)
+            cells[metric] = str(interval)
+        return cells
     scored = [r for r in records if r["em"] is not None]
     if not scored:
         return {"scored": "0", "EM": "-", "F1": "-"}

@@ -57,13 +57,17 @@ class Export:
     not_selected: int
     no_trajectory: int
     no_target: int = 0  # selected, but no step of theirs is a target (every action invalid or repeated)
+    games: int = 0  # how many of the records are games, selected when won
 
 
 def selected(record: dict, min_f1: float | None = None) -> bool:
     """Whether a record's episode is exported: EM 1 by default, F1 at least `min_f1` when it is given.
 
-    A question without a gold answer has no score (null), so it is never selected.
+    A question without a gold answer has no score (null), so it is never selected. A game is selected when
+    it was won (`min_f1` then asks its reward to be at least that).
     """
+    if record.get("task") == "game":
+        return bool(record.get("success")) and (min_f1 is None or (record.get("reward") or 0.0) >= min_f1)
     if min_f1 is None:
         return record["em"] == 1
     return record["f1"] is not None and record["f1"] >= min_f1
@@ -87,6 +91,12 @@ def _answer(step: Step) -> str:
 def completion_examples(traj: Trajectory, with_prompt: bool = False) -> list[dict]:
     """One prompt/completion pair per step that ran a valid, new action."""
     skip = 0 if with_prompt else len(traj.prompt)
+    if traj.loop == "game":  # the transcript ends with `>`, and the model wrote the line after it
+        return [
+            {"prompt": traj.transcript(k)[skip:], "completion": f" {step.action_text}"}
+            for k, step in enumerate(traj.steps)
+            if _target(step)
+        ]
     return [
         {"prompt": traj.transcript(k)[skip:] + _cue(step), "completion": _answer(step)}
         for k, step in enumerate(traj.steps)
@@ -107,12 +117,14 @@ def chat_example(traj: Trajectory, with_prompt: bool = False) -> dict:
     messages.append({"role": "user", "content": f"{traj.preamble}{traj.header}: {traj.question}"})
     shown = [s for s in traj.steps if s.calls]  # not the reference loop's closing finish[]
     for n, step in enumerate(shown):
-        message = {"role": "assistant", "content": (_cue(step) + _answer(step))}
+        game = traj.loop == "game"  # a game's lines: the command or thought, then what the game said
+        message = {"role": "assistant", "content": step.action_text if game else (_cue(step) + _answer(step))}
         if not _target(step):
             message["weight"] = 0
         messages.append(message)
         if n + 1 < len(shown):  # the last observation ("Episode finished.") is nobody's cue
-            messages.append({"role": "user", "content": f"Observation {step.i}: {step.observation}{step.note}"})
+            seen = f"{step.observation}{step.note}" if game else f"Observation {step.i}: {step.observation}{step.note}"
+            messages.append({"role": "user", "content": seen})
     return {"messages": messages}
 
 
@@ -182,13 +194,14 @@ def export(
         raise DataError(f"unknown layout {layout!r}; the layouts are {', '.join(LAYOUTS)}")
     if min_f1 is not None and not 0 <= min_f1 <= 1:
         raise DataError(f"--min-f1 {min_f1} is not between 0 and 1")
-    examples, questions, records, not_selected, no_trajectory, no_target = [], 0, 0, 0, 0, 0
+    examples, questions, records, not_selected, no_trajectory, no_target, games = [], 0, 0, 0, 0, 0, 0
     sources = []
     for path in runs:
         _, found = read_run(path)
         sources.append({"run_file": str(path), "sha256": hashlib.sha256(Path(path).read_bytes()).hexdigest()})
         for record in found:
             records += 1
+            games += record.get("task") == "game"
             acting = record.get("trajectory") is not None and record.get("branch", "react") in _ACTING
             # A tools episode is a chat history: it has no prompt/completion steps.
             if not acting or (record.get("branch") == "tools" and layout not in _CHATS):
@@ -204,7 +217,7 @@ def export(
             questions += bool(made)
             no_target += not made
             examples += made
-    result = Export(len(examples), questions, records, not_selected, no_trajectory, no_target)
+    result = Export(len(examples), questions, records, not_selected, no_trajectory, no_target, games)
     manifest = {
         "rawreact": __version__,
         "layout": layout,

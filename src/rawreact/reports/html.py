@@ -101,9 +101,9 @@ def _table(rows: list[dict[str, str]], cls: str) -> str:
 # The columns of the first of the two tables a wide table is split into (each keeps its first column):
 # what a run scored, then what it did and cost.
 _SCORES = ("method", "loop", "model", "grammar", "n", "scored", "EM", "F1", "finished", "supported", "EM supp")
-_SCORES += ("EM unsupp",)
+_SCORES += ("EM unsupp", "success", "reward", "invalid/step")
 _SCORES += ("vote share", "answered by")
-_INTERVALS = ("method", "loop", "n", "EM", "ΔEM", "F1", "ΔF1", "finished")
+_INTERVALS = ("method", "loop", "n", "EM", "ΔEM", "F1", "ΔF1", "success", "Δsuccess", "reward", "Δreward", "finished")
 
 
 def _split(rows: list[dict[str, str]], first: tuple[str, ...]) -> str:
@@ -229,15 +229,16 @@ def _charts(records: dict[str, list[dict]], resamples: int, seed: int) -> str:
         return '<p class="note">No question has finished yet.</p>'
     summaries = {name: summarize(found) for name, found in filled.items()}
     charts = []
-    for metric in ("em", "f1"):
+    for metric in ("em", "f1", "success", "reward"):  # a game's scores are its success and reward
         rows = []
         for name, found in filled.items():
-            scored = [r[metric] for r in found if r[metric] is not None]  # no gold answer, no score
+            scored = [r[metric] for r in found if r.get(metric) is not None]  # no gold answer, no score
             if scored:
                 interval = bootstrap(scored, resamples=resamples, seed=seed)
                 rows.append((name, interval.mean, interval.low, interval.high))
         if rows:  # a run whose questions have no gold answer has no score to chart
-            charts.append(svg.intervals(f"{metric.upper()} per run, with its 95% interval", rows))
+            label = metric.upper() if metric in ("em", "f1") else metric.capitalize()
+            charts.append(svg.intervals(f"{label} per run, with its 95% interval", rows))
     steps = [(name, Counter(r["steps"] for r in found)) for name, found in filled.items()]
     charts.append(svg.histogram("Questions by steps taken", steps))
     endings = [(name, s["endings"]) for name, s in summaries.items()]
@@ -252,7 +253,7 @@ def _charts(records: dict[str, list[dict]], resamples: int, seed: int) -> str:
     charts += _distributions(filled)
     unscored = (
         ""
-        if any(r["em"] is not None for found in filled.values() for r in found)
+        if any(r["em"] is not None or r.get("task") == "game" for found in filled.values() for r in found)
         else ('<p class="note">No question has a gold answer, so there is no EM or F1 to chart.</p>')
     )
     return unscored + '<div class="charts">' + "".join(f"<figure>{c}</figure>" for c in charts) + "</div>"

@@ -15,6 +15,7 @@ from rawreact.reports.summary import score
 from rawreact.runs.records import read_trial
 
 _ERRORS = {"no action": "no action", "truncated": "truncated", "invalid": "invalid action"}
+_ERRORS["inadmissible"] = "not a command the game admits"
 
 
 _COLUMNS = (  # header, type (for sorting)
@@ -33,10 +34,17 @@ _COLUMNS = (  # header, type (for sorting)
 )
 
 
+# A game has no gold answer nor prediction: its row shows its recipe, whether it was won, and its reward.
+_GAME_COLUMNS = {"question": ("task", "text"), "gold": ("recipe", "text"), "prediction": ("answer", "text")}
+_GAME_COLUMNS |= {"EM": ("won", "number"), "F1": ("reward", "number")}
+
+
 def questions_table(records: dict[str, list[dict]]) -> str:
     """The filter controls and the table of questions, each row followed by its hidden transcript."""
     several = len(records) > 1
     columns = [c for c in _COLUMNS if several or c[0] != "run"]
+    if all(r.get("task") == "game" for found in records.values() for r in found):  # games: won and reward
+        columns = [_GAME_COLUMNS.get(name, (name, kind)) for name, kind in columns]
     runs = "".join(f'<option value="{escape(name)}">{escape(name)}</option>' for name in records)
     controls = [
         '<label><input type="checkbox" id="f-wrong"> wrong only</label>',
@@ -61,15 +69,17 @@ def questions_table(records: dict[str, list[dict]]) -> str:
 
 
 def _question_row(run: str, record: dict, several: bool, width: int) -> str:
-    right = record["em"] == 1
+    game = record.get("task") == "game"
+    em = record.get("success") if game else record["em"]  # a game is right when won
+    right = em == 1
     cells = [("run", run, None)] if several else []
     cells += [
         ("id", record["id"], None),  # a link to the row itself: `#RUN/ID` opens it
         ("q", record["question"], None),
-        ("gold", record["answer"], None),
+        ("gold", record.get("game", "") if game else record["answer"], None),
         ("prediction", record["prediction"], None),
-        ("em", score(record["em"], "{:.0f}"), record["em"]),
-        ("f1", score(record["f1"], "{:.2f}"), record["f1"]),
+        ("em", score(em, "{:.0f}"), em),
+        ("f1", score(record.get("reward") if game else record["f1"], "{:.2f}"), record.get("reward" if game else "f1")),
         ("ended", record["ended"], None),
         ("steps", str(record["steps"]), record["steps"]),
         ("invalid", str(record["invalid_actions"]), record["invalid_actions"]),
@@ -86,11 +96,11 @@ def _question_row(run: str, record: dict, several: bool, width: int) -> str:
         for cls, text, v in cells
     )
     data = (
-        f'data-run="{escape(run)}" data-em="{escape(score(record["em"], "{:.0f}"))}" '
+        f'data-run="{escape(run)}" data-em="{escape(score(em, "{:.0f}"))}" '
         f'data-invalid="{escape(str(record["invalid_actions"]))}" data-ended="{escape(record["ended"])}"'
     )
     return (
-        f'<tr class="question {"right" if right else "wrong" if record["em"] is not None else "unscored"}" '
+        f'<tr class="question {"right" if right else "wrong" if em is not None else "unscored"}" '
         f'id="{escape(anchor)}" {data}>{tds}</tr>'
         f'<tr class="detail" hidden><td colspan="{width}">{transcript(record)}</td></tr>'
     )
@@ -121,6 +131,12 @@ def transcript(record: dict) -> str:
         f"gold {escape(repr(record['answer']))} (EM {score(record['em'], '{:.0f}')}, "
         f"F1 {score(record['f1'], '{:.2f}')}).</p>"
     )
+    if record.get("task") == "game":
+        won = "won" if record.get("success") else "not won"
+        ending = (
+            f'<p class="ending">Ended by {escape(record["ended"])}: {won}, reward '
+            f"{score(record.get('reward'), '{:.2f}')}.</p>"
+        )
     return f'<div class="transcript">{"".join(parts)}{ending}</div>'
 
 
@@ -213,10 +229,13 @@ def _step(step: Step, loop: str) -> str:
 
     if step.thought is not None:
         lines.append(_line("thought", f"Thought {step.i}", f'<span class="text">{escape(step.thought)}</span>'))
-    lines.append(_line("action", f"Action {step.i}", f"<code>{escape(step.action_text)}</code>{''.join(badges)}"))
+    said, seen_as = (
+        (f"> {step.i}", f"Game {step.i}") if loop == "game" else (f"Action {step.i}", f"Observation {step.i}")
+    )
+    lines.append(_line("action", said, f"<code>{escape(step.action_text)}</code>{''.join(badges)}"))
     note = f'<span class="guard-note">{escape(step.note)}</span>' if step.note else ""
     seen = f'<span class="text">{escape(step.observation)}</span>{note}'
-    lines.append(_line("observation", f"Observation {step.i}", seen))
+    lines.append(_line("observation", seen_as, seen))
     for k, call in enumerate(step.calls, 1):
         evaluated = "?" if call.evaluated_tokens is None else call.evaluated_tokens
         meta = (

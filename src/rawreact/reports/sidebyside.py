@@ -73,11 +73,15 @@ def _answer(run: str, record: dict | None) -> str:
     """One run's cell: its prediction, EM and F1 and how it ended, or a dash when it has no such question."""
     if record is None:
         return f'<td class="answer missing" data-run="{escape(run)}">-</td>'
-    verdict = "right" if record["em"] == 1 else "wrong" if record["em"] is not None else "unscored"
-    meta = (
-        f"EM {score(record['em'], '{:.0f}')}, F1 {score(record['f1'], '{:.2f}')}, {record['ended']} after "
-        f"{record['steps']} step{'s' if record['steps'] != 1 else ''}"
+    game = record.get("task") == "game"
+    em = record.get("success") if game else record["em"]  # a game is right when won
+    verdict = "right" if em == 1 else "wrong" if em is not None else "unscored"
+    scores = (
+        f"{'won' if em else 'not won'}, reward {score(record.get('reward'), '{:.2f}')}"
+        if game
+        else f"EM {score(record['em'], '{:.0f}')}, F1 {score(record['f1'], '{:.2f}')}"
     )
+    meta = f"{scores}, {record['ended']} after {record['steps']} step{'s' if record['steps'] != 1 else ''}"
     prediction = escape(str(record["prediction"]))
     where = f'data-run="{escape(run)}" data-anchor="{escape(question_anchor(run, record["id"]))}"'
     return (
