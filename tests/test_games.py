@@ -308,3 +308,46 @@ def test_a_game_run_splits_into_shards_that_merge(games, tmp_path, capsys):
     merged = [json.loads(line) for line in (tmp_path / "m.jsonl").read_text().splitlines()]
     assert sorted(r["id"] for r in merged) == ["coin1-s1", "cooking1-s1", "treasure1-s1"]
     assert all(r["task"] == "game" for r in merged)
+
+
+def test_reflexion_plays_a_game_again_after_a_reflection_until_it_is_won(games, tmp_path, capsys):
+    """react-reflexion over games: each trial judged by the game (evaluator won, the default for games); the
+    reflection on a lost game is in the next trial's prompt, with the game's own memory wording."""
+    script = [" look", " look", " I only looked around; next time I take the coin.", " take coin"]
+    out = tmp_path / "r.jsonl"
+    args = ["run", str(games), "--limit", "1", "--model", _script(tmp_path, script), "--method", "react-reflexion"]
+    assert main([*args, "--trials", "3", "--max-steps", "2", "--out", str(out)]) == 0
+    [record] = [json.loads(line) for line in out.read_text().splitlines()]
+    assert (record["success"], record["ended"], len(record["trials"])) == (1.0, "won", 2)
+    assert record["reflexion"]["evaluator"] == "won"
+    first, second = record["trials"]
+    assert (first["passed"], first["success"], second["passed"], second["success"]) == (False, 0.0, True, 1.0)
+    assert first["reflection"]["text"] == "I only looked around; next time I take the coin."
+    assert second["trajectory"]["preamble"].startswith("You have played this game before and did not win.")
+    assert "- I only looked around; next time I take the coin.\n" in second["trajectory"]["preamble"]
+    capsys.readouterr()
+    assert main(["report", str(out)]) == 0
+    assert "success after" in capsys.readouterr().out
+    assert main([*args, "--evaluator", "em", "--out", str(tmp_path / "em.jsonl")]) == 2
+    assert "a game's trial is judged by the game: --evaluator won" in capsys.readouterr().err
+
+
+def test_reflexion_on_a_game_runs_on_the_embedded_model(games, tmp_path):
+    """Gemma 270M loses the cooking game in 3 steps, writes a reflection, and plays it again with it."""
+    folder = tmp_path / "one"
+    folder.mkdir()
+    manifest = json.loads((games / "games.json").read_text())
+    manifest["games"] = [g for g in manifest["games"] if g["id"] == "cooking1-s1"]
+    (folder / "games.json").write_text(json.dumps(manifest))
+    for suffix in (".z8", ".json"):
+        (folder / f"cooking1-s1{suffix}").write_bytes((games / f"cooking1-s1{suffix}").read_bytes())
+    out = tmp_path / "r.jsonl"
+    args = [str(CONSOLE), "run", str(folder), "--method", "react-reflexion", "--trials", "2", "--max-steps", "3"]
+    done = subprocess.run([*args, "--grammar", "commands", "--threads", "1", "--out", str(out)], capture_output=True,
+                          text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    [record] = [json.loads(line) for line in out.read_text().splitlines()]
+    first = record["trials"][0]
+    assert (first["passed"], first["ended"], len(record["trials"])) == (False, "max_steps", 2)  # 3 steps cannot win
+    assert first["reflection"]["text"] and first["reflection"]["call"]["completion_tokens"] > 0
+    assert first["reflection"]["text"] in record["trials"][1]["trajectory"]["preamble"]

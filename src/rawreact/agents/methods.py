@@ -155,7 +155,7 @@ def solve(
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; the methods are {', '.join(METHODS)}")
     if getattr(env, "style", "react") == "commands":  # a game: the notebook's ALFWorld loop
-        return _play(env, model, prompt, method, max_tokens, on_step, loop, header, loop_options)
+        return _play(env, model, prompt, method, max_tokens, on_step, loop, header, loop_options, reflexion)
     if method in BACKOFFS and backoff_prompt is None:
         raise ValueError(f"method {method} needs the prompt of its second part: backoff_prompt")
     repeats = loop_options.get("repeats", "off")
@@ -209,16 +209,24 @@ def solve(
 
 
 def _play(env, model: Model, prompt: Prompt | str, method: str, max_tokens: int, on_step, loop: str, header: str,
-          options: dict) -> Outcome:  # fmt: skip
-    """A game by ReAct or Act: the game loop (`game.play`), whose lines are commands and (ReAct's) thoughts."""
-    if method not in ("react", "act"):
-        raise ValueError(f"games are played by react or act (the paper's ALFWorld rows), not {method}")
+          options: dict, reflexion: dict | None) -> Outcome:  # fmt: skip
+    """A game by ReAct or Act: the game loop (`game.play`), whose lines are commands and (ReAct's) thoughts;
+    by ReAct + Reflexion, trials of it, each judged by the game (`reflexion.trials`, agent "game")."""
+    if method not in ("react", "act", "react-reflexion"):
+        raise ValueError(
+            f"games are played by react or act (the paper's ALFWorld rows) or react-reflexion, not {method}"
+        )
     if loop != "tolerant":
         raise ValueError("a game runs in the game loop, the notebook's ALFWorld loop; drop --loop reference")
     grammar = options.get("grammar")
     if grammar is not None and getattr(grammar, "mode", None) != "commands":
         raise ValueError(f"a game's grammar is its admissible commands (--grammar commands), not {grammar.mode}")
     known = {k: options[k] for k in ("max_steps", "repeats", "budget", "preamble") if k in options}
+    if method == "react-reflexion":
+        settings = {"evaluator": "won"} | (reflexion or {})
+        made = trials("", env, model, prompt, agent="game", max_tokens=max_tokens, header=header, grammar=grammar,
+                      on_step=on_step, **known, **settings)  # fmt: skip
+        return Outcome(method, "react", trajectory=made[-1].part, trials=made)
     trajectory = play(env, model, prompt, max_tokens=max_tokens, grammar=grammar, thoughts=method == "react",
                       on_step=on_step, header=header, **known)  # fmt: skip
     return Outcome(method, method, trajectory=trajectory)

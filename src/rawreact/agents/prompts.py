@@ -24,7 +24,11 @@ _BLOCKS = re.compile(r"\n[ \t]*\n")
 FOLDERS = {"react": "", "act": "act/", "standard": "standard/", "cot": "cot/", "cot-sc": "cot/", "tools": "tools/"}
 # Reflexion's prompts: CoT given a context, and the reflections written after a failed ReAct or CoT trial.
 FOLDERS |= {"cot-context": "cot/context/", "reflect-react": "reflexion/", "reflect-cot": "reflexion/cot/"}
-STARTS = {"cot-context": "Context"}  # what an exemplar starts with, where it is not the question's header
+FOLDERS["reflect-game"] = "games/reflexion/"  # a game's reflections
+STARTS = {
+    "cot-context": "Context",
+    "reflect-game": "Task",
+}  # what an exemplar starts with, where it is not the question's header
 TASKS = {"qa": ("", HEADERS["qa"]), "fever": ("fever/", HEADERS["fever"]), "game": ("games/", HEADERS["game"])}
 
 

@@ -1,9 +1,10 @@
 """Reflexion (Shinn et al., 2023): trials of ReAct or CoT on one question, each after a failed one
 shown what went wrong, as the Reflexion code's HotpotQA agents do.
 
-A trial is one ReAct episode (`loop.react`) or one CoT answer (`reasoning.reason`, given the
-question's gold paragraphs as context or nothing). An evaluator decides whether it passed: `em`,
-the gold answer's exact match (the paper's oracle), or `supported`, which needs no gold answer.
+A trial is one ReAct episode (`loop.react`), one CoT answer (`reasoning.reason`, given the
+question's gold paragraphs as context or nothing), or one game played (`game.play`, as the Reflexion
+paper plays ALFWorld). An evaluator decides whether it passed: `em`, the gold answer's exact match
+(the paper's oracle), `supported`, which needs no gold answer, or, for a game, `won`.
 A failed trial is followed by the next, whose prompt holds, between the few-shot prompt and the
 question line, what the strategy keeps (STRATEGIES): nothing (`base`), the last trial's transcript
 (`last_trial`), every reflection written so far (`reflexion`), or the last trial and the reflection
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rawreact.agents.game import play
 from rawreact.agents.guardrails import supported
 from rawreact.agents.loop import react
 from rawreact.agents.prompts import Prompt, json_string, python_string, read_exemplars, read_instruction
@@ -43,8 +45,14 @@ REFLECTIONS = (
     "and how to do better; use them to answer it this time.\nReflections:\n"
 )
 AFTER_LAST = "The reflection below says what went wrong in that attempt and how to do better.\nReflection:\n"
+# A game's memory says the same of a game not won.
+GAME_LAST_TRIAL = "You have played this game before and did not win. This was your last attempt:\n"
+GAME_REFLECTIONS = (
+    "You have played this game before and did not win. The reflections below say what went wrong and how to "
+    "do better; use them to win it this time.\nReflections:\n"
+)
 
-SHIPPED = {"react": "reflexion/", "cot": "reflexion/cot/"}  # each agent's reflection prompt, under prompts/
+SHIPPED = {"react": "reflexion/", "cot": "reflexion/cot/", "game": "games/reflexion/"}  # under prompts/
 
 
 @dataclass(frozen=True)
@@ -185,7 +193,10 @@ class Trial:
 
 
 def scratchpad(part: Trajectory | Reasoning) -> str:
-    """A trial as the model wrote it after the question line: its steps, or CoT's thought and answer."""
+    """A trial as the model wrote it after the question line: its steps (a game's `> line` and what the game
+    said), or CoT's thought and answer."""
+    if isinstance(part, Trajectory) and part.loop == "game":
+        return "".join(f"> {step.action_text}\n{step.observation}\n" for step in part.steps)
     if isinstance(part, Trajectory):
         return "".join(step.render() for step in part.steps if step.calls)
     if not part.samples:
@@ -197,12 +208,16 @@ def cut_to_fit(text: str, limit: int, count: Callable[[str], int]) -> tuple[str,
     """`text` with its longest observations replaced by a mark until it counts `limit` or less, as the
     reference's `truncate_scratchpad`; and the step numbers of the observations replaced."""
     lines = text.split("\n")
-    observations = sorted(
-        (k for k, line in enumerate(lines) if line.startswith("Observation")), key=lambda k: count(lines[k])
-    )
+    game = bool(lines) and lines[0].startswith("> ")  # a game's scratchpad: `> line`, then what the game said
+    said = (lambda line: line and not line.startswith("> ")) if game else (lambda line: line.startswith("Observation"))
+    observations = sorted((k for k, line in enumerate(lines) if said(line)), key=lambda k: count(lines[k]))
     cut = []
     while observations and count("\n".join(lines)) > limit:
         k = observations.pop()
+        if game:  # its step is the count of `>` lines up to it
+            lines[k] = CUT
+            cut.append(sum(line.startswith("> ") for line in lines[:k]))
+            continue
         label = lines[k].split(":")[0]
         lines[k] = f"{label}: {CUT}"
         cut.append(whole_number(label.split()[-1]) or 0)
@@ -233,13 +248,16 @@ def memory(
     if not history or strategy == "base":
         return ""
     last = history[-1]
+    game = isinstance(last.part, Trajectory) and last.part.loop == "game"
     shown = cut_to_fit(scratchpad(last.part), limit, count)[0].strip("\n")
-    last_trial = f"{LAST_TRIAL}{header}: {question}\n{shown}\n{END_OF_LAST}"  # without CoT's context, as the reference
+    opening = GAME_LAST_TRIAL if game else LAST_TRIAL
+    last_trial = f"{opening}{header}: {question}\n{shown}\n{END_OF_LAST}"  # without CoT's context, as the reference
     if strategy == "last_trial":
         return last_trial + "\n"
     written = [t.reflection.text for t in history if t.reflection is not None and t.reflection.text]
     if strategy == "reflexion":
-        return "" if not written else REFLECTIONS + "".join(f"- {text}\n" for text in written) + "\n"
+        head = GAME_REFLECTIONS if game else REFLECTIONS
+        return "" if not written else head + "".join(f"- {text}\n" for text in written) + "\n"
     latest = last.reflection.text if last.reflection is not None else ""
     return last_trial + (f"{AFTER_LAST}- {latest}\n" if latest else "") + "\n"
 
@@ -248,6 +266,8 @@ def passes(evaluator: str, part: Trajectory | Reasoning, gold: str, context: str
     """Whether a trial passed: `em` its answer is the gold one (normalised exact match, the paper's
     oracle); `supported` it answered, and the answer occurs in what it read (its searches and lookups,
     or the context it was given; a yes or no needs a passage opened)."""
+    if evaluator == "won":  # a game: the game says
+        return part.ended == "won"
     answer = part.answer
     if not is_answer(answer):
         return False
@@ -339,6 +359,8 @@ def trials(
             last = history[-1]
             if last.passed or len(history) >= trials:
                 return history
+            if agent == "game":  # what a game's reflection is shown as its question: the game's opening
+                question = last.part.question
             if strategy in REFLECTING and last.reflection is None:
                 last.reflection = reflect(
                     model,
@@ -354,7 +376,10 @@ def trials(
                 if on_trial is not None:
                     on_trial(last)
         before = memory(strategy, history, question, header=header, count=count, limit=scratchpad_tokens)
-        if agent == "react":
+        if agent == "game":  # the game's opening is its question
+            part = play(env, model, prompt, max_tokens=max_tokens, header=header, preamble=before, **loop_options)
+            question = part.question
+        elif agent == "react":
             part = react(
                 question, env, model, prompt, max_tokens=max_tokens, header=header, preamble=before, **loop_options
             )

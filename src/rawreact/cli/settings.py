@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rawreact.config import paper
-from rawreact.config.choices import MODES
+from rawreact.config.choices import MODES, REFLEXION
 from rawreact.config.files import read_settings
 from rawreact.config.settings import KEYS, Settings, in_shard
 from rawreact.core.errors import DataError
@@ -63,6 +63,8 @@ def choose(args: argparse.Namespace) -> Chosen:
     """The settings of `rawreact run`, and its questions, checked before any model loads."""
     given = given_settings(args)
     collection = _collection(given)
+    if collection.task == "game" and given.get("method") in REFLEXION and "evaluator" not in given:
+        given["evaluator"] = "won"  # a game's trial is judged by the game
     options = {}
     if args.reference:
         method = given.get("method", "react")

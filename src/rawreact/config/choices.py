@@ -46,8 +46,8 @@ REFLECTING = ("reflexion", "last_trial_and_reflexion")  # the strategies that ca
 
 # Who decides that a trial failed: the gold answer's exact match (`em`, the Reflexion paper's oracle), or
 # `supported`, which needs no gold answer: the answer must occur in what the trial read (its searches and
-# lookups, or the context it was given).
-EVALUATORS = ("em", "supported")
+# lookups, or the context it was given). A game's trial is judged by the game: `won` (the Reflexion paper's ALFWorld).
+EVALUATORS = ("em", "supported", "won")
 
 
 CONTEXTS = ("none", "gold")  # what CoT + Reflexion is given before the question: nothing, or the gold paragraphs

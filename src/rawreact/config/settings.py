@@ -206,6 +206,8 @@ class Settings:
                 f"prompt, and strategy {self.strategy} writes no reflections; drop "
                 f"{'it' if len(unused) == 1 else 'them'}, or use --strategy {' or '.join(REFLECTING)}"
             )
+        if self.evaluator == "won" and self.method != "react-reflexion":
+            return "evaluator=won judges a game's trial, and games are played by react-reflexion, not cot-reflexion"
         if self.context != "none" and self.method != "cot-reflexion":
             return f"context={self.context!r} gives CoT its paragraphs: it applies to cot-reflexion only"
         if self.evaluator == "supported" and self.method == "cot-reflexion" and self.context == "none":

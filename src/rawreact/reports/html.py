@@ -209,11 +209,13 @@ def _trials(records: dict[str, list[dict]]) -> str:
     rows = trial_rows(records)
     if not rows:
         return ""
+    games = all(r.get("task") == "game" for found in records.values() for r in found)
+    metric, label = ("success", "Success") if games else ("em", "EM")  # a game's trials: the share won
     series = [
-        (name, [(s["trial"], s["em"]) for s in trial_stats(found) if s["em"] is not None])
+        (name, [(s["trial"], s[metric]) for s in trial_stats(found) if s.get(metric) is not None])
         for name, found in records.items()
     ]
-    chart = svg.lines("EM after each trial", [item for item in series if item[1]], "trial", "EM")
+    chart = svg.lines(f"{label} after each trial", [item for item in series if item[1]], "trial", label)
     return (
         '<h2 id="trials">Trials</h2>'
         f'<div class="charts"><figure>{chart}</figure></div>'

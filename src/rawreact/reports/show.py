@@ -110,13 +110,17 @@ def trials_text(record: dict, with_prompt: bool) -> str:
     for data in record["trials"]:
         trial = read_trial(data, part["prompt"])
         verdict = "passed" if trial.passed else "failed"
+        scored = f"answer {trial.answer!r}, EM {score(data.get('em'), '{:.0f}')}"
+        if "success" in data:  # a game's trial
+            scored = f"{'won' if data['success'] else 'not won'}, reward {score(data.get('reward'), '{:.2f}')}"
         out.append(
-            f"\n--- trial {trial.n}: {verdict} ({settings.get('evaluator', '?')}); answer {trial.answer!r}, "
-            f"EM {score(data.get('em'), '{:.0f}')}, ended by {trial.ended}, {plural(data['model_calls'], 'call')}\n"
+            f"\n--- trial {trial.n}: {verdict} ({settings.get('evaluator', '?')}); {scored}, "
+            f"ended by {trial.ended}, {plural(data['model_calls'], 'call')}\n"
         )
         if isinstance(trial.part, Trajectory):
             text = trial.part.transcript()
-            out.append(text if with_prompt else text[len(trial.part.prompt) :])
+            text = text if with_prompt else text[len(trial.part.prompt) :]
+            out.append(text if text.endswith("\n") else text + "\n")
         else:
             out.append(reasoning_text(trial.part, with_prompt))
         reflection = trial.reflection

@@ -23,6 +23,7 @@ def trial_stats(records: list[dict]) -> list[dict]:
         ran = [r["trials"][t - 1] for r in withtrials if len(r["trials"]) >= t]
         after = [r["trials"][min(t, len(r["trials"])) - 1] for r in withtrials]
         scored = [trial for trial in after if trial.get("em") is not None]
+        games = [trial for trial in after if trial.get("success") is not None]  # a game's trials: success after
         evaluated = [trial.get("tokens", {}).get("evaluated") for trial in ran]
         stats.append(
             {
@@ -35,6 +36,7 @@ def trial_stats(records: list[dict]) -> list[dict]:
                 "completion_tokens": sum(trial.get("tokens", {}).get("completion", 0) for trial in ran),
                 "evaluated_tokens": None if None in evaluated else sum(evaluated),
                 "reflections": sum(trial.get("reflection") is not None for trial in ran),
+                **({"success": sum(trial["success"] for trial in games) / len(games)} if games else {}),
             }
         )
     return stats
@@ -46,14 +48,18 @@ def trial_rows(runs: dict[str, list[dict]]) -> list[dict[str, str]]:
     for name, records in runs.items():
         judged = {(r.get("reflexion") or {}).get("evaluator", "?") for r in records if r.get("trials")}
         for s in trial_stats(records):
+            after = (
+                {"success after": score(s["success"], "{:.3f}")}
+                if "success" in s
+                else {"EM after": score(s["em"], "{:.3f}"), "F1 after": score(s["f1"], "{:.3f}")}
+            )
             rows.append(
                 {
                     "run": name,
                     "trial": str(s["trial"]),
                     "ran": str(s["ran"]),
                     "passed": f"{s['passed']} ({'/'.join(sorted(judged))})",
-                    "EM after": score(s["em"], "{:.3f}"),
-                    "F1 after": score(s["f1"], "{:.3f}"),
+                    **after,
                     "calls": str(s["calls"]),
                     "reflections": str(s["reflections"]),
                     "gen tok": str(s["completion_tokens"]),

@@ -147,7 +147,12 @@ class Result:
             em, f1 = scores(trial.answer, self.question.answer) if self.question.answer else (None, None)
             calls = trial.calls
             cost = {"model_calls": len(calls), "tokens": token_totals(calls), "seconds": sum(c.seconds for c in calls)}
-            trials.append({"answer": trial.answer, "ended": trial.ended, "em": em, "f1": f1, **cost} | trial.to_dict())
+            won = {}
+            if self.question.task == "game":  # a game's trial: whether it was won, and its reward
+                won = {"success": float(trial.ended == "won"), "reward": trial.part.reward}
+            trials.append(
+                {"answer": trial.answer, "ended": trial.ended, "em": em, "f1": f1, **won, **cost} | trial.to_dict()
+            )
         return {"reflexion": out.reflexion, "trials": trials}
 
     @property

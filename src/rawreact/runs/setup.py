@@ -39,15 +39,16 @@ def prompt_of(settings: Settings, task: str = "qa") -> Prompt:
     )
 
 
-def reflect_prompt_of(settings: Settings) -> ReflectPrompt | None:
-    """The reflection prompt of a Reflexion method whose strategy writes reflections, or None."""
+def reflect_prompt_of(settings: Settings, task: str = "qa") -> ReflectPrompt | None:
+    """The reflection prompt of a Reflexion method whose strategy writes reflections, or None (a game's
+    reflections have their own shipped prompt)."""
     if settings.method not in REFLEXION or settings.strategy not in REFLECTING:
         return None
     return load_reflect_prompt(
         settings.reflect_prompt,
         key=settings.reflect_key,
         instruction=settings.reflect_instruction,
-        agent=REFLEXION[settings.method],
+        agent="game" if task == "game" else REFLEXION[settings.method],
     )
 
 
@@ -79,9 +80,16 @@ def game_problem(settings: Settings, task: str) -> str | None:
     if task != "game":
         if settings.grammar == "commands":
             return "--grammar commands is a game's (its admissible commands); questions take step, action or titles"
+        if settings.evaluator == "won":
+            return "--evaluator won judges a game's trial; a question's take em or supported"
         return None
-    if settings.method not in ("react", "act"):
-        return f"games are played by react or act (the paper's ALFWorld rows), not {settings.method}"
+    if settings.method not in ("react", "act", "react-reflexion"):
+        return (
+            f"games are played by react or act (the paper's ALFWorld rows) or react-reflexion (the Reflexion "
+            f"paper's), not {settings.method}"
+        )
+    if settings.method == "react-reflexion" and settings.evaluator != "won":
+        return f"a game's trial is judged by the game: --evaluator won, not {settings.evaluator}"
     if settings.grammar not in (None, "commands"):
         return f"a game's grammar is its admissible commands: --grammar commands, not {settings.grammar}"
     if settings.loop != "tolerant":
@@ -149,7 +157,9 @@ def check_env(settings: Settings, collection: Collection, grammar: Grammar | Non
     return {"env": settings.env, "env_sha256": factory_of(settings).sha256, "verbs": verbs}
 
 
-def solve_options(settings: Settings, grammar: Grammar | None, backoff: Prompt | None, task: str = "qa") -> dict:
+def solve_options(
+    settings: Settings, grammar: Grammar | CommandGrammar | None, backoff: Prompt | None, task: str = "qa"
+) -> dict:
     """The keyword arguments of `solve` (through `run_questions`) for these settings, on the task's questions."""
     return {
         "method": settings.method,
@@ -163,10 +173,10 @@ def solve_options(settings: Settings, grammar: Grammar | None, backoff: Prompt |
         "max_steps": settings.steps(task),
         "max_tokens": settings.max_tokens,
         "grammar": grammar,
-    } | _reflexion_options(settings)
+    } | _reflexion_options(settings, task)
 
 
-def _reflexion_options(settings: Settings) -> dict:
+def _reflexion_options(settings: Settings, task: str = "qa") -> dict:
     """A Reflexion method's part of `solve`'s keyword arguments (the rest come per question in run_questions)."""
     if settings.method not in REFLEXION:
         return {}
@@ -174,7 +184,7 @@ def _reflexion_options(settings: Settings) -> dict:
     # The agent's exemplars from the Reflexion code's fewshots.py: its checkout was given, so CoT's trials
     # are made as that code makes them (reflexion_code.reference_cot).
     as_code = bool(settings.prompt) and split_named(settings.prompt)[0].endswith(".py")
-    options = {k: getattr(settings, k) for k in keys} | {"reflect_prompt": reflect_prompt_of(settings)}
+    options = {k: getattr(settings, k) for k in keys} | {"reflect_prompt": reflect_prompt_of(settings, task)}
     return {"reflexion": options | {"as_reflexion_code": as_code}}
 
 
@@ -227,14 +237,14 @@ def manifest_config(
         "drafts": settings.drafts,
         # What a step's call stops at (the tools method's chat turns are not text steps).
         "call_stop": CALL_STOPS[settings.loop] if acts(settings.method) and settings.method != "tools" else None,
-    } | _reflexion_config(settings)
+    } | _reflexion_config(settings, collection.task)
 
 
-def _reflexion_config(settings: Settings) -> dict:
+def _reflexion_config(settings: Settings, task: str = "qa") -> dict:
     """A Reflexion method's part of the manifest config: its settings and its reflection prompt, by content."""
     if settings.method not in REFLEXION:
         return {}
-    reflect = reflect_prompt_of(settings)
+    reflect = reflect_prompt_of(settings, task)
     keys = ("trials", "strategy", "evaluator", "context", "reflect_max_tokens")
     return {k: getattr(settings, k) for k in keys} | {
         "reflect_prompt": None if reflect is None else reflect.source,
