@@ -126,15 +126,17 @@ def test_the_agents_know_no_verb_by_name_but_finish():
     """Issue 41: the loops, grammar, guardrails, records and tools read the environment's declared verbs;
     only `finish`, which ends every episode, is named in the agents' code."""
     from rawreact import PASSAGE_VERBS
+    from rawreact.environments.game import GAME_VERBS
 
-    names = [verb.name for verb in PASSAGE_VERBS if verb.name != "finish"]
-    word = re.compile(r"\b(" + "|".join(names) + r")\b(?!\s+\w)", re.IGNORECASE)
+    names = [verb.name for verb in (*PASSAGE_VERBS, *GAME_VERBS) if verb.name != "finish"]
+    word = re.compile(r"\b(" + "|".join(names) + r")\b(?!\s+\w)|^(" + "|".join(names) + r"):", re.IGNORECASE)
     found = [
         (name, line, text)
         for name, path in MODULES.items()
         if _layer(name) == "agents"
         for line, text in _strings(path)
-        if word.fullmatch(text.strip()) or re.search(r"\b(" + "|".join(names) + r")\[", text, re.IGNORECASE)
+        if word.fullmatch(text.strip())
+        or re.search(r"\b(" + "|".join(names) + r")(\[|: )", text, re.IGNORECASE)
     ]
     assert found == []
 

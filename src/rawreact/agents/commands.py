@@ -9,9 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rawreact.agents.grammar import Template, _literal, _read
+from rawreact.core.actions import Verbs
 from rawreact.core.errors import GrammarError
 from rawreact.core.resources import resource
 from rawreact.core.text import one_line
+from rawreact.environments.game import GAME_VERBS
 
 _SHIPPED = "prompts/grammars/commands.gbnf"
 
@@ -34,14 +36,16 @@ class CommandGrammar:
         """A hash of the mode and the template's text."""
         return hashlib.sha256(f"{self.mode}\0{self.template.text}".encode("utf-8", "surrogatepass")).hexdigest()
 
-    def for_commands(self, commands: Iterable[str], thoughts: bool = True) -> str:
-        """The GBNF of one step's action line: one of `commands`, or (with `thoughts`) `think: ...`."""
+    def for_commands(self, commands: Iterable[str], thoughts: bool = True, verbs: Verbs = GAME_VERBS) -> str:
+        """The GBNF of one step's action line: one of `commands`, or (with `thoughts`) a line of each of the
+        environment's prefix verbs (`think: ...`)."""
         alternatives = sorted({one_line(c) for c in commands if one_line(c)})
         if not alternatives and not thoughts:  # a game with nothing to do still lets the model write a line
             alternatives = ["look"]
-        literals = " | ".join(_literal(c) for c in alternatives)
-        thought = ('"think: " thought' if not literals else ' | "think: " thought') if thoughts else ""
-        return self.template.fill(commands=literals, thought=thought)
+        literals = [_literal(c) for c in alternatives]
+        prefixes = [f"{_literal(verb.shown + ': ')} thought" for verb in verbs if verb.arg == "prefix"]
+        thought = "".join(f" | {p}" if literals or k else p for k, p in enumerate(prefixes)) if thoughts else ""
+        return self.template.fill(commands=" | ".join(literals), thought=thought)
 
 
 def load_commands_grammar(path: str | None = None) -> CommandGrammar:

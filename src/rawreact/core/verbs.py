@@ -51,6 +51,11 @@ class Verb:
         if problem:
             raise EnvironmentSetupError(problem)
 
+    @property
+    def whole_line(self) -> bool:
+        """Whether its argument is the whole line: a game's command, which the game may or may not admit."""
+        return self.arg == "command"
+
     def form(self, arg: str) -> str:
         """The canonical prompt form of this verb with `arg`, such as `Search[Milan]` or `think: x`."""
         if self.arg == "prefix":
