@@ -351,3 +351,30 @@ def test_reflexion_on_a_game_runs_on_the_embedded_model(games, tmp_path):
     assert (first["passed"], first["ended"], len(record["trials"])) == (False, "max_steps", 2)  # 3 steps cannot win
     assert first["reflection"]["text"] and first["reflection"]["call"]["completion_tokens"] > 0
     assert first["reflection"]["text"] in record["trials"][1]["trajectory"]["preamble"]
+
+
+def test_a_game_run_goes_over_a_fleet_of_servers(games, tmp_path):
+    """Games through a fleet (stub vLLM servers): each game on one server, the counts from the records, and
+    the commands grammar sent as vLLM's guided grammar."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from servers import OpenAIStub
+
+    reply = {"choices": [{"text": " look", "finish_reason": "stop"}], "usage": {"prompt_tokens": 9, "completion_tokens": 1}}
+    stubs = [OpenAIStub(default=reply) for _ in range(2)]
+    try:
+        out = tmp_path / "fleet.jsonl"
+        spec = "vllm:" + ",".join(s.url for s in stubs)
+        args = ["run", str(games), "--model", spec, "--workers", "2", "--per-endpoint", "1", "--max-steps", "2",
+                "--grammar", "commands", "--out", str(out), "-q"]  # fmt: skip
+        assert main(args) == 0
+        records = [json.loads(line) for line in out.read_text().splitlines()]
+        assert sorted(r["id"] for r in records) == ["coin1-s1", "cooking1-s1", "treasure1-s1"]
+        assert {r["endpoint"] for r in records} <= {s.url for s in stubs}
+        assert all(r["task"] == "game" and r["steps"] == 2 and r["ended"] == "max_steps" for r in records)
+        served = json.loads((tmp_path / "fleet.jsonl.manifest.json").read_text())["endpoints"]
+        assert sum(e["episodes"] for e in served.values()) == 3
+        sent = [r for s in stubs for r in s.requests]
+        assert len(sent) == 6 and all('"look"' in r["guided_grammar"] for r in sent)  # each call's admissible commands
+    finally:
+        for stub in stubs:
+            stub.close()

@@ -10,6 +10,7 @@ when a game starts.
 """
 
 import re
+import threading
 import warnings
 from pathlib import Path
 
@@ -31,6 +32,9 @@ GAME_VERBS = Verbs(
     ]
 )
 THOUGHT_SEEN = "OK."  # what a thought is answered, as in alfworld.ipynb
+# TextWorld's interpreter (jericho's frotz) is not safe to drive from two threads at once: under --workers,
+# games in flight take turns at it, one command at a time (a command costs milliseconds, a model call far more).
+_INTERPRETER = threading.Lock()
 _END = "*** The End ***"
 _STATUS = re.compile(r"\n>[^\n]*$")  # the game's prompt and status bar after it, which every reply ends with
 
@@ -83,12 +87,13 @@ class GameEnv:
 
     def reset(self) -> None:
         """Start the game from its beginning: `opening` is its objective and the first room."""
-        if self._game is not None:
-            self._game.close()
-        self._game = self._start()
-        with warnings.catch_warnings():  # jericho's "not fully supported": TextWorld keeps the score itself
-            warnings.simplefilter("ignore")
-            state = self._game.reset()
+        with _INTERPRETER:
+            if self._game is not None:
+                self._game.close()
+            self._game = self._start()
+            with warnings.catch_warnings():  # jericho's "not fully supported": TextWorld keeps the score itself
+                warnings.simplefilter("ignore")
+                state = self._game.reset()
         self.opening = f"{' '.join(state['objective'].split())}\n{clean(state['description'])}"
         self._update(state)
         self.answer, self.obs = None, ""
@@ -120,7 +125,8 @@ class GameEnv:
             return self.obs, False
         if parsed.name == "think":
             return THOUGHT_SEEN, False
-        state, _, _ = self._game.step(parsed.arg)
+        with _INTERPRETER:
+            state, _, _ = self._game.step(parsed.arg)
         self.moves += 1
         self._update(state)
         self.obs = clean(state.feedback) or "Nothing happens."
@@ -128,6 +134,7 @@ class GameEnv:
 
     def close(self) -> None:
         """Stop the game's interpreter."""
-        if self._game is not None:
-            self._game.close()
-            self._game = None
+        with _INTERPRETER:
+            if self._game is not None:
+                self._game.close()
+                self._game = None
