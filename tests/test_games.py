@@ -359,7 +359,10 @@ def test_a_game_run_goes_over_a_fleet_of_servers(games, tmp_path):
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from servers import OpenAIStub
 
-    reply = {"choices": [{"text": " look", "finish_reason": "stop"}], "usage": {"prompt_tokens": 9, "completion_tokens": 1}}
+    reply = {
+        "choices": [{"text": " look", "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 9, "completion_tokens": 1},
+    }
     stubs = [OpenAIStub(default=reply) for _ in range(2)]
     try:
         out = tmp_path / "fleet.jsonl"

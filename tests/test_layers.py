@@ -135,8 +135,7 @@ def test_the_agents_know_no_verb_by_name_but_finish():
         for name, path in MODULES.items()
         if _layer(name) == "agents"
         for line, text in _strings(path)
-        if word.fullmatch(text.strip())
-        or re.search(r"\b(" + "|".join(names) + r")(\[|: )", text, re.IGNORECASE)
+        if word.fullmatch(text.strip()) or re.search(r"\b(" + "|".join(names) + r")(\[|: )", text, re.IGNORECASE)
     ]
     assert found == []
 

@@ -260,3 +260,16 @@ def test_a_bad_env_is_one_line_before_any_model_loads(tmp_path, monkeypatch, cap
     err = capsys.readouterr().err
     assert code != 0 and message in err and "Traceback" not in err
     assert not (tmp_path / "run.jsonl").exists()  # refused before the run file is made
+
+
+def test_the_environment_page_s_example_runs_as_it_says(capsys):
+    """docs/environments.md: an environment of another kind (no passages, verbs of its own), as written."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "environments.md").read_text(encoding="utf-8")
+    [block] = [part.split("\n```", 1)[0] for part in text.split("```python\n")[1:]]
+    exec(block, {})
+    assert capsys.readouterr().out.splitlines() == [
+        "October ['Orlo: a fishing village that holds a lantern festival every October.', 'Episode finished.']",
+        "True",
+    ]

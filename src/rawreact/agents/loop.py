@@ -27,6 +27,12 @@ def step_stops(i: int) -> list[str]:
     return [f"\nObservation {i}:", ACTION_END]
 
 
+def _titles(env) -> list[str]:
+    """The titles a titles grammar may search: the environment's, where it lists any (a store, or an
+    environment that is no passage collection, lists none)."""
+    return getattr(env, "titles", None) or []
+
+
 def _act(env: PassageEnv, line: str, action: Action | None, truncated: bool) -> tuple[str, str, str | None]:
     """Run a parsed action, or turn its absence into an observation: (text, observation, error)."""
     if action is not None:
@@ -136,7 +142,7 @@ def _react_step(i: int, text: str, env: PassageEnv, model: Model, grammar: Gramm
     start = time.perf_counter()
     two_calls = grammar is not None and grammar.mode == "action"
     stop = [f"\nAction {i}:", f"\nObservation {i}:"] if two_calls else step_stops(i)
-    step_grammar = grammar.for_step(i, env.titles, env.verbs) if grammar is not None and not two_calls else None
+    step_grammar = grammar.for_step(i, _titles(env), env.verbs) if grammar is not None and not two_calls else None
     first = model.complete(text + f"Thought {i}:", stop=stop, max_tokens=max_tokens, grammar=step_grammar)
     calls = [first]
     thought, line, last = split_step(first.text, env.verbs)
@@ -148,7 +154,7 @@ def _react_step(i: int, text: str, env: PassageEnv, model: Model, grammar: Gramm
             text + f"Thought {i}: {thought}\nAction {i}:",
             stop=["\n"],
             max_tokens=max_tokens,
-            grammar=None if grammar is None else grammar.for_action(i, env.titles, env.verbs),
+            grammar=None if grammar is None else grammar.for_action(i, _titles(env), env.verbs),
         )
         calls.append(retry)
         line, truncated = retry.text, retry.finish_reason == "length"
@@ -164,7 +170,7 @@ def _act_step(i: int, text: str, env: PassageEnv, model: Model, grammar: Grammar
         text + f"Action {i}:",
         stop=step_stops(i),
         max_tokens=max_tokens,
-        grammar=None if grammar is None else grammar.for_action(i, env.titles, env.verbs),
+        grammar=None if grammar is None else grammar.for_action(i, _titles(env), env.verbs),
     )
     lines = [line for line in call.text.strip().splitlines() if line.strip()] or [""]
     truncated = call.finish_reason == "length" and len(lines) == 1
