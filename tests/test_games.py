@@ -381,3 +381,15 @@ def test_a_game_run_goes_over_a_fleet_of_servers(games, tmp_path):
     finally:
         for stub in stubs:
             stub.close()
+
+
+def test_compare_runs_variants_over_games_and_compares_their_success(games, tmp_path, capsys):
+    script = _script(tmp_path, [" take coin", " take passkey", " look", " look"] * 2)
+    args = ["compare", str(games), "--base", f"model={script},max_steps=2,method=act", "--variant", "free=",
+            "--variant", "gram=grammar=commands", "--out", str(tmp_path / "cmp")]  # fmt: skip
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "gram coin1-s1: won, reward 1.00" in out and "free cooking1-s1: not won, reward 0.00" in out
+    header = next(line for line in out.splitlines() if line.startswith("variant"))
+    assert header.split()[:8] == ["variant", "method", "loop", "n", "success", "Δsuccess", "reward", "Δreward"]
+    assert json.loads((tmp_path / "cmp" / "gram.jsonl").read_text().splitlines()[0])["task"] == "game"

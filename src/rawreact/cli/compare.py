@@ -47,9 +47,12 @@ def compare_command(args: argparse.Namespace) -> int:
             bar.set_postfix_str(variant.name, refresh=False)
             bar.update()
             if not args.quiet:
-                line = (
-                    f"{variant.name} {result.question.id}: {verdict(result.em)}, F1 {score_cell(result.f1, '{:.2f}')}"
-                )
+                if result.question.task == "game":  # a game's scores: won or not, and its reward
+                    reward = result.outcome.trajectory.reward if result.outcome.trajectory is not None else None
+                    scores = f"{'won' if result.success else 'not won'}, reward {score_cell(reward, '{:.2f}')}"
+                else:
+                    scores = f"{verdict(result.em)}, F1 {score_cell(result.f1, '{:.2f}')}"
+                line = f"{variant.name} {result.question.id}: {scores}"
                 bar.write(printable(line), file=sys.stdout)
 
         comparison = compare(

@@ -13,9 +13,11 @@ level 3 on, with containers to open).
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,29 +68,42 @@ def tw_make() -> str:
     return found
 
 
-def make_games(folder: str | Path, recipes: list[str], seeds: list[int], on_game=None) -> list[dict]:
+def make_games(
+    folder: str | Path, recipes: list[str], seeds: list[int], on_game=None, jobs: int | None = None
+) -> list[dict]:
     """Make one game per recipe and seed into `folder`, and write its manifest; the games made, in order.
 
     A game the folder already holds (same id, same file digest in the manifest) is kept, not made again.
-    `on_game(entry)` is called as each game is ready.
+    `jobs` games are compiled at once (default: one a core). `on_game(entry)` is called as each game is
+    ready, in order, and the manifest is written after each, so an interrupted batch keeps what it made.
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     parsed = [Recipe.parse(r) for r in recipes]
     old = {g["id"]: g for g in _manifest(folder).get("games", [])} if (folder / MANIFEST).exists() else {}
-    command, games = tw_make(), []
+    command, planned = tw_make(), []
     for recipe in parsed:
         for seed in seeds:
             game_id = f"{recipe.kind}{recipe.level}-s{seed}"
             path = folder / f"{game_id}.z8"
             kept = old.get(game_id)
-            if not (kept and path.is_file() and _sha256(path) == kept["sha256"]):
-                _make(command, recipe, seed, path)
-                kept = _entry(game_id, recipe, seed, path)
-            games.append(kept)
+            fresh = kept is not None and path.is_file() and _sha256(path) == kept["sha256"]
+            planned.append((game_id, recipe, seed, path, kept if fresh else None))
+
+    def made(plan: tuple) -> dict:
+        game_id, recipe, seed, path, kept = plan
+        if kept is not None:
+            return kept
+        _make(command, recipe, seed, path)
+        return _entry(game_id, recipe, seed, path)
+
+    games: list[dict] = []
+    with ThreadPoolExecutor(max_workers=max(1, jobs or os.cpu_count() or 1)) as pool:  # tw-make is its own process
+        for entry in pool.map(made, planned):
+            games.append(entry)
             if on_game is not None:
-                on_game(kept)
-            _write_manifest(folder, games)  # after every game: an interrupted batch keeps what it made
+                on_game(entry)
+            _write_manifest(folder, games)
     return games
 
 
