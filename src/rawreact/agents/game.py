@@ -15,11 +15,12 @@ from collections.abc import Callable
 
 from rawreact.agents.commands import CommandGrammar
 from rawreact.agents.guardrails import Guard
+from rawreact.agents.loop import run_steps
 from rawreact.agents.prompts import Prompt
 from rawreact.agents.record import Step, Trajectory
 from rawreact.config.choices import MAX_TOKENS
 from rawreact.core.actions import parse_command
-from rawreact.core.errors import ContextLengthExceeded, GrammarError
+from rawreact.core.errors import GrammarError
 from rawreact.core.text import one_line
 from rawreact.models.base import Model, keep_prefix
 
@@ -53,29 +54,23 @@ def play(
     keep_prefix(model, text)
     env.reset()
     traj = Trajectory(env.opening, text, header=header, preamble=preamble, loop="game", verbs=env.verbs)
-    guard = Guard(repeats, budget, env.verbs)
-    transcript = traj.transcript()
-    try:
-        for i in range(1, max_steps + 1):
-            if not guard.allows([c for s in traj.steps for c in s.calls], max_tokens):
-                traj.ended = "budget"
-                break
-            step = _step(i, transcript, env, model, grammar, thoughts, max_tokens)
-            stop = guard.check(step)
-            traj.steps.append(step)
-            transcript += f" {step.action_text}\n{step.observation}{step.note}\n>"
-            if on_step is not None:
-                on_step(step)
-            if env.done:
-                traj.ended = "won" if env.won else "lost"
-                break
-            if stop:
-                traj.ended = "repeat"
-                break
-        else:
-            traj.ended = "max_steps"
-    except ContextLengthExceeded:
-        traj.ended = "context"
+
+    def over(traj: Trajectory) -> bool:
+        if env.done:
+            traj.ended = "won" if env.won else "lost"
+        return env.done
+
+    run_steps(
+        traj,
+        env,
+        lambda i, transcript: _step(i, transcript, env, model, grammar, thoughts, max_tokens),
+        max_steps=max_steps,
+        max_tokens=max_tokens,
+        guard=Guard(repeats, budget, env.verbs),
+        on_step=on_step,
+        render=lambda step: f" {step.action_text}\n{step.observation}{step.note}\n>",
+        over=over,
+    )
     traj.reward = env.reward
     return traj
 

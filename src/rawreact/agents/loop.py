@@ -105,12 +105,19 @@ def run_steps(
     max_tokens: int,
     guard: Guard,
     on_step: Callable[[Step], None] | None = None,
+    render: Callable[[Step], str] = Step.render,
+    over: Callable[[Trajectory], bool] | None = None,
 ) -> None:
     """Take steps (`take(i, transcript)`) into `traj` until Finish, the step limit or a guardrail.
 
-    Both loops run their steps here; it sets `traj.ended` (and `traj.answer` on Finish).
+    Every loop runs its steps here; it sets `traj.ended` (and `traj.answer` on Finish). `render` is how a
+    step joins the transcript, and `over(traj)` says whether the episode ended after a step, setting
+    `traj.ended` (by default: the environment has an answer, given by Finish). The environment is reset
+    first unless `over` is given: an environment that says its own end (a game) was started by its loop.
     """
-    env.reset()
+    if over is None:
+        env.reset()
+    over = over or (lambda traj: _finished(traj, env))
     text = traj.transcript()
     try:
         for i in range(1, max_steps + 1):
@@ -120,11 +127,10 @@ def run_steps(
             step = take(i, text)
             stop = guard.check(step)
             traj.steps.append(step)
-            text += step.render()
+            text += render(step)
             if on_step is not None:
                 on_step(step)
-            if env.answer is not None:  # a Finish that says nothing (`Finish[]`, `Finish[。]`) gave no answer
-                traj.answer, traj.ended = env.answer, "finish" if is_answer(env.answer) else "no_answer"
+            if over(traj):
                 return
             if stop:
                 traj.ended = "repeat"
@@ -132,6 +138,15 @@ def run_steps(
         traj.ended = "max_steps"
     except ContextLengthExceeded:
         traj.ended = "context"
+
+
+def _finished(traj: Trajectory, env) -> bool:
+    """Whether a Finish ended the episode, setting its answer and ending (a Finish that says nothing,
+    `Finish[]` or `Finish[。]`, gave no answer)."""
+    if env.answer is None:
+        return False
+    traj.answer, traj.ended = env.answer, "finish" if is_answer(env.answer) else "no_answer"
+    return True
 
 
 def _react_step(i: int, text: str, env: PassageEnv, model: Model, grammar: Grammar | None, max_tokens: int) -> Step:
