@@ -224,7 +224,7 @@ def test_real_react_and_act_runs_on_games_are_scored_compared_and_resumed_after_
     """Gemma 270M through the CLI: ReAct with the commands grammar, killed after its first game and resumed;
     Act free; both compared by success."""
     react_run, act_run = tmp_path / "react.jsonl", tmp_path / "act.jsonl"
-    args = [str(CONSOLE), "run", str(games), "--max-steps", "4", "--threads", "1"]
+    args = [str(CONSOLE), "run", str(games), "--max-steps", "3", "--threads", "1"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     with subprocess.Popen(
         [*args, "--method", "react", "--grammar", "commands", "--out", str(react_run)],
@@ -333,7 +333,7 @@ def test_reflexion_plays_a_game_again_after_a_reflection_until_it_is_won(games, 
 
 
 def test_reflexion_on_a_game_runs_on_the_embedded_model(games, tmp_path):
-    """Gemma 270M loses the cooking game in 3 steps, writes a reflection, and plays it again with it."""
+    """Gemma 270M loses the cooking game in 2 steps, writes a reflection, and plays it again with it."""
     folder = tmp_path / "one"
     folder.mkdir()
     manifest = json.loads((games / "games.json").read_text())
@@ -342,13 +342,13 @@ def test_reflexion_on_a_game_runs_on_the_embedded_model(games, tmp_path):
     for suffix in (".z8", ".json"):
         (folder / f"cooking1-s1{suffix}").write_bytes((games / f"cooking1-s1{suffix}").read_bytes())
     out = tmp_path / "r.jsonl"
-    args = [str(CONSOLE), "run", str(folder), "--method", "react-reflexion", "--trials", "2", "--max-steps", "3"]
+    args = [str(CONSOLE), "run", str(folder), "--method", "react-reflexion", "--trials", "2", "--max-steps", "2"]
     done = subprocess.run([*args, "--grammar", "commands", "--threads", "1", "--out", str(out)], capture_output=True,
                           text=True)  # fmt: skip
     assert done.returncode == 0, done.stderr
     [record] = [json.loads(line) for line in out.read_text().splitlines()]
     first = record["trials"][0]
-    assert (first["passed"], first["ended"], len(record["trials"])) == (False, "max_steps", 2)  # 3 steps cannot win
+    assert (first["passed"], first["ended"], len(record["trials"])) == (False, "max_steps", 2)  # 2 steps cannot win
     assert first["reflection"]["text"] and first["reflection"]["call"]["completion_tokens"] > 0
     assert first["reflection"]["text"] in record["trials"][1]["trajectory"]["preamble"]
 
