@@ -44,8 +44,10 @@ def test_always_right_against_always_wrong_differs_by_one(rows, tmp_path):
     wrong, right = _scripted(rows, tmp_path, "wrong", wrong_every=1), _scripted(rows, tmp_path, "right")
     result = compare(data, [Variant("wrong", model=wrong), Variant("right", model=right)], tmp_path / "cmp")
     assert result.difference("right", "em") == Interval(1.0, 1.0, 1.0)
-    assert result.interval("wrong", "em") == Interval(0.0, 0.0, 0.0)
-    assert result.interval("right", "f1") == Interval(1.0, 1.0, 1.0)
+    # A share gets Wilson's interval (issue 43 item 6): 0 of 12 right is not "exactly 0", it is up to 0.242.
+    assert result.interval("wrong", "em") == Interval(0.0, 0.0, pytest.approx(0.2425, abs=1e-4))
+    assert result.interval("right", "em") == Interval(1.0, pytest.approx(0.7575, abs=1e-4), 1.0)
+    assert result.interval("right", "f1") == Interval(1.0, 1.0, 1.0)  # F1 is no share: the bootstrap
     rows = {row["variant"]: row for row in result.rows()}
     assert rows["right"]["ΔEM"] == "+1.000 [+1.000, +1.000]" and rows["wrong"]["ΔEM"] == "base"
 
@@ -60,8 +62,11 @@ def test_intervals_are_reproducible_and_match_numpy(rows, tmp_path):
     result = compare(data, variants, tmp_path / "cmp", resamples=3000, stats_seed=11)
     base, other = result.scores("w3", "em"), result.scores("w2", "em")
     assert sum(base) == 16 and sum(other) == 12 and len(result.ids) == 24
-    mean = result.interval("w2", "em")
-    assert mean.mean == 0.5 and [mean.low, mean.high] == list(_direct(other, 11, 3000))
+    mean = result.interval("w2", "em")  # a share: Wilson's score interval, 12 of 24 at z = 1.96
+    assert (mean.mean, round(mean.low, 4), round(mean.high, 4)) == (0.5, 0.3143, 0.6857)
+    f1 = result.interval("w2", "f1")  # F1 is not a share here (partial credit): the percentile bootstrap
+    if not set(result.scores("w2", "f1")) <= {0.0, 1.0}:
+        assert [f1.low, f1.high] == list(_direct(result.scores("w2", "f1"), 11, 3000))
     diff = result.difference("w2", "em")
     assert diff.mean == pytest.approx(-4 / 24) and diff.low < diff.mean < diff.high
     assert [diff.low, diff.high] == list(_direct(np.subtract(other, base), 11, 3000))
@@ -151,9 +156,10 @@ def test_the_cli_writes_markdown_and_csv_tables(rows, tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0].split()[:7] == ["variant", "method", "n", "EM", "ΔEM", "F1", "ΔF1"]
     assert "Δ is paired against right" in done.stderr
+    assert "only 10 questions: the intervals are wide, and a difference whose interval holds 0 says nothing" in done.stderr
     markdown = (out / "comparison.md").read_text().splitlines()
     assert markdown[0].startswith("| variant | method | n | EM | ΔEM |") and markdown[2].startswith(
-        "| right | react | 10 | 1.000 [1.000, 1.000] | base |"
+        "| right | react | 10 | 1.000 [0.722, 1.000] | base |"  # 10 of 10: Wilson's, not a zero width
     )
     assert markdown[3].startswith("| half | react | 10 | 0.500 [")
     rows = (out / "comparison.csv").read_text().splitlines()

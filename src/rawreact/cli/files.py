@@ -10,6 +10,7 @@ from pathlib import Path
 
 from rawreact.cli.terminal import terminated_as_interrupt
 from rawreact.core.errors import DataError
+from rawreact.core.stats import intervals_said
 from rawreact.core.text import plural, printable, whole_number
 from rawreact.reports.comparison import compare_runs
 from rawreact.reports.export import export
@@ -60,8 +61,8 @@ def _width() -> int | None:
 def intervals_note(args: argparse.Namespace, comparison, where: str = "") -> None:
     """Say on stderr how many questions a comparison covers and how its intervals were drawn."""
     print(
-        f"\n{plural(len(comparison.ids), 'question')}; 95% bootstrap intervals ({args.resamples} resamples, "
-        f"seed {args.stats_seed}); Δ is paired against {comparison.names[0]}{where}; {TIMES_NOTE}",
+        f"\n{plural(len(comparison.ids), 'question')}; {intervals_said(len(comparison.ids))} ({args.resamples} "
+        f"resamples, seed {args.stats_seed}); Δ is paired against {comparison.names[0]}{where}; {TIMES_NOTE}",
         file=sys.stderr,
     )
 

@@ -1,5 +1,10 @@
-"""Bootstrap intervals for scores over questions: a variant's mean, and the paired difference of two
-variants on the same questions.
+"""Intervals for scores over questions: a variant's mean, and the paired difference of two variants on
+the same questions.
+
+A share (every value 0 or 1: EM, a FEVER label's accuracy, a game's success) gets Wilson's score
+interval (`wilson`), which stays honest on a handful of questions: 0 right of 3 is [0.000, 0.561], where
+the bootstrap would say [0.000, 0.000]. Any other mean (F1, a game's reward) gets the percentile
+bootstrap, and so does every paired difference (`interval` chooses).
 
 Both resample questions with replacement (`numpy.random.default_rng(seed).integers(0, n, (B, n))`)
 and take the 2.5th and 97.5th percentiles of the resampled means (the percentile bootstrap). The
@@ -8,11 +13,14 @@ variants share, cancels out: that is what makes a difference of a few points mea
 hundred questions.
 """
 
+import math
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 
 RESAMPLES = 10_000
+FEW = 30  # fewer questions than this and an interval is too wide to tell most variants apart
 _CELLS = 4_000_000  # resampled indices drawn at once, to bound memory on a full dev set
 
 
@@ -48,9 +56,49 @@ def bootstrap(values, *, resamples: int = RESAMPLES, seed: int = 0, level: float
     return Interval(float(values.mean()), float(low), float(high))
 
 
+def wilson(successes: int, n: int, level: float = 0.95) -> Interval:
+    """The share `successes / n` and Wilson's score interval for it at `level`."""
+    if n < 1 or not 0 <= successes <= n or not 0 < level < 1:
+        raise ValueError(f"wilson needs 0 <= successes <= n, n >= 1 and 0 < level < 1, not {successes}, {n}, {level}")
+    z = NormalDist().inv_cdf(1 - (1 - level) / 2)
+    share, spread = successes / n, z * z / n
+    centre = (share + spread / 2) / (1 + spread)
+    half = z * math.sqrt(share * (1 - share) / n + spread / (4 * n)) / (1 + spread)
+    return Interval(share, max(0.0, centre - half), min(1.0, centre + half))
+
+
+# The scores that are shares of questions (each question 0 or 1): they get Wilson's interval.
+SHARES = ("em", "success")
+
+
+def interval(
+    values, *, share: bool = False, resamples: int = RESAMPLES, seed: int = 0, level: float = 0.95
+) -> Interval:
+    """A mean over questions and its interval: Wilson's for a `share` (each value 0 or 1, as EM), the bootstrap
+    otherwise (F1, a game's reward)."""
+    values = [float(v) for v in values]
+    if share:
+        if not values or any(v not in (0.0, 1.0) for v in values):
+            raise ValueError("a share's values are each 0 or 1")
+        return wilson(int(sum(values)), len(values), level)
+    return bootstrap(values, resamples=resamples, seed=seed, level=level)
+
+
 def paired(base, other, **options) -> Interval:
     """The mean of `other - base` over the same questions (in the same order), and its interval."""
     base, other = np.asarray(base, dtype=float), np.asarray(other, dtype=float)
     if base.shape != other.shape:
         raise ValueError(f"paired scores need the same questions: {base.shape} and {other.shape} values")
     return bootstrap(other - base, **options)
+
+
+def intervals_said(n: int) -> str:
+    """How a table's intervals were drawn, and a warning when `n` questions are too few to mean much."""
+    said = "95% intervals: Wilson's for a share (EM, success), the bootstrap for F1 and reward"
+    said += ", a paired bootstrap for Δ"
+    if n < FEW:
+        said += (
+            f"; only {n} question{'s' if n != 1 else ''}: the intervals are wide, and a difference whose interval "
+            "holds 0 says nothing"
+        )
+    return said

@@ -1,10 +1,10 @@
 """Scores broken down where the data allows: by HotpotQA's question type and level, and by how each
-question ended, with counts and 95% bootstrap intervals. (FEVER's labels have their own table,
+question ended, with counts and 95% intervals (`stats.interval`). (FEVER's labels have their own table,
 `tasks.fever.label_table`.)"""
 
 import re
 
-from rawreact.core.stats import RESAMPLES, bootstrap
+from rawreact.core.stats import RESAMPLES, SHARES, interval
 from rawreact.core.text import plural
 
 # HotpotQA's kind is `type/level` (`bridge/hard`); a game's is its recipe, `kind:level` (`coin:2`).
@@ -40,20 +40,21 @@ def _scores(records: list[dict], resamples: int, seed: int) -> dict[str, str]:
     if all(r.get("task") == "game" for r in records):  # a game's scores: success and reward
         cells = {"scored": str(len(records))}
         for metric in ("success", "reward"):
-            interval = bootstrap([r.get(metric) or 0.0 for r in records], resamples=resamples, seed=seed)
-            cells[metric] = str(interval)
+            values = [r.get(metric) or 0.0 for r in records]
+            cells[metric] = str(interval(values, share=metric in SHARES, resamples=resamples, seed=seed))
         return cells
     scored = [r for r in records if r["em"] is not None]
     if not scored:
         return {"scored": "0", "EM": "-", "F1": "-"}
     cells = {"scored": str(len(scored))}
     for metric in ("em", "f1"):
-        interval = bootstrap([r[metric] for r in scored], resamples=resamples, seed=seed)
-        cells[metric.upper()] = str(interval)  # "mean [low, high]"
+        found = interval([r[metric] for r in scored], share=metric in SHARES, resamples=resamples, seed=seed)
+        cells[metric.upper()] = str(found)  # "mean [low, high]"
     return cells
 
 
 def breakdown_note(rows: list[dict[str, str]]) -> str:
     """What the breakdown table holds, in one sentence."""
     kinds = sorted({row["by"] for row in rows}, key=list(GROUPS).index)
-    return f"Scores by {', '.join(kinds)}: {plural(len(rows), 'group')}, each with its own 95% bootstrap interval."
+    said = f"Scores by {', '.join(kinds)}: {plural(len(rows), 'group')}, each with its own 95% interval"
+    return said + " (Wilson's for a share such as EM, the bootstrap for F1)."

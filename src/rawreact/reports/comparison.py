@@ -1,11 +1,12 @@
-"""Run files side by side: EM and F1 with bootstrap intervals, and paired differences to the first run."""
+"""Run files side by side: EM and F1 with intervals (Wilson's for a share, the bootstrap otherwise), and
+paired differences to the first run with a paired bootstrap interval."""
 
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
 from rawreact.core.errors import DataError
-from rawreact.core.stats import RESAMPLES, Interval, bootstrap, paired
+from rawreact.core.stats import RESAMPLES, SHARES, Interval, interval, paired
 from rawreact.reports.summary import COLUMNS, _branch_cell, _cell, _endings_cell, drop_unused, summarize, table
 from rawreact.runs.records import read_run
 
@@ -42,10 +43,11 @@ class Comparison:
         return [by_id[i] for i in self.ids]
 
     def interval(self, name: str, metric: str) -> Interval:
-        """The variant's mean score and its 95% bootstrap interval."""
+        """The variant's mean score and its 95% interval (`stats.interval`: Wilson's for a share such as EM)."""
         key = (name, metric, False)
         if key not in self._intervals:
-            self._intervals[key] = bootstrap(self.scores(name, metric), resamples=self.resamples, seed=self.seed)
+            scores = self.scores(name, metric)
+            self._intervals[key] = interval(scores, share=metric in SHARES, resamples=self.resamples, seed=self.seed)
         return self._intervals[key]
 
     def difference(self, name: str, metric: str) -> Interval:

@@ -15,7 +15,7 @@ from pathlib import Path
 from rawreact import __version__
 from rawreact.agents.guardrails import ENDINGS
 from rawreact.core.errors import DataError
-from rawreact.core.stats import RESAMPLES, bootstrap
+from rawreact.core.stats import RESAMPLES, SHARES, interval, intervals_said
 from rawreact.core.text import plural
 from rawreact.reports import svg
 from rawreact.reports.breakdown import breakdown, breakdown_note
@@ -197,9 +197,9 @@ def _comparison(records: dict[str, list[dict]], resamples: int, seed: int) -> st
         return '<h2>Comparison</h2><p class="note">The runs have no question in common, so none is compared.</p>'
     return (
         "<h2>Comparison</h2>"
-        f'<p class="note">On the {len(comparison.ids)} questions every run answered; 95% bootstrap intervals '
-        f"({resamples} resamples, seed {seed}); Δ is paired against {escape(comparison.names[0])}.</p>"
-        + _split(comparison.rows(), _INTERVALS)
+        f'<p class="note">On the {len(comparison.ids)} questions every run answered; '
+        f"{escape(intervals_said(len(comparison.ids)))} ({resamples} resamples, seed {seed}); Δ is paired against "
+        f"{escape(comparison.names[0])}.</p>" + _split(comparison.rows(), _INTERVALS)
     )
 
 
@@ -236,8 +236,8 @@ def _charts(records: dict[str, list[dict]], resamples: int, seed: int) -> str:
         for name, found in filled.items():
             scored = [r[metric] for r in found if r.get(metric) is not None]  # no gold answer, no score
             if scored:
-                interval = bootstrap(scored, resamples=resamples, seed=seed)
-                rows.append((name, interval.mean, interval.low, interval.high))
+                found = interval(scored, share=metric in SHARES, resamples=resamples, seed=seed)
+                rows.append((name, found.mean, found.low, found.high))
         if rows:  # a run whose questions have no gold answer has no score to chart
             label = metric.upper() if metric in ("em", "f1") else metric.capitalize()
             charts.append(svg.intervals(f"{label} per run, with its 95% interval", rows))
