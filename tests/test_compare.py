@@ -156,7 +156,9 @@ def test_the_cli_writes_markdown_and_csv_tables(rows, tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0].split()[:7] == ["variant", "method", "n", "EM", "ΔEM", "F1", "ΔF1"]
     assert "Δ is paired against right" in done.stderr
-    assert "only 10 questions: the intervals are wide, and a difference whose interval holds 0 says nothing" in done.stderr
+    assert (
+        "only 10 questions: the intervals are wide, and a difference whose interval holds 0 says nothing" in done.stderr
+    )
     markdown = (out / "comparison.md").read_text().splitlines()
     assert markdown[0].startswith("| variant | method | n | EM | ΔEM |") and markdown[2].startswith(
         "| right | react | 10 | 1.000 [0.722, 1.000] | base |"  # 10 of 10: Wilson's, not a zero width

@@ -36,3 +36,37 @@ def test_a_small_comparison_says_its_intervals_are_wide(tmp_path, capsys):
         "| a | react | 3 | 0.000 [0.000, 0.561] | base |" in printed.out
     )
     assert "only 3 questions: the intervals are wide" in printed.err
+
+
+def test_a_typo_is_one_line_that_says_where_the_options_are(capsys):
+    """Item 10: no screen of usage before the one useful line."""
+    with pytest.raises(SystemExit) as stopped:
+        main(["run", "--limt", "3"])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and err.count("\n") == 1
+    assert err == (
+        "rawreact run: error: unrecognized arguments: --limt; did you mean --limit? "
+        "(rawreact run --help lists the options)\n"
+    )
+
+
+def test_run_s_usage_starts_with_the_options_most_runs_use():
+    """Item 10: the Reflexion options come last in `rawreact run`'s usage, as in its help."""
+    from rawreact.cli.parser import parser
+
+    usage = parser()._subparsers._group_actions[0].choices["run"].format_usage()
+    assert usage.index("--model") < usage.index("--method") < usage.index("--trials")
+
+
+@pytest.mark.parametrize("name", ["one_line.json", "collection.json"])
+def test_a_question_file_given_as_a_run_is_refused_in_one_line(tmp_path, capsys, name):
+    """Item 10: `report dev.json` and `show dev.json` used to exit 0 with an empty row."""
+    from rawreact.core.resources import resource
+
+    data = tmp_path / name
+    text = resource("envs", "demo.json").read_text()
+    data.write_text(json.dumps(json.loads(text)) if name == "one_line.json" else text)  # HotpotQA's is one line
+    for command in (["report", str(data)], ["show", str(data)], ["compare-runs", f"a={data}", f"b={data}"]):
+        assert main(command) == 2
+        err = capsys.readouterr().err
+        assert f"{data} is not a run file: it has no manifest beside it" in err and "a question file goes to" in err

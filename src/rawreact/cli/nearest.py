@@ -23,11 +23,9 @@ class NearestParser(argparse.ArgumentParser):
             near = difflib.get_close_matches(word.split("=")[0].lstrip("-"), list(bare), n=1, cutoff=0.6)
             if near:
                 message += f"; did you mean {bare[near[0]]}?"
-        command = self._command()
-        if command is None:
-            super().error(message)
-        command.print_usage(sys.stderr)  # the usage of the command that was given, not the top level's
-        self.exit(2, f"{command.prog}: error: {message}\n")
+        # One line: the problem, and where the options are listed (the usage would bury it under 20 lines).
+        command = self._command() or self
+        self.exit(2, f"{command.prog}: error: {message} ({command.prog} --help lists the options)\n")
 
     def _command(self) -> argparse.ArgumentParser | None:
         for action in self._subparsers._group_actions if self._subparsers else []:

@@ -83,7 +83,6 @@ def parser() -> argparse.ArgumentParser:
     by_guard = run.add_argument_group("guardrails and limits")
     by_output = run.add_argument_group("settings files and output")
     by_trials = run.add_argument_group("Reflexion (--method react-reflexion or cot-reflexion)")
-    _reflexion_options(by_trials)
     by_questions.add_argument(
         "data",
         nargs="?",
@@ -240,6 +239,7 @@ def parser() -> argparse.ArgumentParser:
         "--temperature", type=float, help=f"sampling temperature (default: {_DEFAULT.temperature}, greedy)"
     )
     by_output.add_argument("-q", "--quiet", action="store_true", help="print only the result lines")
+    _reflexion_options(by_trials)  # last: the usage line starts with the options most runs use, not these
     _compare_parser(commands)
     report = commands.add_parser("report", help="the summaries of run files, side by side")
     report.add_argument("runs", nargs="+", metavar="[NAME=]RUN.jsonl", help="run files, the first being the base")

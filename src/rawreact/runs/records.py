@@ -61,8 +61,27 @@ def read_run(path: str | Path) -> tuple[dict | None, list[dict]]:
     except OSError as error:
         raise DataError(f"{path}: cannot read the run file: {error.strerror}") from None
     manifest = read_manifest(path)
+    if manifest is None and data.strip() and not _starts_like_a_run(data):
+        # No manifest, and no result line first: a question file given where a run file goes (HotpotQA's dev set
+        # is one line of JSON; a collection is an object over many lines).
+        raise DataError(
+            f"{path} is not a run file: it has no manifest beside it, and its first line is no result line; give a "
+            "RUN.jsonl that `rawreact run --out` wrote (a question file goes to `rawreact run`)"
+        )
     prompts = (manifest or {}).get("prompts", {})
     return manifest, parse_records(path, data[: data.rfind(b"\n") + 1], prompts)
+
+
+def _starts_like_a_run(data: bytes) -> bool:
+    """Whether the first line with text is a whole JSON object with an id, as every result line is."""
+    first = next((line for line in data.split(b"\n") if line.strip()), b"")
+    if b"\n" not in data:  # one line without its line break: nothing complete to read
+        return False
+    try:
+        record = json.loads(first.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return isinstance(record, dict) and "id" in record
 
 
 def read_manifest(out: str | Path) -> dict | None:
