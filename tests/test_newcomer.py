@@ -70,3 +70,37 @@ def test_a_question_file_given_as_a_run_is_refused_in_one_line(tmp_path, capsys,
         assert main(command) == 2
         err = capsys.readouterr().err
         assert f"{data} is not a run file: it has no manifest beside it" in err and "a question file goes to" in err
+
+
+def test_compare_takes_run_s_flags_as_the_base_of_every_variant(tmp_path, capsys):
+    """Item 5: `--max-steps 3` and `--model X` used to be `unrecognized arguments` to compare."""
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps([" Done.\nAction 1: Finish[x]\n"] * 8))
+    out = tmp_path / "cmp"
+    args = ["compare", "--model", f"scripted:{script}", "--max-steps", "3", "-k", "1", "--limit", "2"]
+    assert main([*args, "--variant", "a=", "--variant", "b=max_steps=5", "--out", str(out), "-q"]) == 0
+    configs = {n: json.loads((out / f"{n}.jsonl.manifest.json").read_text())["config"] for n in ("a", "b")}
+    assert configs["a"]["model"] == configs["b"]["model"] == f"scripted:{script}"
+    assert (configs["a"]["max_steps"], configs["b"]["max_steps"], configs["a"]["exemplars"]) == (3, 5, 1)
+    again = tmp_path / "again"
+    assert main([*args, "--base", "max_steps=4", "--variant", "a=", "--variant", "b=", "--out", str(again), "-q"]) == 0
+    assert json.loads((again / "a.jsonl.manifest.json").read_text())["config"]["max_steps"] == 4  # --base wins
+    capsys.readouterr()
+
+
+def test_reflexion_s_live_output_numbers_its_trials_and_shows_each_reflection(tmp_path, capsys):
+    """Item 9: trial 2 used to print under the same `=== ID` header as trial 1, with no reflection."""
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps([" I guess.\nAction 1: Finish[Oslo]\n", " I guessed without searching.",
+                                  " Now I know.\nAction 1: Finish[Petra Lind]\n"]))  # fmt: skip
+    args = ["run", "--model", f"scripted:{script}", "--method", "react-reflexion", "--trials", "2"]
+    assert main([*args, "--question", "Who founded the observatory?", "--answer", "Petra Lind"]) == 0
+    out = capsys.readouterr().out
+    lines = [line for line in out.splitlines() if line.startswith(("===", "trial ", "reflection "))]
+    assert lines == [
+        "=== question-1 (trial 1)",
+        "trial 1 of question-1: failed (em), answer 'Oslo', ended by finish",
+        "reflection on trial 1 of question-1: I guessed without searching.",
+        "=== question-1 (trial 2)",
+        "trial 2 of question-1: passed (em), answer 'Petra Lind', ended by finish",
+    ]

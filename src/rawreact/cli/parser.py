@@ -2,9 +2,11 @@
 left out, the setting comes from `--config` (or `--reference`), else from `Settings`."""
 
 import argparse
+import copy
 
 from rawreact import __version__
 from rawreact.cli.nearest import NearestParser
+from rawreact.cli.settings import RENAMED
 from rawreact.config.choices import CONTEXTS, EVALUATORS, LOOPS, METHODS, REPEATS, STRATEGIES
 from rawreact.config.settings import VARIANT_KEYS, Settings
 from rawreact.experiments.variants import ABLATIONS
@@ -240,7 +242,7 @@ def parser() -> argparse.ArgumentParser:
     )
     by_output.add_argument("-q", "--quiet", action="store_true", help="print only the result lines")
     _reflexion_options(by_trials)  # last: the usage line starts with the options most runs use, not these
-    _compare_parser(commands)
+    _compare_parser(commands, run)
     report = commands.add_parser("report", help="the summaries of run files, side by side")
     report.add_argument("runs", nargs="+", metavar="[NAME=]RUN.jsonl", help="run files, the first being the base")
     report.add_argument("--format", choices=("text", "markdown", "csv"), default="text", help="table format")
@@ -368,9 +370,9 @@ def _reflexion_options(group) -> None:
     )
 
 
-def _compare_parser(commands) -> None:
+def _compare_parser(commands, run: argparse.ArgumentParser) -> None:
     compare = commands.add_parser(
-        "compare", help="run variants of a prompt on the same questions and compare them, with bootstrap intervals"
+        "compare", help="run variants of a prompt on the same questions and compare them, with their intervals"
     )
     compare.add_argument("data", nargs="?", help="questions, as for `rawreact run` (default: the demo)")
     compare.add_argument(
@@ -409,3 +411,15 @@ def _compare_parser(commands) -> None:
     compare.add_argument("--resamples", type=_positive, default=10_000, help="bootstrap resamples (default: 10000)")
     compare.add_argument("--stats-seed", type=int, default=0, help="seed of the bootstrap (default: 0)")
     compare.add_argument("-q", "--quiet", action="store_true", help="no line per question")
+    _run_settings(run, compare)
+
+
+def _run_settings(run: argparse.ArgumentParser, compare: argparse.ArgumentParser) -> None:
+    """`rawreact run`'s flags that set a variant's setting (`--model`, `--max-steps`, ...), taken by `compare` as
+    the base of every variant, as `--base` takes them: the same flags, defined once, in `run`."""
+    group = compare.add_argument_group("the base of every variant, as for `rawreact run` (--base overrides them)")
+    taken = {option for action in compare._actions for option in action.option_strings}
+    for action in run._actions:
+        key = RENAMED.get(action.dest, action.dest)
+        if key in VARIANT_KEYS and action.option_strings and not taken & set(action.option_strings):
+            group._add_action(copy.copy(action))

@@ -7,6 +7,7 @@ from pathlib import Path
 from rawreact import __version__
 from rawreact.agents.reasoning import Reasoning
 from rawreact.agents.record import Step
+from rawreact.agents.reflexion import Trial
 from rawreact.cli.files import refuse_inputs
 from rawreact.cli.settings import choose, reference_record, say_paper
 from rawreact.cli.terminal import Stopper, progress
@@ -92,6 +93,18 @@ def run(args: argparse.Namespace) -> int:
         def say(text: str) -> None:
             bar.write(printable(text.rstrip("\n")), file=sys.stdout)
 
+        trial_of: dict[str, int] = {}  # a Reflexion question's trial under way, by id
+
+        def print_trial(question: Question, trial: Trial) -> None:
+            """A trial's end, then (called again) its reflection: the live output's marks between trials."""
+            if trial.reflection is None:
+                verdict = "passed" if trial.passed else "failed"
+                say(f"trial {trial.n} of {question.id}: {verdict} ({settings.evaluator}), answer {trial.answer!r}, "
+                    f"ended by {trial.ended}")  # fmt: skip
+                trial_of[question.id] = trial.n + 1
+            elif trial.reflection.text:
+                say(f"reflection on trial {trial.n} of {question.id}: {trial.reflection.text}")
+
         def print_step(question: Question, step: Step) -> None:
             if question.task == "game":  # the game's own lines: `> command`, then what the game said
                 text = f"> {step.action_text}\n{step.observation}{step.note}\n"
@@ -99,7 +112,11 @@ def run(args: argparse.Namespace) -> int:
                 text = step.render()
             else:
                 text = f"Message {step.i}: {step.thought}\n"
-            say((f"\n=== {question.id}\n{question.header}: {question.question}\n" if step.i == 1 else "") + text)
+            # A resumed run may hold trials of this question already: its number is known once a trial ends.
+            number = trial_of.get(question.id, None if args.resume else 1)
+            trial = f" (trial {number})" if settings.method in REFLEXION and number else ""
+            head = f"\n=== {question.id}{trial}\n{question.header}: {question.question}\n"
+            say((head if step.i == 1 else "") + text)
 
         live = not args.quiet and settings.workers == 1  # with workers, a transcript is printed when it is done
         results = run_questions(
@@ -109,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
             prompt,
             out=sink,
             on_step=print_step if live else None,
+            on_trial=print_trial if live and settings.method in REFLEXION else None,
             workers=settings.workers,
             stop=lambda: stopper.signal is not None,
             **solve_options(settings, grammar, backoff, collection.task),

@@ -15,7 +15,7 @@ from rawreact.tasks.collection import Collection, Question, choose_questions
 from rawreact.tasks.loading import load_collection
 
 # Flags whose setting has another name.
-_RENAMED = {"exemplars": "k", "ollama_host": "host"}
+RENAMED = _RENAMED = {"exemplars": "k", "ollama_host": "host"}
 
 
 @dataclass

@@ -16,7 +16,7 @@ from rawreact.agents.methods import Outcome, solve
 from rawreact.agents.prompts import Prompt
 from rawreact.agents.reasoning import CUES
 from rawreact.agents.record import Step, token_totals
-from rawreact.agents.reflexion import gold_context
+from rawreact.agents.reflexion import Trial, gold_context
 from rawreact.agents.tools import check_model
 from rawreact.config.choices import BACKOFFS, REFLEXION, first_method
 from rawreact.core.errors import DataError, EpisodeLost, ModelError
@@ -232,6 +232,7 @@ def run_questions(
     on_step: Callable[[Question, Step], None] | None = None,
     workers: int = 1,
     stop: Callable[[], bool] | None = None,
+    on_trial: Callable[[Question, Trial], None] | None = None,
     **solve_options,
 ) -> Iterator[Result]:
     """Run `solve` (by default ReAct) on each question, yielding each result as soon as it is done.
@@ -265,7 +266,7 @@ def run_questions(
         while True:
             options = dict(solve_options)
             if solve_options.get("method") in REFLEXION:  # after a lost server, the trials kept so far stay
-                options["reflexion"] = _trial_options(question, episode_env, reflexion or {}, log)
+                options["reflexion"] = _trial_options(question, episode_env, reflexion or {}, log, on_trial)
             try:
                 with _episode(model) as endpoint:  # a fleet keeps the episode on one server
                     outcome = solve(
@@ -296,16 +297,26 @@ def run_questions(
 REFLEXION_RECORDED = ("strategy", "evaluator", "trials", "context")
 
 
-def _trial_options(question: Question, env: PassageEnv, settings: dict, log: TrialLog | None) -> dict:
+def _trial_options(question: Question, env: PassageEnv, settings: dict, log: TrialLog | None, on_trial=None) -> dict:
     """The keyword arguments of `reflexion.trials` for one question: the run's Reflexion settings, its gold
-    answer and context, and the trials a resumed run kept of it."""
+    answer and context, the trials a resumed run kept of it, and who is told of each trial (the log, and
+    `on_trial(question, trial)`: when a trial ends, and again when its reflection is written)."""
     options = {k: v for k, v in settings.items() if k != "context"}  # run_questions checked the question first
     context = ""
     if settings.get("context") == "gold":
         context = gold_context(_gold_paragraphs(question, env))
     options |= {"gold": question.answer, "context": context}
     if log is not None:
-        options |= {"done": log.done(question.id), "on_trial": lambda trial: log.add(question.id, trial)}
+        options["done"] = log.done(question.id)
+    if log is not None or on_trial is not None:
+
+        def told(trial: Trial) -> None:
+            if log is not None:
+                log.add(question.id, trial)
+            if on_trial is not None:
+                on_trial(question, trial)
+
+        options["on_trial"] = told
     return options
 
 
