@@ -137,7 +137,9 @@ def test_llama_server_caches_prompts_and_keeps_each_worker_on_its_own_slot(tmp_p
     model = OpenAIModel(stub.url)
     assert model.slots == 2
     demo = load_collection()
-    script = ScriptedModel(lambda prompt: " t\nAction 1: Finish[x]")
+    # Each call takes a moment, as a real one does: on a busy machine an instant script let one worker take every
+    # question before the other started (CI, 2026-12-02), and then only one slot is used.
+    script = ScriptedModel(lambda prompt: " t\nAction 1: Finish[x]", seconds_per_call=0.05)
 
     class Both:  # the server model, with the scripted one deciding nothing: each call goes to the server
         name, supports_grammar, concurrent = "both", False, True

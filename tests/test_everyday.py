@@ -46,7 +46,11 @@ def test_a_misspelt_option_command_or_choice_names_the_nearest_one():
         (["rnu"], "did you mean run?", None),
         (["run", "--method", "cto"], "did you mean cot?", "run"),
         (["report", "x.jsonl", "--formt", "csv"], "did you mean --format?", "report"),
-        (["compare", "--out", "o", "--resume"], "unrecognized arguments: --resume (", "compare"),
+        (
+            ["compare", "--out", "o", "--resume"],
+            "unrecognized arguments: --resume; did you mean --resamples? (",
+            "compare",
+        ),
     ]:
         done = subprocess.run([*RAWREACT, *args], capture_output=True, text=True)
         assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr
