@@ -104,3 +104,51 @@ def test_reflexion_s_live_output_numbers_its_trials_and_shows_each_reflection(tm
         "=== question-1 (trial 2)",
         "trial 2 of question-1: passed (em), answer 'Petra Lind', ended by finish",
     ]
+
+
+@pytest.mark.parametrize("width", [1400, 1000])
+def test_the_page_fits_its_window_and_marks_the_line_that_differs(tmp_path, width):
+    """Item 8: at 1,400 px the Inputs table and the second Comparison table were cut at the right, the scatter's
+    title was clipped, and the `first difference` badge sat on an action line both runs shared."""
+    import os
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from browser import Browser, find_chromium
+
+    from rawreact import load_collection
+    from rawreact.reports.html import write_page
+
+    binary = find_chromium()
+    if binary is None:
+        if os.environ.get("CI"):
+            pytest.fail("no Chromium to check the HTML report in; install Debian's chromium package")
+        pytest.skip("no Chromium")
+    deep = tmp_path / ("a-folder-with-a-long-name-" * 3)
+    deep.mkdir()
+    runs = {}
+    for name, thought in (("first", "I search Orlo."), ("second", "Orlo is the place to search first.")):
+        script = deep / f"{name}.json"
+        script.write_text(json.dumps([f" {thought}\nAction 1: Search[Orlo]\n", " Done.\nAction 2: Finish[October]\n"]))
+        runs[name] = deep / f"{name}-run-with-a-long-name.jsonl"
+        assert main(["run", "--model", f"scripted:{script}", "--limit", "1", "--out", str(runs[name]), "-q"]) == 0
+    page = write_page(runs, tmp_path / "page.html", resamples=200)
+    browser = Browser(binary, width=width, height=1600)
+    try:
+        browser.open(page)
+        spilled = "[...document.querySelectorAll('.scroll')].filter(e => e.scrollWidth > e.clientWidth + 1)"
+        assert browser.evaluate(f"{spilled}.map(e => e.firstElementChild.className || 'questions')") == []
+        clipped = (
+            "[...document.querySelectorAll('svg.chart')].flatMap(s => [...s.querySelectorAll('.heading')].filter("
+            "t => t.getBBox().x + t.getBBox().width > s.viewBox.baseVal.width).map(t => t.textContent))"
+        )
+        assert browser.evaluate(clipped) == []
+        question = json.dumps(f"pair/{load_collection().questions[0].id}")
+        browser.evaluate(f"document.getElementById({question}).click()")
+        badges = (
+            "[...document.querySelectorAll('.side .first-difference .badge.warn')].map(b => b.parentElement.className)"
+        )
+        assert browser.evaluate(badges) == ["thought", "thought"]  # the thoughts differ; the action is the same
+    finally:
+        browser.close()

@@ -161,11 +161,13 @@ def scatter(title: str, points: list[tuple[float, float, str]], x_label: str, y_
     question, one run's score against another's. Dots above the line are questions the second run did better."""
     size, pad = 300, 40
     span = size - 2 * pad
+    heading = wrapped(title, 40)  # the square is narrow: a long title (two runs' names) takes more lines
+    drop = 14 * (len(heading) - 1)
 
     def at(x: float, y: float) -> tuple[float, float]:
-        return pad + span * x, size - pad - span * y
+        return pad + span * x, drop + size - pad - span * y
 
-    body = [_text(0, 16, title, cls="heading")]
+    body = [_text(0, 16 + 14 * k, line, cls="heading") for k, line in enumerate(heading)]
     (x0, y0), (x1, y1) = at(0, 0), at(1, 1)
     body.append(f'<rect x="{x0}" y="{y1}" width="{span}" height="{span}" fill="none" stroke="#bbbbbb"/>')
     body.append(f'<line x1="{x0}" y1="{y0}" x2="{x1}" y2="{y1}" class="grid"/>')
@@ -174,7 +176,7 @@ def scatter(title: str, points: list[tuple[float, float, str]], x_label: str, y_
         _, ty = at(0, tick)
         body.append(_text(tx, y0 + 14, f"{tick:g}", "middle", "tick"))
         body.append(_text(x0 - 4, ty + 4, f"{tick:g}", "end", "tick"))
-    body.append(_text((x0 + x1) / 2, size - 6, x_label, "middle", "tick"))
+    body.append(_text((x0 + x1) / 2, drop + size - 6, x_label, "middle", "tick"))
     body.append(_text(4, y1 - 8, y_label, "start", "tick"))
     places: dict[tuple[float, float], list[str]] = {}
     for x, y, label in points:  # questions at the same place are one dot, larger, that says how many
@@ -187,7 +189,18 @@ def scatter(title: str, points: list[tuple[float, float, str]], x_label: str, y_
             f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="{3 + 2 * math.sqrt(n - 1):.1f}" fill="{PALETTE[0]}" '
             f'fill-opacity="0.6" data-n="{n}"><title>{escape(tip)}: {x:.2f}, {y:.2f}</title></circle>'
         )
-    return _svg(size, size, title, body)
+    return _svg(size, size + drop, title, body)
+
+
+def wrapped(text: str, width: int) -> list[str]:
+    """`text` in lines of at most `width` characters, broken between words (a longer word keeps its line)."""
+    lines: list[str] = []
+    for word in text.split():
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return lines or [""]
 
 
 def lines(title: str, series: list[tuple[str, list[tuple[int, float]]]], x_label: str, y_label: str) -> str:

@@ -132,6 +132,12 @@
       sides[0].parentNode.before(same);
       return;
     }
+    // The badge goes on the first line of the step that differs (thought, action or observation), not on a
+    // line the two runs share.
+    const text = (step, part) => (step && step.querySelector(part) ? step.querySelector(part).textContent : null);
+    const differs = [".thought", ".action", ".observation"].find(
+      (part) => text(steps[0][i], part) !== text(steps[1][i], part)
+    );
     for (const list of steps) {
       const step = list[i];
       if (!step) continue;
@@ -139,7 +145,7 @@
       const badge = document.createElement("span");
       badge.className = "badge warn";
       badge.textContent = "first difference";
-      (step.querySelector(".action") || step.querySelector(".thought") || step).append(badge);
+      ((differs && step.querySelector(differs)) || step.querySelector(".action") || step).append(badge);
     }
   }
 
