@@ -20,6 +20,15 @@ ROOT = Path(__file__).resolve().parent.parent
 HOTPOTQA = os.environ.get("RAWREACT_HOTPOTQA")  # a real HotpotQA file in the official layout, if there is one
 
 
+@pytest.fixture(scope="session", autouse=True)
+def kept_runs(tmp_path_factory):
+    """A run without --out is kept in a runs folder (RAWREACT_RUNS): the tests' runs go to one of their own,
+    never into the folder the tests run from; subprocesses inherit it."""
+    folder = tmp_path_factory.mktemp("kept-runs")
+    os.environ["RAWREACT_RUNS"] = str(folder)
+    return folder
+
+
 @pytest.fixture(scope="session")
 def gemma():
     """The embedded default model, real weights, loaded once for the whole test run."""

@@ -152,3 +152,19 @@ def test_the_page_fits_its_window_and_marks_the_line_that_differs(tmp_path, widt
         assert browser.evaluate(badges) == ["thought", "thought"]  # the thoughts differ; the action is the same
     finally:
         browser.close()
+
+
+def test_a_run_without_out_is_kept_and_says_where(tmp_path, monkeypatch, capsys):
+    """Item 7: the demo's result used to vanish without --out, so report, show and --html needed a second run."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RAWREACT_RUNS")
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps([" I know.\nAction 1: Finish[October]\n"] * 4))
+    for _ in range(2):
+        assert main(["run", "--model", f"scripted:{script}", "--limit", "2", "-q"]) == 0
+    err = capsys.readouterr().err
+    kept = sorted((tmp_path / "runs").glob("*.jsonl"))
+    assert len(kept) == 2 and all(k.name.startswith("demo-react-s-") for k in kept)  # data, method, model, time
+    assert kept[1].name.endswith("-2.jsonl") or kept[0].name != kept[1].name
+    assert f"the run is kept in runs/{kept[0].name} (--out chooses the file)" in err
+    assert main(["show", str(kept[0])]) == 0 and len(capsys.readouterr().out.splitlines()) == 3  # header, 2 rows

@@ -1,7 +1,10 @@
 """The commands that call a model: `rawreact run` and `rawreact compare`."""
 
 import argparse
+import os
+import re
 import sys
+import time
 from pathlib import Path
 
 from rawreact import __version__
@@ -47,6 +50,10 @@ def run(args: argparse.Namespace) -> int:
             refuse_inputs(out, [args.config], "the settings file")
     chosen = choose(args)
     settings, collection, questions = chosen.settings, chosen.collection, chosen.questions
+    kept = not args.out  # every run is kept: without --out, in the runs folder under a name that says what it is
+    if kept:
+        args.out = str(kept_path(settings, collection.name))
+        check_parents(args.out)
     if args.out:  # the run file and its manifest must not be a file the run reads
         inputs = [split_named(getattr(settings, key))[0] for key in PATHS if getattr(settings, key)]
         for out in (args.out, manifest_path(args.out)):
@@ -148,6 +155,12 @@ def run(args: argparse.Namespace) -> int:
             bar.update()
     summary = summarize(records)
     print("\n" + summary_line(summary), flush=True)
+    if kept and records:
+        print(
+            f"rawreact: the run is kept in {args.out} (--out chooses the file); look at it with `rawreact show "
+            f"{args.out}` or `rawreact report {args.out} --html report.html`",
+            file=sys.stderr,
+        )
     warning = context_warning(summary, n_ctx=settings.n_ctx)
     if warning:
         print(f"rawreact: warning: {warning}", file=sys.stderr)
@@ -156,6 +169,23 @@ def run(args: argparse.Namespace) -> int:
         print(f"rawreact: stopped early{where}", file=sys.stderr)
         return 128 + stopper.signal
     return 0
+
+
+RUNS = "runs"  # where a run without --out is kept, under the current folder (RAWREACT_RUNS: elsewhere)
+
+
+def kept_path(settings: Settings, data: str) -> Path:
+    """Where a run without --out is kept: `runs/DATA-METHOD-MODEL-YYYYMMDD-HHMMSS.jsonl`, a name that says
+    what ran and when (`-2`, `-3` after it when another run took that second)."""
+    folder = Path(os.environ.get("RAWREACT_RUNS") or RUNS)
+    model = Path(settings.model.split(":", 1)[-1]).stem if ":" in settings.model else settings.model
+    parts = [Path(data).stem or "questions", settings.method, model, time.strftime("%Y%m%d-%H%M%S")]
+    name = "-".join(re.sub(r"[^A-Za-z0-9._]+", "_", part).strip("_")[:40] or "x" for part in parts)
+    path, n = folder / f"{name}.jsonl", 1
+    while path.exists() or manifest_path(path).exists():
+        n += 1
+        path = folder / f"{name}-{n}.jsonl"
+    return path
 
 
 def _game_loop(settings: Settings, task: str) -> str:
