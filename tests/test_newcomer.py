@@ -1,9 +1,11 @@
 """What a newcomer's first afternoon met (issue 43, items 5 to 11): each item's test is here."""
 
 import json
+import re
 
 import pytest
 
+from rawreact import load_collection
 from rawreact.cli.app import main
 from rawreact.core.stats import interval, wilson
 
@@ -164,7 +166,37 @@ def test_a_run_without_out_is_kept_and_says_where(tmp_path, monkeypatch, capsys)
         assert main(["run", "--model", f"scripted:{script}", "--limit", "2", "-q"]) == 0
     err = capsys.readouterr().err
     kept = sorted((tmp_path / "runs").glob("*.jsonl"))
-    assert len(kept) == 2 and all(k.name.startswith("demo-react-s-") for k in kept)  # data, method, model, time
+    data = load_collection().name
+    named = re.compile(rf"{data}-react-s-\d{{8}}-\d{{6}}(-2)?\.jsonl")  # the data, method, model and time
+    assert len(kept) == 2 and all(named.fullmatch(k.name) for k in kept), kept
     assert kept[1].name.endswith("-2.jsonl") or kept[0].name != kept[1].name
     assert f"the run is kept in runs/{kept[0].name} (--out chooses the file)" in err
     assert main(["show", str(kept[0])]) == 0 and len(capsys.readouterr().out.splitlines()) == 3  # header, 2 rows
+
+
+def test_the_first_run_says_what_it_loads_and_what_the_first_question_took(tmp_path, capsys):
+    """Item 4: the load and the first question are said, with their times."""
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps([" I know.\nAction 1: Finish[October]\n"] * 3))
+    assert main(["run", "--model", f"scripted:{script}", "--limit", "3", "--out", str(tmp_path / "r.jsonl")]) == 0
+    err = capsys.readouterr().err
+    said = [line for line in err.splitlines() if line.startswith("rawreact: the first question took ")]
+    first = json.loads((tmp_path / "r.jsonl").read_text().splitlines()[0])
+    assert len(said) == 1 and f"(1 call, {first['tokens']['completion']} tokens written)" in said[0]
+
+
+def test_a_busy_machine_is_said_from_the_measured_load_not_a_guess():
+    """Item 4: the warning's numbers are the ticks other processes used while the first question ran."""
+    from rawreact.models import cores
+
+    before, after = ((100, 1000), 40.0), ((100 + 300, 1000 + 400), 40.0 + 100)  # others: 200 of 400 ticks
+    import os
+
+    elsewhere = cores.busy_elsewhere(before, after)
+    assert elsewhere == pytest.approx(0.5 * (os.cpu_count() or 1))
+    line = cores.busy_line(1.4, threads=2, cores=2)
+    assert line.startswith("other processes kept 1.4 of this machine's 2 cores busy during the first question")
+    assert "--threads auto" in line
+    assert cores.busy_line(0.2, threads=2, cores=2) is None  # an idle machine says nothing
+    assert cores.busy_line(1.4, threads=1, cores=2) is None  # one thread waits on nobody
+    assert cores.busy_elsewhere(None, after) == 0.0  # no /proc/stat: nothing measured, nothing said

@@ -20,7 +20,8 @@ from rawreact.config.settings import PATHS, Settings
 from rawreact.core.errors import DataError, GrammarError
 from rawreact.core.folders import check_parents, split_named
 from rawreact.core.text import plural, printable
-from rawreact.models import load_model
+from rawreact.models import cores, load_model
+from rawreact.models.specs import is_embedded
 from rawreact.reports.summary import context_warning, summarize, summary_line
 from rawreact.runs.records import manifest_path
 from rawreact.runs.run import Result, check_context, run_questions
@@ -64,7 +65,13 @@ def run(args: argparse.Namespace) -> int:
     parts = load_parts(settings, collection, **shuffled)
     check_questions(settings, questions)
     prompt, grammar, backoff = parts.prompt, parts.grammar, parts.backoff
+    embedded = is_embedded(settings.model)
+    if embedded and not args.quiet:  # the first load and the first prompt take seconds to minutes on a slow machine
+        print(f"rawreact: loading {settings.model} ...", file=sys.stderr, flush=True)
+    loading = time.perf_counter()
     model = load_model(settings.model, **model_options(settings))
+    if embedded and not args.quiet:
+        print(f"rawreact: loaded {model.name} in {time.perf_counter() - loading:.1f} s", file=sys.stderr, flush=True)
     if grammar is not None and not model.supports_grammar:
         raise GrammarError(f"model {model.name} cannot apply a grammar; drop --grammar, or use a llama.cpp model")
     check_context(model, prompt, questions, settings.max_tokens, settings.method, backoff)
@@ -139,6 +146,7 @@ def run(args: argparse.Namespace) -> int:
             **solve_options(settings, grammar, backoff, collection.task),
         )
         records = list(done)
+        first, started = True, (time.perf_counter(), cores.sample())  # the first question's wall time and load
         scored = [r for r in done if r["em"] is not None]  # running sums for the bar, over the scored questions
         n, em, f1 = len(scored), sum(r["em"] for r in scored), sum(r["f1"] for r in scored)
         for result in results:
@@ -149,6 +157,10 @@ def run(args: argparse.Namespace) -> int:
                 say(_reasoning_text(result.question, result.outcome.reasoning))
             records.append(result.to_dict())
             say(_result_line(len(records), len(questions), result))
+            if first:  # what the first question cost, and whether the machine was busy while it ran (measured)
+                first = False
+                fixed = model if embedded and getattr(model, "cores", None) is None else None
+                say_first(result, started, fixed, args.quiet)
             if result.em is not None:
                 n, em, f1 = n + 1, em + result.em, f1 + result.f1
                 bar.set_postfix_str(f"EM {em / n:.3f} F1 {f1 / n:.3f}", refresh=False)
@@ -171,6 +183,25 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def say_first(result: Result, started: tuple, model, quiet: bool = False) -> None:
+    """The line after the first question: how long it took; and, for the embedded model at a fixed thread
+    count, a line when other processes kept cores busy meanwhile (`cores.busy_line`)."""
+    seconds = time.perf_counter() - started[0]
+    out = result.outcome
+    if not quiet:
+        print(
+            f"rawreact: the first question took {seconds:.1f} s ({plural(out.model_calls, 'call')}, "
+            f"{out.tokens()['completion']} tokens written); the prompt's prefix is kept, so the next ones cost less",
+            file=sys.stderr,
+            flush=True,
+        )
+    if model is not None:
+        elsewhere = cores.busy_elsewhere(started[1], cores.sample())
+        line = cores.busy_line(elsewhere, getattr(model, "n_threads", None), cores.allowed_cores())
+        if line:
+            print(f"rawreact: warning: {line}", file=sys.stderr, flush=True)
+
+
 RUNS = "runs"  # where a run without --out is kept, under the current folder (RAWREACT_RUNS: elsewhere)
 
 
@@ -180,7 +211,7 @@ def kept_path(settings: Settings, data: str) -> Path:
     folder = Path(os.environ.get("RAWREACT_RUNS") or RUNS)
     model = Path(settings.model.split(":", 1)[-1]).stem if ":" in settings.model else settings.model
     parts = [Path(data).stem or "questions", settings.method, model, time.strftime("%Y%m%d-%H%M%S")]
-    name = "-".join(re.sub(r"[^A-Za-z0-9._]+", "_", part).strip("_")[:40] or "x" for part in parts)
+    name = "-".join(re.sub(r"[^A-Za-z0-9._-]+", "_", part).strip("_")[:40] or "x" for part in parts)
     path, n = folder / f"{name}.jsonl", 1
     while path.exists() or manifest_path(path).exists():
         n += 1

@@ -83,3 +83,33 @@ class Cores:
         others = max(0.0, (busy - busy0) - (own - own0)) / (total - total0) * self.cpus  # cores' worth
         self.count = max(1, min(self.allowed, int(self.allowed - others + 0.5)))
         return self.count
+
+
+def busy_elsewhere(before: tuple[tuple[int, int], float] | None, after: tuple[tuple[int, int], float] | None) -> float:
+    """How many cores' worth other processes kept busy between two samples of (machine ticks, own ticks), or 0.0
+    where /proc/stat is missing."""
+    if before is None or after is None:
+        return 0.0
+    ((busy0, total0), own0), ((busy, total), own) = before, after
+    if total <= total0:
+        return 0.0
+    return max(0.0, (busy - busy0) - (own - own0)) / (total - total0) * (os.cpu_count() or 1)
+
+
+def sample() -> tuple[tuple[int, int], float] | None:
+    """(machine ticks, this process's ticks) now, for `busy_elsewhere`; None where /proc/stat is missing."""
+    ticks = machine_ticks()
+    return None if ticks is None else (ticks, own_ticks())
+
+
+def busy_line(elsewhere: float, threads: int | None, cores: int) -> str | None:
+    """One line for a run whose first question met busy cores, measured (`busy_elsewhere`), or None: llama.cpp's
+    threads wait on each other when another process holds a core, so a fixed count of every core then stalls."""
+    if threads is None or elsewhere < 0.5 or threads < 2:
+        return None
+    return (
+        f"other processes kept {elsewhere:.1f} of this machine's {cores} cores busy during the first question, "
+        f"and the model decodes with {threads} threads, which wait on each other when a core is taken: expect it "
+        "to run several times slower than on an idle machine; close the other work, or run with --threads auto "
+        "(or --threads 1)"
+    )

@@ -94,8 +94,13 @@ def _table(rows: list[dict[str, str]], cls: str) -> str:
     if not rows:
         return ""
     head = "".join(f"<th>{escape(h)}</th>" for h in rows[0])
-    body = "".join("<tr>" + "".join(f"<td>{escape(v)}</td>" for v in row.values()) + "</tr>" for row in rows)
+    body = "".join("<tr>" + "".join(_cell_html(v) for v in row.values()) + "</tr>" for row in rows)
     return f'<div class="scroll"><table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+
+
+def _cell_html(value: str) -> str:
+    """A table cell; a long one (a model's path, a file) may break anywhere, so the table fits its window."""
+    return f'<td class="long">{escape(value)}</td>' if len(value) > 32 else f"<td>{escape(value)}</td>"
 
 
 # The columns of the first of the two tables a wide table is split into (each keeps its first column):
