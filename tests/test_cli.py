@@ -105,7 +105,12 @@ def test_console_script_runs_the_real_model(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "model gemma3-270m" in result.stdout and "Thought 1:" in result.stdout and "Action 1:" in result.stdout
     assert "result [1/1] calvora-1:" in result.stdout
-    assert result.stderr == ""  # llama.cpp's own logging is kept off the terminal
+    # llama.cpp's own logging is kept off the terminal: stderr holds rawreact's lines alone (what loads, what the
+    # first question took, where the run is kept).
+    lines = result.stderr.splitlines()
+    assert lines and all(line.startswith("rawreact: ") for line in lines), result.stderr
+    assert lines[0] == "rawreact: loading gemma3-270m ..." and lines[1].startswith("rawreact: loaded gemma3-270m in ")
+    assert any(line.startswith("rawreact: the run is kept in ") for line in lines)
 
 
 def test_ctrl_c_finishes_the_current_question_and_keeps_every_finished_one(tmp_path):

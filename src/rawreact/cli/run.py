@@ -21,7 +21,7 @@ from rawreact.core.errors import DataError, GrammarError
 from rawreact.core.folders import check_parents, split_named
 from rawreact.core.text import plural, printable
 from rawreact.models import cores, load_model
-from rawreact.models.specs import is_embedded
+from rawreact.models.specs import EMBEDDED_MODELS, is_embedded
 from rawreact.reports.summary import context_warning, summarize, summary_line
 from rawreact.runs.records import manifest_path
 from rawreact.runs.run import Result, check_context, run_questions
@@ -66,11 +66,14 @@ def run(args: argparse.Namespace) -> int:
     check_questions(settings, questions)
     prompt, grammar, backoff = parts.prompt, parts.grammar, parts.backoff
     embedded = is_embedded(settings.model)
-    if embedded and not args.quiet:  # the first load and the first prompt take seconds to minutes on a slow machine
+    # The first load and the first prompt take seconds to minutes on a slow machine: say what is loading (a spec
+    # that names no model is refused by the load, in one line, with nothing before it).
+    known = settings.model in EMBEDDED_MODELS or settings.model.startswith("hf:") or Path(settings.model).is_file()
+    if embedded and known and not args.quiet:
         print(f"rawreact: loading {settings.model} ...", file=sys.stderr, flush=True)
     loading = time.perf_counter()
     model = load_model(settings.model, **model_options(settings))
-    if embedded and not args.quiet:
+    if embedded and known and not args.quiet:
         print(f"rawreact: loaded {model.name} in {time.perf_counter() - loading:.1f} s", file=sys.stderr, flush=True)
     if grammar is not None and not model.supports_grammar:
         raise GrammarError(f"model {model.name} cannot apply a grammar; drop --grammar, or use a llama.cpp model")
