@@ -200,3 +200,26 @@ def test_a_busy_machine_is_said_from_the_measured_load_not_a_guess():
     assert cores.busy_line(0.2, threads=2, cores=2) is None  # an idle machine says nothing
     assert cores.busy_line(1.4, threads=1, cores=2) is None  # one thread waits on nobody
     assert cores.busy_elsewhere(None, after) == 0.0  # no /proc/stat: nothing measured, nothing said
+
+
+def test_the_shell_completes_commands_options_and_their_choices(tmp_path):
+    """Item 10: tab completion through argcomplete (the `completion` extra), reading the parser as it is."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    console = Path(sys.executable).with_name("rawreact")
+
+    def complete(line: str) -> list[str]:
+        out = tmp_path / "completions"
+        env = {**os.environ, "_ARGCOMPLETE": "1", "COMP_LINE": line, "COMP_POINT": str(len(line))}
+        env["_ARGCOMPLETE_STDOUT_FILENAME"] = str(out)
+        done = subprocess.run([str(console)], env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return [word.strip() for word in out.read_text().split("\x0b")]
+
+    assert complete("rawreact ru") == ["run"]
+    assert complete("rawreact run --meth") == ["--method"]
+    assert complete("rawreact run --method co") == ["cot", "cot-sc", "cot-sc-react", "cot-reflexion"]
+    assert complete("rawreact games g --recipe") == ["--recipe"]

@@ -1,5 +1,6 @@
 """The `rawreact` command: wires the library together and prints; errors are one line each."""
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -23,6 +24,11 @@ from rawreact.core.text import printable
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `rawreact` console script."""
     parser = _parser()
+    if "_ARGCOMPLETE" in os.environ:  # the shell asks for completions (pip install 'rawreact[completion]')
+        with contextlib.suppress(ImportError):
+            import argcomplete
+
+            argcomplete.autocomplete(parser)  # answers the shell and ends the process
     args = parser.parse_args(argv)
     if args.command is None:  # a bare `rawreact`: say what it can do, as git and pip do
         parser.print_help()
