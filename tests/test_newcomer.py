@@ -130,7 +130,8 @@ def test_the_page_fits_its_window_and_marks_the_line_that_differs(tmp_path, widt
     deep = tmp_path / ("a-folder-with-a-long-name-" * 3)
     deep.mkdir()
     runs = {}
-    for name, thought in (("first", "I search Orlo."), ("second", "Orlo is the place to search first.")):
+    pairs = (("first-run-with-a-long-name", "I search Orlo."), ("second-run-with-a-long-name", "Orlo is the place."))
+    for name, thought in pairs:
         script = deep / f"{name}.json"
         script.write_text(json.dumps([f" {thought}\nAction 1: Search[Orlo]\n", " Done.\nAction 2: Finish[October]\n"]))
         runs[name] = deep / f"{name}-run-with-a-long-name.jsonl"
@@ -146,6 +147,10 @@ def test_the_page_fits_its_window_and_marks_the_line_that_differs(tmp_path, widt
             "t => t.getBBox().x + t.getBBox().width > s.viewBox.baseVal.width).map(t => t.textContent))"
         )
         assert browser.evaluate(clipped) == []
+        left = (
+            "[...document.querySelectorAll('svg.chart text')].filter(t => t.getBBox().x < -1).map(t => t.textContent)"
+        )
+        assert browser.evaluate(left) == []  # a long run name keeps its end in the label column, whole in its tooltip
         question = json.dumps(f"pair/{load_collection().questions[0].id}")
         browser.evaluate(f"document.getElementById({question}).click()")
         badges = (

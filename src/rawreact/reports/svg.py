@@ -27,6 +27,18 @@ def _text(x: float, y: float, text: str, anchor: str = "start", cls: str = "") -
     return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}"{klass}>{escape(text)}</text>'
 
 
+# How many characters of a run's name fit the label column at the charts' 11 px (about 6.2 px a character).
+LABEL_CHARS = int((LABEL - 12) / 6.2)
+
+
+def _row_label(y: float, label: str) -> str:
+    """A row's name, right-aligned in the label column: a name too long for it keeps its end (where run files
+    differ, as in `...-grammar.jsonl`) after an ellipsis, and the whole name is its tooltip."""
+    shown = label if len(label) <= LABEL_CHARS else "…" + label[-(LABEL_CHARS - 1) :]
+    text = _text(LABEL - 8, y, shown, "end")
+    return text if shown == label else text.replace("</text>", f"<title>{escape(label)}</title></text>")
+
+
 def _axis(x0: float, x1: float, y: float, top: float, ticks: list[float], scale, form: str) -> list[str]:
     """A horizontal axis at `y` with grid lines up to `top` at each tick."""
     out = [f'<line x1="{x0}" y1="{y}" x2="{x1}" y2="{y}" class="axis"/>']
@@ -59,7 +71,7 @@ def intervals(title: str, rows: list[tuple[str, float, float, float]], high: flo
     for k, (label, mean, low, up) in enumerate(rows):
         y = 30 + ROW * k + ROW / 2
         colour = PALETTE[k % len(PALETTE)]
-        body.append(_text(LABEL - 8, y + 4, label, "end"))
+        body.append(_row_label(y + 4, label))
         body.append(
             f'<line x1="{scale(low):.1f}" y1="{y}" x2="{scale(up):.1f}" y2="{y}" stroke="{colour}" stroke-width="2"/>'
         )
@@ -84,7 +96,7 @@ def bars(title: str, rows: list[tuple[str, float]], form: str = "{:.1f}") -> str
     body = [_text(0, 16, title, cls="heading")]
     for k, (label, value) in enumerate(rows):
         y = 30 + ROW * k
-        body.append(_text(LABEL - 8, y + ROW / 2 + 4, label, "end"))
+        body.append(_row_label(y + ROW / 2 + 4, label))
         body.append(
             f'<rect x="{x0}" y="{y + 3}" width="{scale(value) - x0:.1f}" height="{ROW - 6}" '
             f'fill="{PALETTE[k % len(PALETTE)]}"/>'
@@ -102,7 +114,7 @@ def shares(title: str, rows: list[tuple[str, dict[str, int]]], colours: dict[str
     body = [_text(0, 16, title, cls="heading")]
     for k, (label, counts) in enumerate(rows):
         y, total, x = 30 + ROW * k, sum(counts.values()) or 1, float(x0)
-        body.append(_text(LABEL - 8, y + ROW / 2 + 4, label, "end"))
+        body.append(_row_label(y + ROW / 2 + 4, label))
         for part in parts:
             width = (x1 - x0) * counts.get(part, 0) / total
             if width:
