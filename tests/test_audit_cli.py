@@ -88,7 +88,7 @@ def test_grammar_never_swallows_the_data_path(rows, tmp_path):
         manifest, records = read_run(out)
         assert manifest["config"]["grammar"] == "step" and len(records) == 2
     bad = _run("--grammar", "stpe", "--model", model)
-    assert bad.returncode == 2 and "--grammar takes off, step, action or titles, not 'stpe'" in bad.stderr
+    assert bad.returncode == 2 and "--grammar takes off, step, action, titles or commands, not 'stpe'" in bad.stderr
     off = _run(data, "--grammar", "off", "--model", model, "--out", tmp_path / "off.jsonl", "-q")
     assert off.returncode == 0 and read_run(tmp_path / "off.jsonl")[0]["config"]["grammar"] is None
 

@@ -183,7 +183,8 @@ def parser() -> argparse.ArgumentParser:
         const="step",
         metavar="MODE",
         help="constrain each step with a GBNF grammar: step (one call; --grammar alone), action (a free thought, "
-        "then a constrained action), titles (step, with searches limited to passage titles), or off (the default)",
+        "then a constrained action), titles (step, with searches limited to passage titles), commands (a game's "
+        "admissible commands), or off (the default)",
     )
     by_loop.add_argument(
         "--grammar-file", help="your own grammar template, in the layout of prompts/grammars/step.gbnf"

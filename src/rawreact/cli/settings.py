@@ -50,7 +50,7 @@ def _grammar_mode(args: argparse.Namespace, given: dict) -> str | None:
         if args.data is None and (Path(args.grammar).exists() or args.grammar.endswith((".json", ".jsonl"))):
             given["data"] = args.data = args.grammar
             return "step"
-        raise DataError(f"--grammar takes off, step, action or titles, not {args.grammar!r}")
+        raise DataError(f"--grammar takes off, step, action, titles or commands, not {args.grammar!r}")
     return None if args.grammar == "off" else args.grammar
 
 
