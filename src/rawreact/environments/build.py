@@ -45,18 +45,19 @@ def build_store(
     remove_stale_builds(out)
     temp = out.with_name(f"{_BUILDING.format(name=out.name)}{os.getpid()}")
     temp.unlink(missing_ok=True)
-    try:
-        db = sqlite3.connect(temp)
-    except sqlite3.Error as error:
-        remove_made(made)
-        raise DataError(f"{out}: cannot write the store there ({error})") from None
-    try:
+    db = None
+    try:  # from the moment the file may exist: a SIGTERM right after `connect` made it removed it too (CI, 2026-12-02)
+        try:
+            db = sqlite3.connect(temp)
+        except sqlite3.Error as error:
+            raise DataError(f"{out}: cannot write the store there ({error})") from None
         info = _fill(db, sources, on_pages)
         db.close()
         _place(temp, out, replace)
         return info
     except BaseException:
-        db.close()
+        if db is not None:
+            db.close()
         temp.unlink(missing_ok=True)
         remove_made(made)
         raise
