@@ -14,7 +14,7 @@ from rawreact.core.errors import DataError
 from rawreact.core.text import printable
 from rawreact.experiments.compare import compare
 from rawreact.experiments.variants import Variant, ablation, parse_variant
-from rawreact.reports.summary import table
+from rawreact.reports.summary import game_score, table
 from rawreact.reports.trials import TRIALS_NOTE, trial_rows
 from rawreact.runs.run import Result
 from rawreact.tasks.loading import load_collection
@@ -48,8 +48,7 @@ def compare_command(args: argparse.Namespace) -> int:
             bar.update()
             if not args.quiet:
                 if result.question.task == "game":  # a game's scores: won or not, and its reward
-                    reward = result.outcome.trajectory.reward if result.outcome.trajectory is not None else None
-                    scores = f"{'won' if result.success else 'not won'}, reward {score_cell(reward, '{:.2f}')}"
+                    scores = game_score(result.success, result.reward)
                 else:
                     scores = f"{verdict(result.em)}, F1 {score_cell(result.f1, '{:.2f}')}"
                 line = f"{variant.name} {result.question.id}: {scores}"

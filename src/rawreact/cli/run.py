@@ -296,10 +296,9 @@ def score_cell(value: float | None, form: str) -> str:
 def _result_line(n: int, total: int, result: Result) -> str:
     out = result.outcome
     if result.question.task == "game":
-        reward = out.trajectory.reward if out.trajectory is not None and out.trajectory.reward is not None else 0.0
         return (
             f"result [{n}/{total}] {result.question.id}: {'won' if result.success else 'not won'} "
-            f"(reward {reward:.2f}); "
+            f"(reward {result.reward or 0.0:.2f}); "
             f"ended by {out.ended} after {plural(len(out.steps), 'step')}, {plural(out.model_calls, 'call')}, "
             f"{out.invalid_actions} invalid, {plural(out.repeats, 'repeat')}, {out.seconds:.1f} s"
         )

@@ -11,7 +11,7 @@ from rawreact.agents.reasoning import Reasoning
 from rawreact.agents.record import Step, Trajectory
 from rawreact.config.choices import BACKOFFS
 from rawreact.reports.show import reasoning_text
-from rawreact.reports.summary import score
+from rawreact.reports.summary import game_score, score
 from rawreact.runs.records import read_trial
 
 _ERRORS = {"no action": "no action", "truncated": "truncated", "invalid": "invalid action"}
@@ -132,11 +132,8 @@ def transcript(record: dict) -> str:
         f"F1 {score(record['f1'], '{:.2f}')}).</p>"
     )
     if record.get("task") == "game":
-        won = "won" if record.get("success") else "not won"
-        ending = (
-            f'<p class="ending">Ended by {escape(record["ended"])}: {won}, reward '
-            f"{score(record.get('reward'), '{:.2f}')}.</p>"
-        )
+        scores = game_score(record.get("success"), record.get("reward"))
+        ending = f'<p class="ending">Ended by {escape(record["ended"])}: {scores}.</p>'
     return f'<div class="transcript">{"".join(parts)}{ending}</div>'
 
 

@@ -4,7 +4,7 @@ from rawreact.agents.reasoning import Reasoning
 from rawreact.agents.record import Trajectory, history_text
 from rawreact.config.choices import BACKOFFS
 from rawreact.core.text import one_line, plural
-from rawreact.reports.summary import score, table
+from rawreact.reports.summary import game_score, score, table
 from rawreact.runs.records import read_trial
 
 
@@ -62,9 +62,8 @@ def show(record: dict, with_prompt: bool = False) -> str:
     answered = f"; answered by {branch}" if method in BACKOFFS else ""
     loop = f", {record['loop']} loop" if record.get("loop") else ""
     if record.get("task") == "game":
-        won = "won" if record.get("success") else "not won"
         head = (
-            f"id {record['id']}: {won}, reward {score(record.get('reward'), '{:.2f}')}; ended by {record['ended']} "
+            f"id {record['id']}: {game_score(record.get('success'), record.get('reward'))}; ended by {record['ended']} "
             f"after {plural(record['steps'], 'step')}, {plural(record['model_calls'], 'call')}, "
             f"{plural(record['invalid_actions'], 'invalid command')}, {_count(record.get('repeats'), 'repeat')}, "
             f"{record['seconds']:.1f} s; method {method}{loop}\n"
@@ -112,7 +111,7 @@ def trials_text(record: dict, with_prompt: bool) -> str:
         verdict = "passed" if trial.passed else "failed"
         scored = f"answer {trial.answer!r}, EM {score(data.get('em'), '{:.0f}')}"
         if "success" in data:  # a game's trial
-            scored = f"{'won' if data['success'] else 'not won'}, reward {score(data.get('reward'), '{:.2f}')}"
+            scored = game_score(data["success"], data.get("reward"))
         out.append(
             f"\n--- trial {trial.n}: {verdict} ({settings.get('evaluator', '?')}); {scored}, "
             f"ended by {trial.ended}, {plural(data['model_calls'], 'call')}\n"

@@ -8,7 +8,7 @@ the first step where the two differ, which it tells by each step's key (`html_qu
 from html import escape
 
 from rawreact.reports.html_questions import question_anchor
-from rawreact.reports.summary import score
+from rawreact.reports.summary import game_score, score
 
 
 def shared(records: dict[str, list[dict]]) -> list[str]:
@@ -77,7 +77,7 @@ def _answer(run: str, record: dict | None) -> str:
     em = record.get("success") if game else record["em"]  # a game is right when won
     verdict = "right" if em == 1 else "wrong" if em is not None else "unscored"
     scores = (
-        f"{'won' if em else 'not won'}, reward {score(record.get('reward'), '{:.2f}')}"
+        game_score(em, record.get("reward"))
         if game
         else f"EM {score(record['em'], '{:.0f}')}, F1 {score(record['f1'], '{:.2f}')}"
     )

@@ -207,6 +207,11 @@ def score(value: float | None, form: str) -> str:
     return "-" if value is None else form.format(value)
 
 
+def game_score(success: float | bool | None, reward: float | None) -> str:
+    """A game's scores as text, as every report says them: "won, reward 1.00" or "not won, reward 0.00"."""
+    return f"{'won' if success else 'not won'}, reward {score(reward, '{:.2f}')}"
+
+
 # Column header -> (summary key or manifest field, format).
 COLUMNS = {
     "n": ("questions", "{:d}"),

@@ -162,11 +162,15 @@ class Result:
             return None
         return float(self.outcome.ended == "won")
 
+    @property
+    def reward(self) -> float | None:
+        """A game's reward (the share of its points scored); None for a question."""
+        traj = self.outcome.trajectory
+        return None if self.question.task != "game" or traj is None else traj.reward
+
     def _game(self) -> dict:
         """A game's own fields: its task, whether it was won (`success`), and its reward (the share of its points)."""
-        traj = self.outcome.trajectory
-        reward = None if traj is None else traj.reward
-        return {"task": "game", "success": self.success, "reward": reward, "game": self.question.kind}
+        return {"task": "game", "success": self.success, "reward": self.reward, "game": self.question.kind}
 
     def _claim(self) -> dict:
         """A claim's own fields: the label read leniently from the answer, and that reading's score. Where
