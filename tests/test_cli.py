@@ -134,7 +134,9 @@ def test_ctrl_c_finishes_the_current_question_and_keeps_every_finished_one(tmp_p
     printed = 1 + stdout.count("result [")
     assert printed in (1, 2)  # 2 unless the signal came before the first question's own check
     assert [r["id"] for r in records] == [f"calvora-{n}" for n in range(1, printed + 1)]
-    assert stderr.splitlines() == [
+    # a loaded machine adds the first question's busy-cores warning (test_newcomer checks it); it is not this test's
+    said = [line for line in stderr.splitlines() if not line.startswith("rawreact: warning: other processes kept")]
+    assert said == [
         "",
         "rawreact: stopping after the current question (again to stop now)",
         f"rawreact: stopped early; {printed} of 7 questions are in {out}, --resume finishes",
