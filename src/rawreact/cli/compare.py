@@ -67,6 +67,8 @@ def compare_command(args: argparse.Namespace) -> int:
             workers=shared.workers,
             host=shared.host,
             timeout=shared.timeout,
+            cache=shared.cache,
+            cache_sampled=shared.cache_sampled,
             resamples=args.resamples,
             stats_seed=args.stats_seed,
             on_variant=started,

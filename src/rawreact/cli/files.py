@@ -15,6 +15,7 @@ from rawreact.core.text import plural, printable, whole_number
 from rawreact.reports.comparison import compare_runs
 from rawreact.reports.export import export
 from rawreact.reports.html import write_page
+from rawreact.reports.inspect_log import write_inspect_logs
 from rawreact.reports.show import listing, show
 from rawreact.reports.summary import TIMES_NOTE, drop_unused, fitted, row_of, table
 from rawreact.reports.trials import TRIALS_NOTE, trial_rows
@@ -91,8 +92,8 @@ def _named(items: list[str], suffix: bool = False) -> dict[str, str]:
 def report(args: argparse.Namespace) -> int:
     """`rawreact report`: one row per run file; with --html, the whole report as one web page."""
     runs = _named(args.runs, suffix=True)
-    if args.html:
-        refuse_inputs(args.html, run_inputs(list(runs.values())), "a run file or manifest")
+    for out in filter(None, (args.html, args.inspect)):
+        refuse_inputs(out, run_inputs(list(runs.values())), "a run file or manifest")
     loaded = {name: read_run(path) for name, path in runs.items()}  # a missing or bad run file is named first
     if args.html:
         refuse_existing(args.html, args.force, "--html path")
@@ -100,6 +101,10 @@ def report(args: argparse.Namespace) -> int:
     if args.html:
         written = write_page(runs, args.html, resamples=args.resamples, seed=args.stats_seed)
         print(f"rawreact: wrote the report of {plural(len(runs), 'run')} to {written}", file=sys.stderr)
+    if args.inspect:
+        logs = write_inspect_logs(loaded, args.inspect)
+        print(f"rawreact: wrote {plural(len(logs), 'inspect log')} to {args.inspect}; open them with "
+              f"`inspect view --log-dir {args.inspect}`", file=sys.stderr)  # fmt: skip
     print(printable(shown(drop_unused(rows), args)), end="")
     print(f"rawreact: {TIMES_NOTE}", file=sys.stderr)
     labels = label_table({name: records for name, (_, records) in loaded.items()})

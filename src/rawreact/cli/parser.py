@@ -130,6 +130,18 @@ def parser() -> argparse.ArgumentParser:
         help="with several servers in --model (URL,URL,...): episodes in flight on each, where the server does not "
         "say its slot count (default: no bound)",
     )
+    by_model.add_argument(
+        "--cache",
+        metavar="FILE",
+        help="an SQLite file of model calls: a call made before (same prompt, model file, settings and version) is "
+        "answered from it, and a new one is added; sampled calls are made afresh (default: no cache)",
+    )
+    by_model.add_argument(
+        "--cache-sampled",
+        action="store_true",
+        default=None,
+        help="with --cache: answer sampled calls (temperature above 0, CoT-SC's samples) from it too",
+    )
     by_method.add_argument(
         "--method",
         choices=list(METHODS),
@@ -252,6 +264,11 @@ def parser() -> argparse.ArgumentParser:
         "--html", metavar="FILE", help="also write the whole report (charts, questions, transcripts) as one web page"
     )
     report.add_argument("--force", action="store_true", help="replace the --html file if it exists")
+    report.add_argument(
+        "--inspect",
+        metavar="FOLDER",
+        help="also write each run as an inspect-ai log into FOLDER, for `inspect view --log-dir FOLDER`",
+    )
     report.add_argument("--resamples", type=_positive, default=10_000, help="bootstrap resamples (default: 10000)")
     report.add_argument("--stats-seed", type=int, default=0, help="seed of the bootstrap (default: 0)")
     runs = commands.add_parser(
@@ -406,6 +423,10 @@ def _compare_parser(commands, run: argparse.ArgumentParser) -> None:
         "--per-endpoint", type=_positive, metavar="N", help="with several servers in a model spec: episodes on each"
     )
     compare.add_argument("--ollama-host", help="where Ollama listens (default: OLLAMA_HOST)")
+    compare.add_argument("--cache", metavar="FILE", help="an SQLite file of model calls the variants share")
+    compare.add_argument(
+        "--cache-sampled", action="store_true", default=None, help="with --cache: sampled calls may come from it too"
+    )
     compare.add_argument("--timeout", type=_seconds, help="seconds a server may take per call")
     compare.add_argument("--format", choices=("text", "markdown", "csv"), default="text", help="table on stdout")
     compare.add_argument("--columns", metavar="LIST", help=COLUMNS_HELP)

@@ -21,6 +21,7 @@ from rawreact.core.errors import DataError, GrammarError
 from rawreact.core.folders import check_parents, split_named
 from rawreact.core.text import plural, printable
 from rawreact.models import cores, load_model
+from rawreact.models.cache import CachedModel, CallCache
 from rawreact.models.specs import EMBEDDED_MODELS, is_embedded
 from rawreact.reports.summary import context_warning, summarize, summary_line
 from rawreact.runs.records import manifest_path
@@ -66,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
     check_questions(settings, questions)
     prompt, grammar, backoff = parts.prompt, parts.grammar, parts.backoff
     embedded = is_embedded(settings.model)
+    calls = CallCache(settings.cache) if settings.cache else None  # a bad cache file fails before the model loads
     # The first load and the first prompt take seconds to minutes on a slow machine: say what is loading (a spec
     # that names no model is refused by the load, in one line, with nothing before it).
     known = settings.model in EMBEDDED_MODELS or settings.model.startswith("hf:") or Path(settings.model).is_file()
@@ -78,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
     if grammar is not None and not model.supports_grammar:
         raise GrammarError(f"model {model.name} cannot apply a grammar; drop --grammar, or use a llama.cpp model")
     check_context(model, prompt, questions, settings.max_tokens, settings.method, backoff)
+    if calls is not None:  # calls made before come from the cache's file (models.cache)
+        model = CachedModel(model, calls, sampled=settings.cache_sampled)
     details = {
         **({} if chosen.paper is None else {"reference": reference_record(chosen)}),
         "data": collection.source,
@@ -170,6 +174,8 @@ def run(args: argparse.Namespace) -> int:
             bar.update()
     summary = summarize(records)
     print("\n" + summary_line(summary), flush=True)
+    if isinstance(model, CachedModel):
+        say_cache(model, sink)
     if kept and records:
         print(
             f"rawreact: the run is kept in {args.out} (--out chooses the file); look at it with `rawreact show "
@@ -203,6 +209,17 @@ def say_first(result: Result, started: tuple, model, quiet: bool = False) -> Non
         line = cores.busy_line(elsewhere, getattr(model, "n_threads", None), cores.allowed_cores())
         if line:
             print(f"rawreact: warning: {line}", file=sys.stderr, flush=True)
+
+
+def say_cache(model: CachedModel, sink: RunFile | None) -> None:
+    """The cache's part of a run: its counts in the manifest, and one line on stderr."""
+    if sink is not None:
+        sink.set_counts("cache", model.said())
+    print(
+        f"rawreact: {model.hits} of {plural(model.hits + model.made, 'model call')} came from the cache "
+        f"{model.cache.path}; the other {model.made} were computed",
+        file=sys.stderr,
+    )
 
 
 RUNS = "runs"  # where a run without --out is kept, under the current folder (RAWREACT_RUNS: elsewhere)

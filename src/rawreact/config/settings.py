@@ -152,6 +152,8 @@ class Settings:
     per_endpoint: int | None = None  # a fleet's episodes in flight per server, where the server does not say
     host: str | None = None
     timeout: float = 300.0
+    cache: str | None = _file()  # an SQLite file of model calls: a call made before is answered from it
+    cache_sampled: bool = False  # whether sampled calls may be answered from the cache too
 
     def __post_init__(self) -> None:
         for key in KEYS:  # a Variant's name is checked by the Variant
@@ -190,6 +192,8 @@ class Settings:
                 f"drafts={self.drafts} (--drafts) is for the embedded llama.cpp model, which drafts inside its own "
                 f"engine; {self.model} decodes elsewhere, so drop --drafts"
             )
+        if problem is None and self.cache_sampled and not self.cache:
+            return "cache_sampled (--cache-sampled) lets sampled calls come from the cache: give it, --cache FILE"
         return problem or sequences_problem(self.model, self.samples if self.method in SAMPLING else 1, "samples")
 
     def _reflexion_problem(self) -> str | None:

@@ -17,6 +17,7 @@ from rawreact.core.errors import DataError, GrammarError, ModelError
 from rawreact.core.stats import RESAMPLES
 from rawreact.experiments.variants import Variant
 from rawreact.models import load_model
+from rawreact.models.cache import CachedModel, CallCache
 from rawreact.reports.comparison import Comparison
 from rawreact.runs.run import Result, check_context, run_questions
 from rawreact.runs.runfile import RunFile
@@ -39,6 +40,8 @@ def compare(
     per_endpoint: int | None = None,
     host: str | None = None,
     timeout: float | None = None,
+    cache: str | Path | None = None,
+    cache_sampled: bool = False,
     resamples: int = RESAMPLES,
     stats_seed: int = 0,
     on_variant: Callable[[Variant, int, int], None] | None = None,
@@ -53,7 +56,8 @@ def compare(
     Everything is loaded and checked before the first model call; models load only for variants with
     questions left, once per model and sampling setting.
     `on_variant(variant, done, total)` is called as each variant starts, `on_result` after each
-    question, and `stop()` as in `run_questions`.
+    question, and `stop()` as in `run_questions`. `cache` (a file) answers the calls a variant shares with an
+    earlier run or another variant from there (`models.cache`); `cache_sampled` as `CachedModel`'s `sampled`.
     """
     collection = data if isinstance(data, Collection) else load_collection(data)
     variants = list(variants)
@@ -74,11 +78,13 @@ def compare(
     shared = {"data": collection.source or None, "limit": limit, "workers": workers, "host": host, **shuffled}
     shared["per_endpoint"] = per_endpoint
     shared |= {} if timeout is None else {"timeout": timeout}
+    shared |= {"cache": None if cache is None else str(cache), "cache_sampled": cache_sampled}
     folder_made = not out.exists()
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise DataError(f"{out}: cannot make the comparison folder: {error.strerror}") from None
+    calls = None  # the cache's file, opened once the models are loaded
     plans, made = [], []  # made: the run files this call starts, removed if the setup fails
     try:
         for variant, parts in checked:
@@ -90,6 +96,7 @@ def compare(
             sink = RunFile(path, parts.config, resume=True, details=details)
             made += [path, sink.manifest_path] if new else []
             plans.append((variant, parts, sink, sum(q.id in sink.done for q in questions)))
+        calls = None if cache is None else CallCache(cache)  # a bad cache file fails before any model loads
         models = _models(plans, questions, shared)
     except BaseException:
         for *_, sink, _ in plans:
@@ -105,10 +112,12 @@ def compare(
                 on_variant(variant, done, len(questions))
             if done == len(questions) or (stop is not None and stop()):
                 continue
+            model = models[_model_key(variant)]
+            model = model if calls is None else CachedModel(model, calls, sampled=cache_sampled)  # its own counts
             results = run_questions(
                 questions,
                 variant.envs(collection),
-                models[_model_key(variant)],
+                model,
                 parts.prompt,
                 out=sink,
                 workers=workers,
@@ -118,9 +127,13 @@ def compare(
             for result in results:
                 if on_result is not None:
                     on_result(variant, result)
+            if calls is not None:
+                sink.set_counts("cache", model.said())
     finally:
         for *_, sink, _ in plans:
             sink.close()
+        if calls is not None:
+            calls.close()
     # Each run file's `done` holds every record it has, read at resume or appended since.
     records = {v.name: [sink.done[q.id] for q in questions if q.id in sink.done] for v, *_, sink, _ in plans}
     return Comparison(names, records, resamples, stats_seed)

@@ -22,6 +22,8 @@ class Completion:
     `finish_reason` is "stop" (a stop sequence or the end of text) or "length" (the token limit
     cut it). `evaluated_tokens` counts the prompt tokens the backend actually computed, which is
     fewer than `prompt_tokens` when it reused a cached prefix; None when the backend does not say.
+    `cached` is True for a reply a call cache gave (`models.cache`): made by an earlier run, with 0 seconds
+    and 0 evaluated tokens here.
     """
 
     text: str
@@ -30,10 +32,14 @@ class Completion:
     completion_tokens: int = 0
     evaluated_tokens: int | None = 0
     seconds: float = 0.0
+    cached: bool = False
 
     def to_dict(self) -> dict:
-        """A JSON-ready dict of every field."""
-        return asdict(self)
+        """A JSON-ready dict of every field (`cached` only when True, so records of computed calls are as before)."""
+        found = asdict(self)
+        if not self.cached:
+            del found["cached"]
+        return found
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """A model that replays written completions, for tests, examples and the CLI without weights."""
 
+import hashlib
 import json
 import re
 import threading
@@ -71,6 +72,22 @@ class ScriptedModel:
         self.history: list[dict] = []
         self._counted = ("", 0)  # the last prompt and its word count, as prompts only grow
         self._lock = threading.Lock()  # several questions may share the model (run_questions workers)
+        self.script_sha256: str | None = None  # the script file's, for one read from a file
+
+    @property
+    def cache_problem(self) -> str | None:
+        """Why a call cache cannot answer for this model (`models.cache`), or None: a list script answers in the
+        order of the calls, not by the prompt."""
+        if callable(self._script):
+            return None
+        return (
+            'its script is a list, answered in call order rather than by prompt; script it by question ({"questions": '
+            "...})"
+        )
+
+    def cache_identity(self) -> dict:
+        """What decides this model's replies, for a call cache: its name and its script file's content."""
+        return {"backend": "ScriptedModel", "name": self.name, "script_sha256": self.script_sha256}
 
     @classmethod
     def from_file(cls, path: str | Path) -> "ScriptedModel":
@@ -96,7 +113,9 @@ class ScriptedModel:
             if reflection is not None and not isinstance(reflection, str):
                 raise DataError(f"{path}: 'reflection' must be the text of a reflection")
             by_question = {one_line(question): texts for question, texts in scripts.items()}
-            return cls(_ByQuestion(by_question, name, reflection), name=name, seconds_per_call=float(delay))
+            model = cls(_ByQuestion(by_question, name, reflection), name=name, seconds_per_call=float(delay))
+            model.script_sha256 = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+            return model
         raise DataError(
             f"{path}: a model script is a JSON list of completion strings, or an object "
             '{"questions": {"question": ["step 1 completion", ...]}}'
