@@ -2,6 +2,7 @@
 key is everything that decides the reply; a sampled call is made afresh unless asked."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -108,17 +109,23 @@ def test_a_cache_that_is_not_sqlite_is_one_clear_error(tmp_path):
 
 
 def test_a_rerun_on_the_embedded_model_computes_nothing_and_writes_the_same_run(tmp_path):
-    """Real: two questions of the demo on Gemma 270M, then again over the same cache."""
-    command = [*RAWREACT, "run", "--limit", "2", "--max-steps", "2", "--cache", "c.sqlite", "-q"]
-    first = subprocess.run([*command, "--out", "a.jsonl"], capture_output=True, text=True, cwd=tmp_path)
-    again = subprocess.run([*command, "--out", "b.jsonl"], capture_output=True, text=True, cwd=tmp_path)
-    assert first.returncode == again.returncode == 0, first.stderr + again.stderr
+    """Real: the two commands of the site's cache section ("experiments.md"), as written, in an empty folder, on
+    Gemma 270M: two questions of the demo, then again over the same cache."""
+    page = (Path(__file__).resolve().parent.parent / "docs" / "experiments.md").read_text(encoding="utf-8")
+    block = page.split("```bash\n")[2].split("\n```", 1)[0]
+    assert block.count("--cache calls.sqlite") == 2
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(["bash", "-ec", block], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
     (_, a), (manifest, b) = read_run(tmp_path / "a.jsonl"), read_run(tmp_path / "b.jsonl")
     calls = sum(len(s["calls"]) for r in a for s in r["trajectory"]["steps"])
     assert calls >= 4
-    assert manifest["cache"] == {"file": str(tmp_path / "c.sqlite"), "sampled": False, "hits": calls, "made": 0}
-    assert f"rawreact: {calls} of {calls} model calls came from the cache c.sqlite" in again.stderr
-    assert "rawreact: 0 of" in first.stderr
+    assert manifest["cache"] == {"file": str(tmp_path / "calls.sqlite"), "sampled": False, "hits": calls, "made": 0}
+    said = [line for line in done.stderr.splitlines() if "came from the cache" in line]
+    assert said == [
+        f"rawreact: 0 of {calls} model calls came from the cache calls.sqlite; the other {calls} were computed",
+        f"rawreact: {calls} of {calls} model calls came from the cache calls.sqlite; the other 0 were computed",
+    ]
     for one, two in zip(a, b, strict=True):
         assert (one["answer"], one["em"]) == (two["answer"], two["em"])
         steps = [(s["thought"], s["action_text"], s["observation"]) for s in one["trajectory"]["steps"]]

@@ -13,7 +13,8 @@ from rawreact.cli.reference import pages
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
-NOT_RUN = re.compile(r"<!-- not run by the docs test: (.{10,}) -->\n```")
+NOT_RUN = re.compile(r"<!-- not run by the docs test: (.{10,}) -->")
+RUN_BY = re.compile(r"<!-- run by (tests/test_\w+\.py::test_\w+) -->")
 
 
 def test_the_reference_pages_are_what_the_code_generates():
@@ -53,26 +54,58 @@ def test_the_site_builds_strict(tmp_path):
 
 
 def _blocks(language: str) -> list[tuple[str, str, str]]:
-    """(page, the text before the block, the block) for every block of `language` on the site's pages."""
+    """(page, the mark right before the block or "", the block) for every block of `language` on the site."""
     found = []
     for page in sorted(DOCS.rglob("*.md")):
         text = page.read_text(encoding="utf-8")
         for match in re.finditer(rf"```{language}\n(.*?)\n```", text, re.DOTALL):
-            found.append((page.name, text[: match.start()], match.group(1)))
+            mark = re.search(r"(<!-- .*? -->)\n$", text[: match.start()])
+            found.append((page.name, mark.group(1) if mark else "", match.group(1)))
     return found
 
 
-def test_every_shell_block_says_why_it_is_not_run_here():
-    """The site's shell blocks need what a test does not do (an install that compiles llama.cpp, a server, a
-    dataset): each says so, and why, in a mark right before it."""
-    blocks = _blocks("bash")
-    assert blocks
-    for page, before, block in blocks:
-        assert NOT_RUN.search(before[-200:] + "```"), f"{page}: a shell block without its reason: {block[:60]!r}"
+def _tests() -> dict[str, str]:
+    """Every test of the suite by `tests/FILE.py::NAME`, with its file's text."""
+    found = {}
+    for path in (ROOT / "tests").glob("test_*.py"):
+        text = path.read_text(encoding="utf-8")
+        for name in re.findall(r"^def (test_\w+)", text, flags=re.MULTILINE):
+            found[f"tests/{path.name}::{name}"] = text
+    return found
 
 
-@pytest.mark.parametrize("page, before, block", _blocks("python"), ids=lambda v: v if v.endswith(".md") else "")
-def test_every_python_block_runs_in_an_empty_folder(page, before, block, tmp_path, monkeypatch, capsys):
+def _unmarked(language: str) -> list[tuple[str, str]]:
+    return [(page, block) for page, mark, block in _blocks(language) if not mark]
+
+
+def test_every_marked_block_says_why_or_names_the_test_that_runs_it():
+    """A block is run here, or marked: "run by tests/FILE.py::TEST" (a test that exists and reads that page), or
+    "not run by the docs test: REASON" (what the machine lacks: a server, a dataset, hours)."""
+    tests = _tests()
+    blocks = _blocks("bash") + _blocks("python")
+    assert any(mark.startswith("<!-- run by") for _, mark, _ in blocks) and _unmarked("bash")
+    for page, mark, block in blocks:
+        if not mark:
+            continue
+        runner = RUN_BY.fullmatch(mark)
+        if runner:
+            assert runner.group(1) in tests, f"{page}: {runner.group(1)} is no test of the suite"
+            assert f'"{page}"' in tests[runner.group(1)], f"{page}: {runner.group(1)} does not read this page"
+        else:
+            assert NOT_RUN.fullmatch(mark), f"{page}: the mark before {block[:60]!r} says neither why nor what runs it"
+
+
+@pytest.mark.parametrize("page, block", _unmarked("python"), ids=lambda v: v if v.endswith(".md") else "")
+def test_every_unmarked_python_block_runs_in_an_empty_folder(page, block, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     exec(block, {})
     assert capsys.readouterr().out.strip()  # each block prints what it shows
+
+
+@pytest.mark.parametrize("page, block", _unmarked("bash"), ids=lambda v: v if v.endswith(".md") else "")
+def test_every_unmarked_shell_block_runs_in_an_empty_folder(page, block, tmp_path):
+    """As written, with the installed `rawreact` first on the PATH; it exits 0 and prints what it shows."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(["bash", "-ec", block], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"{page}: {done.stderr[-2000:]}"
+    assert done.stdout.strip() and "Traceback" not in done.stderr

@@ -5,7 +5,7 @@ sequence's tokens, never on what shares its pass (the property drafting needs of
 kernels): with it, any number of drafts must give exactly the texts of no drafts. The stand-in
 also refuses a token at a position its sequence's cells do not reach, so a rejected draft left in
 the cache fails the test. The real-model tests show the mechanics on Gemma 270M, and what the
-drafts cost and change on this build (see the README's benchmark table).
+drafts cost and change on this build (see docs/benchmarks.md).
 """
 
 import ctypes

@@ -175,8 +175,8 @@ def test_an_empty_selection_writes_nothing_fails_and_says_why(rows, tmp_path, la
     assert not (tmp_path / "t.jsonl").exists() and not (tmp_path / "t.jsonl.manifest.json").exists()
 
 
-def test_the_readme_examples_are_what_export_writes():
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+def test_the_docs_examples_are_what_export_writes():
+    readme = (Path(__file__).resolve().parent.parent / "docs" / "reports.md").read_text(encoding="utf-8")
     section = readme.split("## Fine-tuning data", 1)[1]
     completion, chat = (json.loads(block.split("\n  ```", 1)[0]) for block in section.split("```json\n  ")[1:3])
     question = completion["prompt"].removeprefix("Question: ").removesuffix("\nThought 1:")

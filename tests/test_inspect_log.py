@@ -85,3 +85,10 @@ def test_an_inspect_folder_that_is_a_file_or_an_input_is_refused(tmp_path):
         done = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path)
         assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr
     assert (tmp_path / "taken").read_text() == "x"
+
+
+def test_rawreact_never_imports_inspect_ai():
+    """The logs are written from rawreact's own code: no module of the package names inspect-ai."""
+    package = Path(__file__).resolve().parent.parent / "src" / "rawreact"
+    assert [p.name for p in package.rglob("*.py") if "import inspect_ai" in p.read_text() or "from inspect_ai" in
+            p.read_text()] == []  # fmt: skip

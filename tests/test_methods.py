@@ -280,10 +280,10 @@ def test_the_command_line_refuses_a_grammar_where_nothing_acts(tmp_path):
     assert done.returncode == 2 and "a grammar constrains action lines, and method standard writes none" in done.stderr
 
 
-def test_the_readme_table_of_methods_is_the_code_s():
+def test_the_docs_table_of_methods_is_the_code_s():
     from pathlib import Path
 
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).parent.parent / "docs" / "paper.md").read_text(encoding="utf-8")
     section = readme.split("## Methods: the rows of the paper's table", 1)[1].split("\n\n- ", 1)[0]
     rows = [line.strip("| ").split(" | ") for line in section.splitlines() if line.startswith("| `")]
     assert [r[0].split()[0].strip("`") for r in rows] == list(PAPER)
@@ -308,3 +308,21 @@ def test_the_context_check_covers_a_back_off_s_second_prompt():
     check_context(Counted(), short, questions, 10, "react-cot-sc", short)
     with pytest.raises(ModelError, match=r"the prompt \(long.txt\) with the longest question"):
         check_context(Counted(), short, questions, 10, "react-cot-sc", long)
+
+
+def test_the_readme_s_command_for_each_method_is_one_rawreact_takes():
+    """The README's table of methods: every method of the paper's table, and each command parses as written."""
+    import shlex
+    from pathlib import Path
+
+    from rawreact.cli.parser import parser
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## The paper's methods", 1)[1].split("\n## ", 1)[0]
+    rows = [line.strip("| ").split(" | ") for line in section.splitlines() if line.startswith("| `")]
+    assert set(PAPER) <= {row[0].strip("`") for row in rows} <= set(METHODS)
+    for method, _, command in rows:
+        for part in command.strip("`").split(" && "):
+            args = parser().parse_args(shlex.split(part)[1:])
+            if args.command == "run":
+                assert (args.method or "react") == method.strip("`")

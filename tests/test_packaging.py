@@ -41,9 +41,10 @@ def test_wheel_ships_the_data_and_runs_from_elsewhere(tmp_path):
     assert out[1] == "7 4"
 
 
-def _blocks(language: str) -> list[str]:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    return [block.split("\n```", 1)[0] for block in readme.split(f"```{language}\n")[1:]]
+def _blocks(language: str, page: str = "README.md") -> list[str]:
+    """The blocks of `language` on a page: the README, or a page of the site (docs/python.md: "python.md")."""
+    text = (ROOT / (page if page == "README.md" else f"docs/{page}")).read_text(encoding="utf-8")
+    return [block.split("\n```", 1)[0] for block in text.split(f"```{language}\n")[1:]]
 
 
 def test_ci_runs_the_readme_test_command():
@@ -52,27 +53,29 @@ def test_ci_runs_the_readme_test_command():
     assert install_and_test.strip() in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
 
 
-def test_the_readme_python_example_runs(capsys):
+def test_the_python_example_runs(capsys):
+    """The README's one Python example, which the site's From Python page begins with."""
+    assert _blocks("python")[0] == _blocks("python", "python.md")[0] and len(_blocks("python")) == 1
     exec(_blocks("python")[0], {})
     printed = capsys.readouterr().out
     assert printed.startswith("Answer ") and "Question: When is the festival of Orlo held?\nThought 1:" in printed
 
 
-def test_the_readme_run_example_runs(tmp_path, monkeypatch):
+def test_the_run_example_runs(tmp_path, monkeypatch):
     """As written, in an empty folder: the demo's first two questions (issue 29 item 15)."""
     from rawreact import load_collection
 
     monkeypatch.chdir(tmp_path)
-    exec(_blocks("python")[1], {})
+    exec(_blocks("python", "python.md")[1], {})
     lines = (tmp_path / "run.jsonl").read_text().splitlines()
     assert [json.loads(line)["question"] for line in lines] == [q.question for q in load_collection().questions[:2]]
     assert json.loads((tmp_path / "run.jsonl.manifest.json").read_text())["config"] == {"model": "gemma3-270m"}
 
 
-def test_the_readme_compare_example_runs(tmp_path, monkeypatch, capsys):
+def test_the_compare_example_runs(tmp_path, monkeypatch, capsys):
     """As written, in an empty folder: two questions of the demo per variant."""
     monkeypatch.chdir(tmp_path)
-    exec(_blocks("python")[2], {})
+    exec(_blocks("python", "python.md")[2], {})
     printed = capsys.readouterr().out.splitlines()
     assert printed[0].startswith("| variant | method | n | EM | ΔEM | F1 | ΔF1 |")
     assert printed[2].startswith("| k1 | react | 2 | ") and printed[3].startswith("| k3 | react | 2 | ")
@@ -80,17 +83,17 @@ def test_the_readme_compare_example_runs(tmp_path, monkeypatch, capsys):
         assert len((tmp_path / "experiments" / "k" / f"{name}.jsonl").read_text().splitlines()) == 2
 
 
-def test_the_readme_settings_example_runs(tmp_path, monkeypatch, capsys):
-    assert len(_blocks("python")) == 6  # each runs in a test of this file
+def test_the_settings_example_runs(tmp_path, monkeypatch, capsys):
+    assert len(_blocks("python", "python.md")) == 6  # each runs in a test of this file
     monkeypatch.chdir(tmp_path)
-    exec(_blocks("python")[4], {})
+    exec(_blocks("python", "python.md")[4], {})
     printed = capsys.readouterr().out.splitlines()
     assert printed[:2] == ["7 2 5", "max_steps=0 (--max-steps) must be at least 1"]
     assert printed[2].startswith("Settings(method='cot'") and "max_steps=5" in printed[2]
 
 
-def test_the_readme_methods_example_runs(capsys):
-    exec(_blocks("python")[3], {})
+def test_the_methods_example_runs(capsys):
+    exec(_blocks("python", "python.md")[3], {})
     cot_sc, backoff = capsys.readouterr().out.splitlines()
     assert backoff.split()[0] in ("react", "cot-sc")
     assert "[" in cot_sc and cot_sc.count(",") >= 2  # the three samples' answers
@@ -108,16 +111,16 @@ def _own_verb(capsys, block: str) -> list[str]:
     return printed
 
 
-def test_the_readme_own_verb_example_runs_on_the_embedded_model(capsys):
-    """Issue 41: the README's verb of your own, as written, on Gemma 270M."""
-    printed = _own_verb(capsys, _blocks("python")[5])
+def test_the_own_verb_example_runs_on_the_embedded_model(capsys):
+    """Issue 41: the verb of your own (docs/python.md), as written, on Gemma 270M."""
+    printed = _own_verb(capsys, _blocks("python", "python.md")[5])
     actions = eval(printed[3])  # the action lines the model wrote, each read by the parser with the new verb
     assert 1 <= len(actions) <= 5 and all(isinstance(a, str) for a in actions)
 
 
-def test_the_readme_own_verb_example_runs_on_the_scripted_model(capsys):
+def test_the_own_verb_example_runs_on_the_scripted_model(capsys):
     """The same block with a scripted model that takes the verb: its observation is the function's result."""
-    block = _blocks("python")[5]
+    block = _blocks("python", "python.md")[5]
     assert 'model = load_model("gemma3-270m")' in block
     script = (
         'ScriptedModel([" Orlo was founded in 1852.\\nAction 1: Calculate[2000-1852]\\n", '
@@ -130,9 +133,9 @@ def test_the_readme_own_verb_example_runs_on_the_scripted_model(capsys):
     assert printed[3] == "['Calculate[2000-1852]', 'Finish[148]']"
 
 
-def test_the_readme_own_verb_command_runs(tmp_path):
-    """The README's `--env` commands, as written, in an empty folder, on the embedded model."""
-    block = _blocks("bash")[2]
+def test_the_own_verb_command_runs(tmp_path):
+    """The `--env` commands of docs/python.md, as written, in an empty folder, on the embedded model."""
+    block = _blocks("bash", "python.md")[0]
     assert block.startswith("printf ") and "rawreact run --env myverbs:with_double" in block
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     done = subprocess.run(["bash", "-ec", block], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)

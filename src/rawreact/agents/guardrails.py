@@ -3,7 +3,7 @@ against what the agent saw.
 
 Each is a setting that `compare` can switch. `Guard` watches one episode for either loop:
 `allows` is asked before each step (the budget), `check` after it (repeats). `supported` says
-whether a final answer occurs in what the episode observed. The README's table of endings lists
+whether a final answer occurs in what the episode observed. The table of endings in docs/guardrails.md lists
 every value of `ended`, `ENDINGS` here; a test keeps the two the same.
 """
 

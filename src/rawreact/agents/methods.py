@@ -48,7 +48,7 @@ class Outcome:
 
     @property
     def ended(self) -> str:
-        """How the answering part ended (see the README's table of endings)."""
+        """How the answering part ended (see the table of endings in docs/guardrails.md)."""
         return self._answering.ended
 
     @property

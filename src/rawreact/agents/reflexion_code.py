@@ -2,7 +2,7 @@
 
 Its HotpotQA `CoTAgent` answers in two calls, a thought and then the action, each stopped at the line
 break with 250 tokens, and keeps every text through `format_step`, which deletes line breaks. rawreact's
-own CoT trial is one call on its own prompt (`reasoning.reason`): the README says why.
+own CoT trial is one call on its own prompt (`reasoning.reason`): docs/reflexion.md says why.
 """
 
 import time

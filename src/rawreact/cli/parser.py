@@ -113,7 +113,7 @@ def parser() -> argparse.ArgumentParser:
         type=int,
         metavar="K",
         help="embedded model, greedy: guess up to K tokens a pass by prompt lookup and keep those the model agrees "
-        "with; slower on a small CPU, and its text can differ in the last bits (README: Drafting); default: 0",
+        "with; slower on a small CPU, and its text can differ in the last bits (docs: Models and servers); default: 0",
     )
     by_model.add_argument(
         "--threads",
@@ -121,7 +121,7 @@ def parser() -> argparse.ArgumentParser:
         metavar="N|auto",
         help="embedded model: llama.cpp's threads (default: every core this process may use); auto follows the load, "
         "the cores others leave free, measured every second: no stall on a busy machine, but the text can then "
-        "differ from a fixed count's (README: Threads)",
+        "differ from a fixed count's (docs: Models and servers)",
     )
     by_model.add_argument(
         "--per-endpoint",

@@ -5,7 +5,7 @@
 and says which parts are the paper's; without it, the protocol's settings alone (sampling, loop
 defaults, steps), with rawreact's own prompts. `--pooled` searches every question's paragraphs pooled
 in one store (built once, beside the run file), instead of each question's own ten, whose `Similar:`
-lists name the gold titles (README: the distractor leak).
+lists name the gold titles (docs/paper.md: the distractor leak).
 """
 
 import hashlib

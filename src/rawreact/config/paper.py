@@ -52,7 +52,7 @@ def reference_options(directory: str | Path, task: str, method: str, questions: 
     if method in REFLEXION:
         raise DataError(
             "--reference sets up the ReAct paper's methods, and Reflexion is not one of them; for the Reflexion "
-            "code's prompts give --reflect-prompt, --reflect-key and --reflect-instruction (see the README)"
+            "code's prompts give --reflect-prompt, --reflect-key and --reflect-instruction (see docs/reflexion.md)"
         )
     for needed in (PROMPT_FILES[task], NOTEBOOKS[task]):
         if not (directory / needed).is_file():

@@ -36,7 +36,7 @@ class LlamaModel:
     the model agrees with (see `batch`); sampled calls and CoT-SC's samples draft nothing. Drafting
     turns flash attention off unless `flash_attention` says otherwise, since with it on a token's
     logits change with the number of tokens in its pass. On llama.cpp's CPU kernels the text can
-    still differ in the last bits from decoding without drafts (the README's Drafting section).
+    still differ in the last bits from decoding without drafts (docs/servers.md, Drafting).
 
     `n_threads` fixes llama.cpp's threads (None: every core this process may use). "auto" follows the
     load instead: the cores less those other processes keep busy, re-measured every second
@@ -188,7 +188,7 @@ class LlamaModel:
     def engine(self) -> Engine:
         """The context that `complete` decodes in, made on first use: one stream per worker."""
         with self._lock:
-            if self._engine is None:  # one worker keeps its cells apart: see the README on determinism
+            if self._engine is None:  # one worker keeps its cells apart: see docs/servers.md on determinism
                 self._engine = self._make_engine(self.workers, unified=self.workers > 1)
             return self._engine
 
