@@ -1,66 +1,66 @@
-"""Questions per minute of the embedded model: workers, prompt-lookup drafts, and a plain llama-cpp-python loop.
+"""CPU-seconds a question of the embedded model against a plain llama-cpp-python loop, measured so that load cannot
+fool it.
 
-Runs the same HotpotQA questions (Gemma 270M, greedy, 7 steps, `--n-first` sentences per search)
-through rawreact's loop and prompt in each setting, each a fresh model, and prints questions per
-minute with two ratios measured in the same run: against the plain loop, and against rawreact's
-default engine with as many workers.
+Wall time on a shared machine says more about the other processes than about rawreact, so each run reports the
+CPU time this process used (llama.cpp's threads included) beside its wall time, and the load average when it
+starts and ends. The settings take turns (A B A B ...) and repeat, and every ratio is against the plain loop
+measured in the same run, on the same questions:
 
-- `plain`: rawreact's loop and prompt over llama-cpp-python's own `Llama` (its completion call,
-  with its reuse of the prompt prefix it shares with the last call), one question at a time:
-  the same prompt and settings (greedy, stops, token limit, context, threads, flash attention),
-  without rawreact's engine.
-- `default`: rawreact's engine as it ships (flash attention on, no drafts).
-- `flash off`: the same without flash attention, the setting drafting needs to be exact.
-- `drafts K`: up to K tokens guessed by prompt lookup per pass (flash attention off).
+- `plain`: rawreact's loop and prompt over llama-cpp-python's own `Llama` completion call (with its reuse of the
+  prefix it shares with the last call), one question at a time, each call stopped at `\\nObservation i:` only, as
+  a reference-style loop stops it: the baseline.
+- `plain+stop`: the same, also stopped where the tolerant loop stops a call (a complete action line), so that
+  its ratio to `engine` is the engine's alone.
+- `engine W`: rawreact's embedded engine with W workers decoding together (greedy, the default settings), and with
+  `--split`, `engine W split`: the same with a cache of its own for each stream instead of one shared cache.
 
-Columns: decode passes per question, generated tokens per pass (over all streams), logit rows
-per pass, milliseconds per pass (inside llama_decode), drafts kept, how many trajectories equal
-those of the `flash off` row with as many workers (for `flash off`, of `default`), and EM. The
-drafts kept are then split by what the draft continued: a thought, the action's name, or a
-search, lookup or finish argument. `--again` runs `flash off` a second time at every worker
-count, to show how much batching alone changes. `--without-prefix` adds one worker without the
-kept few-shot prefix (every new episode evaluates its whole prompt).
+Both sides run greedy with the same context, flash attention and `--threads` llama.cpp threads (default 1: on a
+shared machine more threads spin while they wait, and their CPU time then measures the waiting). The columns:
+wall and CPU seconds a question, the load at the start and end of the run, decode passes a question, generated
+tokens a pass and milliseconds a pass inside llama_decode (the engine's own counts), generated tokens a question, and
+EM. Give three times as many questions as workers or more: in a run's tail fewer questions are left than workers.
+The summary gives each setting's median CPU-seconds a question over the repeats, and how many times fewer than
+`plain` that is.
 
-    python benchmarks/throughput.py [--data FILE] [--limit 20] [--workers 1 4 8 16] [--drafts 2]
-        [--n-first 5] [--grammar step] [--again] [--without-prefix]
+    RAWREACT_HOTPOTQA=FILE python benchmarks/throughput.py [--limit 24] [--workers 1 8] [--repeats 2]
+        [--threads 1] [--grammar step] [--n-first 5] [--split]
 """
 
 import argparse
 import functools
 import os
-import re
+import statistics
 import time
-from collections import Counter
 
 import llama_cpp
 
 from rawreact import load_collection, load_model, load_prompt, run_questions
+from rawreact.agents.loop import ACTION_END
 from rawreact.models.base import Completion
 from rawreact.models.specs import model_path
 
 SAMPLE = os.environ.get("RAWREACT_HOTPOTQA")  # a HotpotQA file in the official layout
-ACTION = re.compile(r"Action \d+: *(\w+)(\[?)")
 
 
 class PlainLlama:
     """llama-cpp-python's own completion call, as a simple reference-style loop would make it."""
 
-    name = "gemma3-270m (plain llama-cpp-python)"
-
-    def __init__(self, n_ctx: int, n_threads: int, flash: bool) -> None:
+    def __init__(self, n_ctx: int, n_threads: int, early_stop: bool) -> None:
         self.llm = llama_cpp.Llama(
             str(model_path("gemma3-270m")),
             n_ctx=n_ctx,
             n_threads=n_threads,
             n_threads_batch=n_threads,
-            flash_attn=flash,
+            flash_attn=True,
             swa_full=True,  # without it Gemma 3 keeps no prefix between calls
             seed=0,
             verbose=False,
         )
+        self.name, self.early_stop = "gemma3-270m (plain llama-cpp-python)", early_stop
 
     def complete(self, prompt: str, *, stop: list[str], max_tokens: int, grammar: str | None = None) -> Completion:
         start = time.perf_counter()
+        stop = stop if self.early_stop else [s for s in stop if s != ACTION_END]
         grammar = llama_cpp.LlamaGrammar.from_string(grammar, verbose=False) if grammar else None
         out = self.llm(prompt, stop=stop, max_tokens=max_tokens, temperature=0.0, grammar=grammar)
         usage, choice = out["usage"], out["choices"][0]
@@ -74,104 +74,83 @@ class PlainLlama:
         )
 
 
-def kind(text: bytes) -> str:
-    """What a draft continues, from the completion before it: a thought, an action's name, or its argument."""
-    line = text.decode("utf-8", "ignore").rsplit("\n", 1)
-    if len(line) == 1 or not line[-1].startswith("Action"):
-        return "thought"
-    found = ACTION.match(line[-1])
-    return found.group(1).lower() if found and found.group(2) else "action name"
-
-
-def measure(data, questions, prompt, setting: str, workers: int, drafts: int, grammar, n_first: int) -> dict:
-    """One run: its rate, cost and each question's transcript."""
-    if setting == "plain":
-        model = PlainLlama(8192, os.cpu_count() or 1, flash=True)
+def measure(data, questions, prompt, setting: str, workers: int, threads: int, grammar, n_first: int) -> dict:
+    """One run of the questions in one setting: its wall and CPU time, the load around it, and what it did."""
+    if setting.startswith("plain"):
+        model = PlainLlama(8192, threads, early_stop=setting == "plain+stop")
     else:
-        model = load_model("gemma3-270m", workers=workers, drafts=drafts, flash_attention=setting == "default")
-        if setting == "without prefix":
-            model.keep_prefix = lambda text: None
-        model.engine.trace = []
+        model = load_model("gemma3-270m", workers=workers, n_threads=threads)
+        if setting.endswith("split"):
+            model._engine = model._make_engine(workers, unified=False)
     env = functools.partial(data.env, n_first=n_first)
-    start = time.perf_counter()
+    load, wall, cpu = os.getloadavg()[0], time.perf_counter(), time.process_time()
     results = list(run_questions(questions, env, model, prompt, workers=workers, grammar=grammar))
-    seconds = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    n = len(results)
     row = {
-        "rate": 60 * len(results) / seconds,
-        "seconds": seconds / len(results),
-        "em": sum(r.em for r in results) / len(results),
-        "transcripts": {r.question.id: r.outcome.trajectory.transcript() for r in results},
+        "wall": wall / n,
+        "cpu": cpu / n,
+        "load": (load, os.getloadavg()[0]),
+        "em": sum(r.em for r in results) / n,
+        "generated": sum(r.outcome.tokens()["completion"] for r in results) / n,
     }
-    if setting != "plain":
-        stats, kinds = model.engine.stats, Counter()
-        for before, drafted, kept in model.engine.trace:
-            kinds[kind(before), "drafted"] += drafted
-            kinds[kind(before), "kept"] += kept
-        row.update(stats=stats, kinds=kinds)
+    if not setting.startswith("plain"):
+        row["passes"] = model.engine.stats.passes / n
+        row["per_pass"] = model.engine.stats.generated / model.engine.stats.passes
+        row["ms_pass"] = 1000 * model.engine.stats.seconds / model.engine.stats.passes
         model.engine.close()
+    else:
+        model.llm.close()
     return row
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=SAMPLE, required=SAMPLE is None, help="default: RAWREACT_HOTPOTQA")
-    parser.add_argument("--limit", type=int, default=20)
-    parser.add_argument("--workers", type=int, nargs="+", default=[1, 4, 8, 16])
-    parser.add_argument("--drafts", type=int, default=2, help="tokens drafted per pass in the drafts rows")
+    parser.add_argument(
+        "--limit",
+        type=int,
+        default=24,
+        help="questions; three times the workers or more, or the "
+        "run's tail, where fewer streams are left than workers, decides the figure",
+    )
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 8], help="the engine's settings")
+    parser.add_argument("--repeats", type=int, default=2, help="rounds of every setting in turn")
+    parser.add_argument("--threads", type=int, default=1, help="llama.cpp threads on both sides")
     parser.add_argument("--n-first", type=int, default=5, help="sentences a search returns")
     parser.add_argument("--grammar", choices=["step"], help="run under the step grammar")
-    parser.add_argument("--again", action="store_true", help="run `flash off` twice at every worker count")
-    parser.add_argument("--without-prefix", action="store_true", help="add one worker without the kept prefix")
+    parser.add_argument("--split", action="store_true", help="also run each W > 1 with a cache of its own per stream")
     args = parser.parse_args()
     data, prompt = load_collection(args.data), load_prompt()
     questions = data.questions[: args.limit]
+    settings = [("plain", 1), ("plain+stop", 1)] + [(f"engine {w}", w) for w in args.workers]
+    settings += [(f"engine {w} split", w) for w in args.workers if w > 1 and args.split]
     print(
-        f"{len(questions)} questions of {args.data}, gemma3-270m, greedy, 7 steps, {args.n_first} sentences "
-        f"a search, grammar {args.grammar or 'off'}, {os.cpu_count()} cores"
+        f"{len(questions)} questions of {args.data}, gemma3-270m, greedy, 7 steps, {args.n_first} sentences a "
+        f"search, grammar {args.grammar or 'off'}, {args.threads} llama.cpp thread(s), {os.cpu_count()} cores; "
+        f"load {os.getloadavg()[0]:.2f} at the start; settings in turn, {args.repeats} rounds"
     )
-    print(
-        f"{'setting':>14s} {'workers':>7s} {'q/min':>6s} {'x plain':>7s} {'x dflt':>6s} {'s/q':>5s} {'pass/q':>6s} "
-        f"{'gen/pass':>8s} {'rows/pass':>9s} {'ms/pass':>7s} {'kept':>11s} {'same':>5s} {'EM':>5s}"
-    )
-    plans = [("plain", 1, 0)] + ([("without prefix", 1, 0)] if args.without_prefix else [])
-    for workers in args.workers:
-        plans += [("default", workers, 0), ("flash off", workers, 0)]
-        plans += [("flash off again", workers, 0)] if args.again else []
-        plans += [(f"drafts {args.drafts}", workers, args.drafts)]
-    rows, kinds = {}, {}
-    for setting, workers, drafts in plans:
-        row = rows[setting, workers] = measure(
-            data, questions, prompt, setting.removesuffix(" again"), workers, drafts, args.grammar, args.n_first
-        )
-        base = rows.get(("default", workers))
-        against = rows.get(("default" if setting == "flash off" else "flash off", workers))
-        same = (
-            ""
-            if against is None or row is against
-            else sum(t == against["transcripts"][q] for q, t in row["transcripts"].items())
-        )
-        line = f"{setting:>14s} {workers:7d} {row['rate']:6.2f} {row['rate'] / rows['plain', 1]['rate']:7.2f} "
-        line += f"{row['rate'] / base['rate']:6.2f} " if base else f"{'-':>6s} "
-        line += f"{row['seconds']:5.2f} "
-        stats = row.get("stats")
-        if stats:
-            n = len(questions)
-            kept = f"{stats.accepted}/{stats.drafted}" if stats.drafted else "-"
-            line += f"{stats.passes / n:6.0f} {stats.generated / stats.passes:8.2f} {stats.rows / stats.passes:9.2f} "
-            line += f"{1000 * stats.seconds / stats.passes:7.1f} {kept:>11s} "
-        else:
-            line += f"{'-':>6s} {'-':>8s} {'-':>9s} {'-':>7s} {'-':>11s} "
-        print(line + f"{same!s:>5s} {row['em']:5.2f}", flush=True)
-        if drafts:
-            kinds[workers] = row["kinds"]
-    for workers, counts in kinds.items():
-        parts = sorted({k for k, _ in counts}, key=lambda k: -counts[k, "drafted"])
-        shares = ", ".join(
-            f"{k} {counts[k, 'kept']}/{counts[k, 'drafted']} ({counts[k, 'kept'] / counts[k, 'drafted']:.0%})"
-            for k in parts
-            if counts[k, "drafted"]
-        )
-        print(f"drafts kept by what they continued, {workers} workers: {shares}")
+    print(f"{'setting':>10s} {'round':>5s} {'wall s/q':>8s} {'CPU s/q':>7s} {'load':>11s} {'pass/q':>6s} "
+          f"{'gen/pass':>8s} {'ms/pass':>7s} {'gen/q':>6s} {'EM':>5s}")  # fmt: skip
+    found: dict[str, list[dict]] = {name: [] for name, _ in settings}
+    for round_ in range(1, args.repeats + 1):
+        for name, workers in settings:
+            row = measure(data, questions, prompt, name, workers, args.threads, args.grammar, args.n_first)
+            found[name].append(row)
+            passes = (
+                f"{row['passes']:6.0f} {row['per_pass']:8.2f} {row['ms_pass']:7.1f}"
+                if "passes" in row
+                else f"{'-':>6s} {'-':>8s} {'-':>7s}"
+            )
+            print(f"{name:>10s} {round_:5d} {row['wall']:8.2f} {row['cpu']:7.2f} "
+                  f"{row['load'][0]:5.2f}-{row['load'][1]:5.2f} {passes} {row['generated']:6.0f} {row['em']:5.2f}",
+                  flush=True)  # fmt: skip
+    plain = statistics.median(r["cpu"] for r in found["plain"])
+    print(f"\nload {os.getloadavg()[0]:.2f} at the end. Median over {args.repeats} rounds:")
+    print(f"{'setting':>10s} {'CPU s/q':>7s} {'x fewer CPU-s than plain':>24s} {'wall s/q':>8s}")
+    for name, rows in found.items():
+        cpu = statistics.median(r["cpu"] for r in rows)
+        print(f"{name:>10s} {cpu:7.2f} {plain / cpu:24.2f} {statistics.median(r['wall'] for r in rows):8.2f}")
 
 
 if __name__ == "__main__":
