@@ -1,0 +1,101 @@
+"""What one generated token costs when S streams decode together, against one stream alone (issue 42 item 4).
+
+Each stream holds the same `--context` tokens (evaluated once, then copied), and a pass gives every stream one
+token with logits, as the embedded engine's passes do while every question writes. CPU milliseconds a pass and a
+token, at one llama.cpp thread, for a shared cache (the engine's, `unified`) and a cache of its own per stream.
+Then what a prompt token costs in a chunk of N tokens after the context (one stream, logits for the last only): the
+observations a question appends are evaluated so.
+
+    python benchmarks/stream_cost.py [--context 800 2400] [--streams 2 4 8] [--repeats 15] [--chunks 1 8 32 256]
+"""
+
+import argparse
+import time
+
+import llama_cpp
+
+from rawreact.core.resources import resource
+from rawreact.models.specs import model_path
+
+
+def context(llm, streams: int, unified: bool, size: int):
+    params = llama_cpp.llama_context_default_params()
+    params.n_ctx, params.n_seq_max = (size + 64) * streams, streams
+    params.n_batch = params.n_ubatch = 512 + streams
+    params.n_threads = params.n_threads_batch = 1
+    params.swa_full, params.kv_unified = True, unified
+    params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED  # the engine's default
+    return llama_cpp.llama_init_from_model(llm._model.model, params)
+
+
+def decode(ctx, batch, items: list[tuple[int, int, int, bool]]) -> None:
+    for k, (token, position, seq, logits) in enumerate(items):
+        batch.token[k], batch.pos[k], batch.n_seq_id[k], batch.logits[k] = token, position, 1, logits
+        batch.seq_id[k][0] = seq
+    batch.n_tokens = len(items)
+    if llama_cpp.llama_decode(ctx, batch) != 0:
+        raise RuntimeError("llama_decode failed")
+
+
+def pass_cost(llm, tokens: list[int], streams: int, unified: bool, repeats: int) -> float:
+    """CPU seconds of one pass that gives each of `streams` streams one token after `tokens`."""
+    ctx = context(llm, streams, unified, len(tokens))
+    memory, batch = llama_cpp.llama_get_memory(ctx), llama_cpp.llama_batch_init(512 + streams, 0, 1)
+    for start in range(0, len(tokens), 512):
+        decode(ctx, batch, [(t, start + k, 0, False) for k, t in enumerate(tokens[start : start + 512])])
+    for seq in range(1, streams):
+        llama_cpp.llama_memory_seq_cp(memory, 0, seq, -1, -1)
+    start = time.process_time()
+    for _ in range(repeats):
+        decode(ctx, batch, [(tokens[5], len(tokens), seq, True) for seq in range(streams)])
+        for seq in range(streams):
+            llama_cpp.llama_memory_seq_rm(memory, seq, len(tokens), -1)
+    seconds = (time.process_time() - start) / repeats
+    llama_cpp.llama_batch_free(batch)
+    llama_cpp.llama_free(ctx)
+    return seconds
+
+
+def chunk_cost(llm, tokens: list[int], size: int, repeats: int) -> float:
+    """CPU seconds of one pass of `size` prompt tokens after `tokens`, one stream, logits for the last."""
+    ctx = context(llm, 1, False, len(tokens) + size)
+    memory, batch = llama_cpp.llama_get_memory(ctx), llama_cpp.llama_batch_init(max(512, size) + 1, 0, 1)
+    for start in range(0, len(tokens), 512):
+        decode(ctx, batch, [(t, start + k, 0, False) for k, t in enumerate(tokens[start : start + 512])])
+    start = time.process_time()
+    for _ in range(repeats):
+        decode(ctx, batch, [(tokens[k % len(tokens)], len(tokens) + k, 0, k == size - 1) for k in range(size)])
+        llama_cpp.llama_memory_seq_rm(memory, 0, len(tokens), -1)
+    seconds = (time.process_time() - start) / repeats
+    llama_cpp.llama_batch_free(batch)
+    llama_cpp.llama_free(ctx)
+    return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--context", type=int, nargs="+", default=[800, 2400], help="tokens each stream holds")
+    parser.add_argument("--streams", type=int, nargs="+", default=[2, 4, 8])
+    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--chunks", type=int, nargs="+", default=[1, 8, 32, 256], help="prompt chunk sizes")
+    args = parser.parse_args()
+    llm = llama_cpp.Llama(str(model_path("gemma3-270m")), n_ctx=256, n_threads=1, verbose=False)
+    text = resource("prompts", "exemplars.txt").read_text(encoding="utf-8")
+    source = llm.tokenize(text.encode())
+    for size in args.context:
+        tokens = (source * (size // len(source) + 1))[:size]
+        one = pass_cost(llm, tokens, 1, False, args.repeats)
+        print(f"context {size} tokens a stream: 1 stream {1000 * one:.1f} ms a pass")
+        for streams in args.streams:
+            for unified in (True, False):
+                cost = pass_cost(llm, tokens, streams, unified, args.repeats)
+                cache = "shared cache" if unified else "cache per stream"
+                print(f"  {streams} streams, {cache}: {1000 * cost:.1f} ms a pass, {1000 * cost / streams:.1f} ms a "
+                      f"token, {one * streams / cost:.2f}x fewer CPU-s a token than one stream")  # fmt: skip
+        for size in args.chunks:
+            cost = chunk_cost(llm, tokens, size, max(2, args.repeats // 3))
+            print(f"  a prompt chunk of {size}: {1000 * cost:.1f} ms, {1000 * cost / size:.2f} ms a token")
+
+
+if __name__ == "__main__":
+    main()
