@@ -17,7 +17,8 @@ measured in the same run, on the same questions:
 Both sides run greedy with the same context, flash attention and `--threads` llama.cpp threads (default 1: on a
 shared machine more threads spin while they wait, and their CPU time then measures the waiting). The columns:
 wall and CPU seconds a question, the load at the start and end of the run, decode passes a question, generated
-tokens a pass and milliseconds a pass inside llama_decode (the engine's own counts), generated tokens a question, and
+tokens a pass and milliseconds a pass inside llama_decode (the engine's own counts), prompt tokens evaluated a
+question (beyond the kept few-shot prompt, which is computed once a run), generated tokens a question, and
 EM. Give three times as many questions as workers or more: in a run's tail fewer questions are left than workers.
 The summary gives each setting's median CPU-seconds a question over the repeats, and how many times fewer than
 `plain` that is.
@@ -98,6 +99,7 @@ def measure(data, questions, prompt, setting: str, workers: int, threads: int, g
         row["passes"] = model.engine.stats.passes / n
         row["per_pass"] = model.engine.stats.generated / model.engine.stats.passes
         row["ms_pass"] = 1000 * model.engine.stats.seconds / model.engine.stats.passes
+        row["evaluated"] = sum(r.outcome.tokens()["evaluated"] for r in results) / n  # after the kept prefix
         model.engine.close()
     else:
         model.llm.close()
@@ -131,16 +133,16 @@ def main() -> None:
         f"load {os.getloadavg()[0]:.2f} at the start; settings in turn, {args.repeats} rounds"
     )
     print(f"{'setting':>10s} {'round':>5s} {'wall s/q':>8s} {'CPU s/q':>7s} {'load':>11s} {'pass/q':>6s} "
-          f"{'gen/pass':>8s} {'ms/pass':>7s} {'gen/q':>6s} {'EM':>5s}")  # fmt: skip
+          f"{'gen/pass':>8s} {'ms/pass':>7s} {'eval/q':>6s} {'gen/q':>6s} {'EM':>5s}")  # fmt: skip
     found: dict[str, list[dict]] = {name: [] for name, _ in settings}
     for round_ in range(1, args.repeats + 1):
         for name, workers in settings:
             row = measure(data, questions, prompt, name, workers, args.threads, args.grammar, args.n_first)
             found[name].append(row)
             passes = (
-                f"{row['passes']:6.0f} {row['per_pass']:8.2f} {row['ms_pass']:7.1f}"
+                f"{row['passes']:6.0f} {row['per_pass']:8.2f} {row['ms_pass']:7.1f} {row['evaluated']:6.0f}"
                 if "passes" in row
-                else f"{'-':>6s} {'-':>8s} {'-':>7s}"
+                else f"{'-':>6s} {'-':>8s} {'-':>7s} {'-':>6s}"
             )
             print(f"{name:>10s} {round_:5d} {row['wall']:8.2f} {row['cpu']:7.2f} "
                   f"{row['load'][0]:5.2f}-{row['load'][1]:5.2f} {passes} {row['generated']:6.0f} {row['em']:5.2f}",
