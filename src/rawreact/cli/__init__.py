@@ -1,5 +1,5 @@
-"""The `rawreact` command: its options (`parser`), the commands that call a model (`run`,
-`compare_command`), those that read files (`files`), and the terminal (progress, Ctrl-C, SIGTERM).
+"""The `rawreact` command: its options (`parser`), the commands that call a model (`run`, with the lines it prints in
+`lines`; `compare_command`), those that read files (`files`), and the terminal (progress, Ctrl-C, SIGTERM).
 It only wires library functions together; everything it does, a script can call.
 
 May import: every layer.

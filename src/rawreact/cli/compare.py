@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 from rawreact.cli.files import intervals_note, shown
-from rawreact.cli.run import score_cell, verdict
+from rawreact.cli.lines import score_cell, verdict
 from rawreact.cli.settings import given_settings
 from rawreact.cli.terminal import Stopper, progress
 from rawreact.config.choices import REFLEXION

@@ -1,22 +1,30 @@
-"""The commands that call a model: `rawreact run` and `rawreact compare`."""
+"""`rawreact run`: load everything a run names, then run its questions (the lines it prints are in `lines`)."""
 
 import argparse
-import os
-import re
 import sys
 import time
 from pathlib import Path
 
 from rawreact import __version__
-from rawreact.agents.reasoning import Reasoning
 from rawreact.agents.record import Step
 from rawreact.agents.reflexion import Trial
 from rawreact.cli.files import refuse_inputs
+from rawreact.cli.lines import (
+    game_loop_said,
+    kept_path,
+    loop_said,
+    passages_said,
+    reasoning_text,
+    result_line,
+    sampling_said,
+    say_cache,
+    say_first,
+)
 from rawreact.cli.settings import choose, reference_record, say_paper
 from rawreact.cli.terminal import Stopper, progress
-from rawreact.config.choices import REASONING, REFLEXION, SAMPLING
+from rawreact.config.choices import REFLEXION
 from rawreact.config.files import manifest_settings
-from rawreact.config.settings import PATHS, Settings
+from rawreact.config.settings import PATHS
 from rawreact.core.errors import DataError, GrammarError
 from rawreact.core.folders import check_parents, split_named
 from rawreact.core.text import plural, printable
@@ -25,7 +33,7 @@ from rawreact.models.cache import CachedModel, CallCache
 from rawreact.models.specs import EMBEDDED_MODELS, is_embedded
 from rawreact.reports.summary import context_warning, summarize, summary_line
 from rawreact.runs.records import manifest_path
-from rawreact.runs.run import Result, check_context, run_questions
+from rawreact.runs.run import check_context, run_questions
 from rawreact.runs.runfile import RunFile
 from rawreact.runs.setup import (
     check_questions,
@@ -33,7 +41,6 @@ from rawreact.runs.setup import (
     load_parts,
     model_options,
     served_config,
-    shared_passages,
     solve_options,
 )
 from rawreact.tasks.collection import Question
@@ -101,11 +108,11 @@ def run(args: argparse.Namespace) -> int:
     ids = {q.id for q in questions}
     done = [] if sink is None else [r for r in sink.done.values() if r["id"] in ids]
     unit = "game" if collection.task == "game" else "question"
-    loop = _game_loop(settings, collection.task) if unit == "game" else _loop(settings)
+    loop = game_loop_said(settings, collection.task) if unit == "game" else loop_said(settings)
     print(
         f"rawreact {__version__}: {plural(len(questions), unit)} from {collection.name}, model {model.name}, "
-        f"method {settings.method}{_sampling(settings)}{loop}, prompt {prompt.source} "
-        f"({plural(prompt.exemplars, 'exemplar')}), grammar {parts.config['grammar'] or 'off'}{_passages(settings)}"
+        f"method {settings.method}{sampling_said(settings)}{loop}, prompt {prompt.source} "
+        f"({plural(prompt.exemplars, 'exemplar')}), grammar {parts.config['grammar'] or 'off'}{passages_said(settings)}"
         + (f"; {len(done)} already in {args.out}" if done else ""),
         flush=True,
     )
@@ -161,9 +168,9 @@ def run(args: argparse.Namespace) -> int:
                 for step in result.outcome.steps:
                     print_step(result.question, step)
             if not args.quiet and result.outcome.reasoning is not None:
-                say(_reasoning_text(result.question, result.outcome.reasoning))
+                say(reasoning_text(result.question, result.outcome.reasoning))
             records.append(result.to_dict())
-            say(_result_line(len(records), len(questions), result))
+            say(result_line(len(records), len(questions), result))
             if first:  # what the first question cost, and whether the machine was busy while it ran (measured)
                 first = False
                 fixed = model if embedded and getattr(model, "cores", None) is None else None
@@ -190,144 +197,3 @@ def run(args: argparse.Namespace) -> int:
         print(f"rawreact: stopped early{where}", file=sys.stderr)
         return 128 + stopper.signal
     return 0
-
-
-def say_first(result: Result, started: tuple, model, quiet: bool = False) -> None:
-    """The line after the first question: how long it took; and, for the embedded model at a fixed thread
-    count, a line when other processes kept cores busy meanwhile (`cores.busy_line`)."""
-    seconds = time.perf_counter() - started[0]
-    out = result.outcome
-    if not quiet:
-        print(
-            f"rawreact: the first question took {seconds:.1f} s ({plural(out.model_calls, 'call')}, "
-            f"{out.tokens()['completion']} tokens written); the prompt's prefix is kept, so the next ones cost less",
-            file=sys.stderr,
-            flush=True,
-        )
-    if model is not None:
-        elsewhere = cores.busy_elsewhere(started[1], cores.sample())
-        line = cores.busy_line(elsewhere, getattr(model, "n_threads", None), cores.allowed_cores())
-        if line:
-            print(f"rawreact: warning: {line}", file=sys.stderr, flush=True)
-
-
-def say_cache(model: CachedModel, sink: RunFile | None) -> None:
-    """The cache's part of a run: its counts in the manifest, and one line on stderr."""
-    if sink is not None:
-        sink.set_counts("cache", model.said())
-    print(
-        f"rawreact: {model.hits} of {plural(model.hits + model.made, 'model call')} came from the cache "
-        f"{model.cache.path}; the other {model.made} were computed",
-        file=sys.stderr,
-    )
-
-
-RUNS = "runs"  # where a run without --out is kept, under the current folder (RAWREACT_RUNS: elsewhere)
-
-
-def kept_path(settings: Settings, data: str) -> Path:
-    """Where a run without --out is kept: `runs/DATA-METHOD-MODEL-YYYYMMDD-HHMMSS.jsonl`, a name that says
-    what ran and when (`-2`, `-3` after it when another run took that second)."""
-    folder = Path(os.environ.get("RAWREACT_RUNS") or RUNS)
-    model = Path(settings.model.split(":", 1)[-1]).stem if ":" in settings.model else settings.model
-    parts = [Path(data).stem or "questions", settings.method, model, time.strftime("%Y%m%d-%H%M%S")]
-    name = "-".join(re.sub(r"[^A-Za-z0-9._-]+", "_", part).strip("_")[:40] or "x" for part in parts)
-    path, n = folder / f"{name}.jsonl", 1
-    while path.exists() or manifest_path(path).exists():
-        n += 1
-        path = folder / f"{name}-{n}.jsonl"
-    return path
-
-
-def _game_loop(settings: Settings, task: str) -> str:
-    """The game loop of a run's header: its step limit and guardrails."""
-    parts = [f"up to {plural(settings.steps(task), 'step')}"]
-    parts += [f"repeats {settings.repeats}"] if settings.repeats != "off" else []
-    parts += [f"budget {settings.budget} tokens"] if settings.budget is not None else []
-    return f", game loop ({', '.join(parts)})"
-
-
-def _loop(settings: Settings) -> str:
-    """The loop of a run's header, for a method that acts, and a Reflexion method's trials."""
-    if settings.method in REFLEXION:
-        trials = (
-            f", up to {plural(settings.trials, 'trial')} (strategy {settings.strategy}, evaluator {settings.evaluator}"
-            + (", gold context" if settings.context == "gold" else "")
-            + ")"
-        )
-        return trials + ("" if REFLEXION[settings.method] == "cot" else _acting(settings))
-    if settings.method in REASONING:
-        return ""
-    if settings.method == "tools":
-        return f", native tool calls ({plural(settings.sentences, 'sentence')} per search)"
-    return _acting(settings)
-
-
-def _acting(settings: Settings) -> str:
-    """The loop of a method that takes text actions, for a run's header."""
-    parts = [f"{plural(settings.sentences, 'sentence')} per search"]
-    parts += [f"repeats {settings.repeats}"] if settings.repeats != "off" else []
-    parts += [f"budget {settings.budget} tokens"] if settings.budget is not None else []
-    return f", {settings.loop} loop ({', '.join(parts)})"
-
-
-def _passages(settings: Settings) -> str:
-    """Where searches look, for a run's header when it is not each question's own paragraphs."""
-    if settings.passages is None:
-        return ""
-    passages = shared_passages(settings.passages)
-    what = "the store" if passages.kind == "store" else "the pooled passages of"
-    return f", searching {what} {settings.passages} ({plural(passages.count, 'page')}; the open setting)"
-
-
-def _support(value: bool | None) -> str:
-    return "" if value is None else ", answer seen" if value else ", answer not seen"
-
-
-def _sampling(settings: Settings) -> str:
-    """The CoT-SC settings of a run's header, if it samples."""
-    if settings.method not in SAMPLING:
-        return ""
-    return f" (n {settings.samples}, T {settings.sample_temperature:g}, seed {settings.seed})"
-
-
-def _reasoning_text(question: Question, reasoning: Reasoning) -> str:
-    """A Standard or CoT answer as the model wrote it; for CoT-SC, the first sample and the vote."""
-    text = f"\n=== {question.id} ({reasoning.method})\n{question.header}: {question.question}\n"
-    if reasoning.samples:
-        text += f"{reasoning.cue}{reasoning.samples[0].call.text}\n"
-    if reasoning.method == "cot-sc":
-        tally = reasoning.vote
-        text += f"votes ({len(reasoning.samples)} samples): {tally.counts or 'no answers'}\n"
-    return text
-
-
-def verdict(em: float | None) -> str:
-    return "not scored (no gold answer)" if em is None else "correct" if em else "wrong"
-
-
-def score_cell(value: float | None, form: str) -> str:
-    return "-" if value is None else form.format(value)
-
-
-def _result_line(n: int, total: int, result: Result) -> str:
-    out = result.outcome
-    if result.question.task == "game":
-        return (
-            f"result [{n}/{total}] {result.question.id}: {'won' if result.success else 'not won'} "
-            f"(reward {result.reward or 0.0:.2f}); "
-            f"ended by {out.ended} after {plural(len(out.steps), 'step')}, {plural(out.model_calls, 'call')}, "
-            f"{out.invalid_actions} invalid, {plural(out.repeats, 'repeat')}, {out.seconds:.1f} s"
-        )
-    branch = f" (answered by {out.branch})" if out.branch != out.method else ""
-    if out.trials is not None:  # Reflexion: which trial answered, and whether its evaluator passed it
-        verdict_of = "passed" if out.trials[-1].passed else "failed"
-        branch = f" (trial {len(out.trials)}, {verdict_of} by {(out.reflexion or {}).get('evaluator', '?')})"
-    return (
-        f"result [{n}/{total}] {result.question.id}: {verdict(result.em)} (EM {score_cell(result.em, '{:.0f}')}, "
-        f"F1 {score_cell(result.f1, '{:.2f}')}) "
-        f"answer {out.answer!r}{branch}, gold {result.question.answer!r}; ended by {out.ended} after "
-        f"{plural(len(out.steps), 'step')}, {plural(out.model_calls, 'call')}, {out.invalid_actions} invalid, "
-        f"{out.fallback_calls} fallback, {plural(out.repeats, 'repeat')}{_support(result.supported)}, "
-        f"{out.seconds:.1f} s"
-    )

@@ -1,0 +1,162 @@
+"""The lines `rawreact run` prints about a run: its header's parts, each question's result line, what the first
+question cost (and whether other processes kept the cores busy), the call cache's counts, and where a run without
+--out is kept."""
+
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+from rawreact.agents.reasoning import Reasoning
+from rawreact.config.choices import REASONING, REFLEXION, SAMPLING
+from rawreact.config.settings import Settings
+from rawreact.core.text import plural
+from rawreact.models import cores
+from rawreact.models.cache import CachedModel
+from rawreact.runs.records import manifest_path
+from rawreact.runs.run import Result
+from rawreact.runs.runfile import RunFile
+from rawreact.runs.setup import shared_passages
+from rawreact.tasks.collection import Question
+
+
+def say_first(result: Result, started: tuple, model, quiet: bool = False) -> None:
+    """The line after the first question: how long it took; and, for the embedded model at a fixed thread
+    count, a line when other processes kept cores busy meanwhile (`cores.busy_line`)."""
+    seconds = time.perf_counter() - started[0]
+    out = result.outcome
+    if not quiet:
+        print(
+            f"rawreact: the first question took {seconds:.1f} s ({plural(out.model_calls, 'call')}, "
+            f"{out.tokens()['completion']} tokens written); the prompt's prefix is kept, so the next ones cost less",
+            file=sys.stderr,
+            flush=True,
+        )
+    if model is not None:
+        elsewhere = cores.busy_elsewhere(started[1], cores.sample())
+        line = cores.busy_line(elsewhere, getattr(model, "n_threads", None), cores.allowed_cores())
+        if line:
+            print(f"rawreact: warning: {line}", file=sys.stderr, flush=True)
+
+
+def say_cache(model: CachedModel, sink: RunFile | None) -> None:
+    """The cache's part of a run: its counts in the manifest, and one line on stderr."""
+    if sink is not None:
+        sink.set_counts("cache", model.said())
+    print(
+        f"rawreact: {model.hits} of {plural(model.hits + model.made, 'model call')} came from the cache "
+        f"{model.cache.path}; the other {model.made} were computed",
+        file=sys.stderr,
+    )
+
+
+RUNS = "runs"  # where a run without --out is kept, under the current folder (RAWREACT_RUNS: elsewhere)
+
+
+def kept_path(settings: Settings, data: str) -> Path:
+    """Where a run without --out is kept: `runs/DATA-METHOD-MODEL-YYYYMMDD-HHMMSS.jsonl`, a name that says
+    what ran and when (`-2`, `-3` after it when another run took that second)."""
+    folder = Path(os.environ.get("RAWREACT_RUNS") or RUNS)
+    model = Path(settings.model.split(":", 1)[-1]).stem if ":" in settings.model else settings.model
+    parts = [Path(data).stem or "questions", settings.method, model, time.strftime("%Y%m%d-%H%M%S")]
+    name = "-".join(re.sub(r"[^A-Za-z0-9._-]+", "_", part).strip("_")[:40] or "x" for part in parts)
+    path, n = folder / f"{name}.jsonl", 1
+    while path.exists() or manifest_path(path).exists():
+        n += 1
+        path = folder / f"{name}-{n}.jsonl"
+    return path
+
+
+def game_loop_said(settings: Settings, task: str) -> str:
+    """The game loop of a run's header: its step limit and guardrails."""
+    parts = [f"up to {plural(settings.steps(task), 'step')}"]
+    parts += [f"repeats {settings.repeats}"] if settings.repeats != "off" else []
+    parts += [f"budget {settings.budget} tokens"] if settings.budget is not None else []
+    return f", game loop ({', '.join(parts)})"
+
+
+def loop_said(settings: Settings) -> str:
+    """The loop of a run's header, for a method that acts, and a Reflexion method's trials."""
+    if settings.method in REFLEXION:
+        trials = (
+            f", up to {plural(settings.trials, 'trial')} (strategy {settings.strategy}, evaluator {settings.evaluator}"
+            + (", gold context" if settings.context == "gold" else "")
+            + ")"
+        )
+        return trials + ("" if REFLEXION[settings.method] == "cot" else acting_said(settings))
+    if settings.method in REASONING:
+        return ""
+    if settings.method == "tools":
+        return f", native tool calls ({plural(settings.sentences, 'sentence')} per search)"
+    return acting_said(settings)
+
+
+def acting_said(settings: Settings) -> str:
+    """The loop of a method that takes text actions, for a run's header."""
+    parts = [f"{plural(settings.sentences, 'sentence')} per search"]
+    parts += [f"repeats {settings.repeats}"] if settings.repeats != "off" else []
+    parts += [f"budget {settings.budget} tokens"] if settings.budget is not None else []
+    return f", {settings.loop} loop ({', '.join(parts)})"
+
+
+def passages_said(settings: Settings) -> str:
+    """Where searches look, for a run's header when it is not each question's own paragraphs."""
+    if settings.passages is None:
+        return ""
+    passages = shared_passages(settings.passages)
+    what = "the store" if passages.kind == "store" else "the pooled passages of"
+    return f", searching {what} {settings.passages} ({plural(passages.count, 'page')}; the open setting)"
+
+
+def support_said(value: bool | None) -> str:
+    return "" if value is None else ", answer seen" if value else ", answer not seen"
+
+
+def sampling_said(settings: Settings) -> str:
+    """The CoT-SC settings of a run's header, if it samples."""
+    if settings.method not in SAMPLING:
+        return ""
+    return f" (n {settings.samples}, T {settings.sample_temperature:g}, seed {settings.seed})"
+
+
+def reasoning_text(question: Question, reasoning: Reasoning) -> str:
+    """A Standard or CoT answer as the model wrote it; for CoT-SC, the first sample and the vote."""
+    text = f"\n=== {question.id} ({reasoning.method})\n{question.header}: {question.question}\n"
+    if reasoning.samples:
+        text += f"{reasoning.cue}{reasoning.samples[0].call.text}\n"
+    if reasoning.method == "cot-sc":
+        tally = reasoning.vote
+        text += f"votes ({len(reasoning.samples)} samples): {tally.counts or 'no answers'}\n"
+    return text
+
+
+def verdict(em: float | None) -> str:
+    return "not scored (no gold answer)" if em is None else "correct" if em else "wrong"
+
+
+def score_cell(value: float | None, form: str) -> str:
+    return "-" if value is None else form.format(value)
+
+
+def result_line(n: int, total: int, result: Result) -> str:
+    out = result.outcome
+    if result.question.task == "game":
+        return (
+            f"result [{n}/{total}] {result.question.id}: {'won' if result.success else 'not won'} "
+            f"(reward {result.reward or 0.0:.2f}); "
+            f"ended by {out.ended} after {plural(len(out.steps), 'step')}, {plural(out.model_calls, 'call')}, "
+            f"{out.invalid_actions} invalid, {plural(out.repeats, 'repeat')}, {out.seconds:.1f} s"
+        )
+    branch = f" (answered by {out.branch})" if out.branch != out.method else ""
+    if out.trials is not None:  # Reflexion: which trial answered, and whether its evaluator passed it
+        verdict_of = "passed" if out.trials[-1].passed else "failed"
+        branch = f" (trial {len(out.trials)}, {verdict_of} by {(out.reflexion or {}).get('evaluator', '?')})"
+    return (
+        f"result [{n}/{total}] {result.question.id}: {verdict(result.em)} (EM {score_cell(result.em, '{:.0f}')}, "
+        f"F1 {score_cell(result.f1, '{:.2f}')}) "
+        f"answer {out.answer!r}{branch}, gold {result.question.answer!r}; ended by {out.ended} after "
+        f"{plural(len(out.steps), 'step')}, {plural(out.model_calls, 'call')}, {out.invalid_actions} invalid, "
+        f"{out.fallback_calls} fallback, {plural(out.repeats, 'repeat')}{support_said(result.supported)}, "
+        f"{out.seconds:.1f} s"
+    )
