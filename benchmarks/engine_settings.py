@@ -34,46 +34,12 @@ import re
 import time
 from collections import Counter
 
-import llama_cpp
+from throughput import PlainLlama  # this folder's; a script's folder is on its path
 
 from rawreact import load_collection, load_model, load_prompt, run_questions
-from rawreact.models.base import Completion
-from rawreact.models.specs import model_path
 
 SAMPLE = os.environ.get("RAWREACT_HOTPOTQA")  # a HotpotQA file in the official layout
 ACTION = re.compile(r"Action \d+: *(\w+)(\[?)")
-
-
-class PlainLlama:
-    """llama-cpp-python's own completion call, as a simple reference-style loop would make it."""
-
-    name = "gemma3-270m (plain llama-cpp-python)"
-
-    def __init__(self, n_ctx: int, n_threads: int, flash: bool) -> None:
-        self.llm = llama_cpp.Llama(
-            str(model_path("gemma3-270m")),
-            n_ctx=n_ctx,
-            n_threads=n_threads,
-            n_threads_batch=n_threads,
-            flash_attn=flash,
-            swa_full=True,  # without it Gemma 3 keeps no prefix between calls
-            seed=0,
-            verbose=False,
-        )
-
-    def complete(self, prompt: str, *, stop: list[str], max_tokens: int, grammar: str | None = None) -> Completion:
-        start = time.perf_counter()
-        grammar = llama_cpp.LlamaGrammar.from_string(grammar, verbose=False) if grammar else None
-        out = self.llm(prompt, stop=stop, max_tokens=max_tokens, temperature=0.0, grammar=grammar)
-        usage, choice = out["usage"], out["choices"][0]
-        return Completion(
-            text=choice["text"],
-            finish_reason=choice["finish_reason"],
-            prompt_tokens=usage["prompt_tokens"],
-            completion_tokens=usage["completion_tokens"],
-            evaluated_tokens=None,
-            seconds=time.perf_counter() - start,
-        )
 
 
 def kind(text: bytes) -> str:
@@ -88,7 +54,7 @@ def kind(text: bytes) -> str:
 def measure(data, questions, prompt, setting: str, workers: int, drafts: int, grammar, n_first: int) -> dict:
     """One run: its rate, cost and each question's transcript."""
     if setting == "plain":
-        model = PlainLlama(8192, os.cpu_count() or 1, flash=True)
+        model = PlainLlama(8192, os.cpu_count() or 1, early_stop=True)
     else:
         model = load_model("gemma3-270m", workers=workers, drafts=drafts, flash_attention=setting == "default")
         if setting == "without prefix":

@@ -70,10 +70,8 @@ def kept_path(settings: Settings, data: str) -> Path:
 
 def game_loop_said(settings: Settings, task: str) -> str:
     """The game loop of a run's header: its step limit and guardrails."""
-    parts = [f"up to {plural(settings.steps(task), 'step')}"]
-    parts += [f"repeats {settings.repeats}"] if settings.repeats != "off" else []
-    parts += [f"budget {settings.budget} tokens"] if settings.budget is not None else []
-    return f", game loop ({', '.join(parts)})"
+    steps = plural(settings.steps(task), "step")
+    return f", game loop ({_with_guards(f'up to {steps}', settings)})"
 
 
 def loop_said(settings: Settings) -> str:
@@ -94,10 +92,16 @@ def loop_said(settings: Settings) -> str:
 
 def acting_said(settings: Settings) -> str:
     """The loop of a method that takes text actions, for a run's header."""
-    parts = [f"{plural(settings.sentences, 'sentence')} per search"]
+    sentences = plural(settings.sentences, "sentence")
+    return f", {settings.loop} loop ({_with_guards(f'{sentences} per search', settings)})"
+
+
+def _with_guards(first: str, settings: Settings) -> str:
+    """A loop's part of the header, then its guardrails where they are on."""
+    parts = [first]
     parts += [f"repeats {settings.repeats}"] if settings.repeats != "off" else []
     parts += [f"budget {settings.budget} tokens"] if settings.budget is not None else []
-    return f", {settings.loop} loop ({', '.join(parts)})"
+    return ", ".join(parts)
 
 
 def passages_said(settings: Settings) -> str:
