@@ -9,7 +9,7 @@ it (and stores its reply) when not. A call's key is the SHA-256 of everything th
   serves), and every setting of it that can change a token: temperature, seed, context window, threads (llama.cpp's
   arithmetic depends on the count), workers (streams decode together), drafts, flash attention, the grammar's
   scope;
-- the code: rawreact's version and llama-cpp-python's.
+- the code: Python's version, rawreact's and llama-cpp-python's.
 
 A call that samples (at a temperature above 0, and every `sample`) is never answered from the cache unless
 `sampled=True` asks for it: a sampled reply is one draw, and a rerun should draw again. A reply from the cache
@@ -22,7 +22,6 @@ first draw instead of making its own. The manifest records the cache's file and 
 """
 
 import hashlib
-import importlib.metadata
 import json
 import sqlite3
 import threading
@@ -30,6 +29,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from rawreact.core.errors import ModelError
+from rawreact.core.resources import installed_versions
 from rawreact.models.base import ChatReply, Completion, ToolCall
 from rawreact.models.specs import model_sha256
 
@@ -67,17 +67,7 @@ def identity(model) -> dict:
     path = getattr(model, "path", None)
     if path is not None:
         said["file_sha256"] = model_sha256(str(path))
-    return said | {"versions": _versions()}
-
-
-def _versions() -> dict:
-    found = {}
-    for package in ("rawreact", "llama_cpp_python"):
-        try:
-            found[package] = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            found[package] = None
-    return found
+    return said | {"versions": installed_versions("rawreact", "llama-cpp-python")}
 
 
 class CallCache:

@@ -9,13 +9,12 @@ again. While a run writes its file, the file is locked against a second writer.
 
 import json
 import os
-import sys
 import time
-from importlib import metadata
 from pathlib import Path
 
 from rawreact.core.errors import DataError
 from rawreact.core.folders import make_parents, remove_made
+from rawreact.core.resources import installed_versions
 from rawreact.models.specs import SERVERS, without_place
 from rawreact.runs.records import (
     PARTS,
@@ -134,7 +133,7 @@ class RunFile:
             from rawreact import __version__
 
             created = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-            self.manifest = {"rawreact": __version__, "created": created, "versions": _versions()}
+            self.manifest = {"rawreact": __version__, "created": created, "versions": installed_versions("llama-cpp-python", "numpy")}
             self.manifest |= {"run_file": self.path.name, "config": self.config, **self.details, "prompts": {}}
             if resume:  # --resume of a run that was never started starts it, with an empty list of resumes
                 self.manifest["resumes"] = []
@@ -213,17 +212,6 @@ class RunFile:
     def close(self) -> None:
         """Close the file (releasing its lock); everything appended is already written."""
         self._sink.close()
-
-
-def _versions() -> dict[str, str | None]:
-    """The versions of what decides a run's numbers, besides rawreact's own."""
-    found: dict[str, str | None] = {"python": sys.version.split()[0]}
-    for package in ("llama-cpp-python", "numpy"):
-        try:
-            found[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            found[package] = None
-    return found
 
 
 # Settings that name a file, and the key of the file's content hash: a run that names the same
