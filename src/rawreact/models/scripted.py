@@ -97,7 +97,8 @@ class ScriptedModel:
         Scripts by question give the same answers in any order, so a shuffled or resumed run can use them.
         """
         try:
-            data = json.loads(Path(path).read_text(encoding="utf-8-sig"))
+            raw = Path(path).read_bytes()
+            data = json.loads(raw.decode("utf-8-sig"))
         except OSError as error:
             raise DataError(f"{path}: cannot read the script: {error.strerror}") from None
         except json.JSONDecodeError as error:
@@ -114,7 +115,7 @@ class ScriptedModel:
                 raise DataError(f"{path}: 'reflection' must be the text of a reflection")
             by_question = {one_line(question): texts for question, texts in scripts.items()}
             model = cls(_ByQuestion(by_question, name, reflection), name=name, seconds_per_call=float(delay))
-            model.script_sha256 = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+            model.script_sha256 = hashlib.sha256(raw).hexdigest()
             return model
         raise DataError(
             f"{path}: a model script is a JSON list of completion strings, or an object "
