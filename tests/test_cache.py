@@ -151,3 +151,22 @@ def test_compare_variants_share_the_calls_they_have_in_common(tmp_path):
     assert done.returncode == 0, done.stderr
     two, three = (read_run(tmp_path / "cmp" / f"{name}.jsonl")[0]["cache"] for name in ("two", "three"))
     assert (two["hits"], two["made"]) == (0, 2) and (three["hits"], three["made"]) == (2, 1)
+
+
+def test_a_hand_edited_cached_mark_is_one_clear_error(tmp_path):
+    """The run file's reader checks the mark a cached call carries, as it checks every field of a call."""
+    data = tmp_path / "q.json"
+    data.write_text(json.dumps([{"_id": "q1", "question": "Who won?", "answer": "Tam", "type": "bridge",
+                                 "level": "easy", "supporting_facts": [["Tam", 0]],
+                                 "context": [["Tam", ["Tam won the race."]]]}]), encoding="utf-8")  # fmt: skip
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"questions": {"Who won?": [" So.\nAction 1: Finish[Tam]\n"]}}), encoding="utf-8")
+    for out in ("a.jsonl", "b.jsonl"):
+        command = [*RAWREACT, "run", data, "--model", f"scripted:{script}", "--cache", "c.sqlite", "--out", out, "-q"]
+        assert subprocess.run(command, capture_output=True, cwd=tmp_path).returncode == 0
+    run = tmp_path / "b.jsonl"
+    assert read_run(run)[1][0]["trajectory"]["steps"][0]["calls"][0]["cached"] is True
+    run.write_text(run.read_text().replace('"cached": true', '"cached": "yes"'))
+    done = subprocess.run([*RAWREACT, "report", run], capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert f"{run} line 1" in done.stderr and "'cached'" in done.stderr

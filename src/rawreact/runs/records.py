@@ -170,6 +170,7 @@ _CALL_OPTIONAL = {
     "completion_tokens": (int,),
     "evaluated_tokens": (int, None),
     "seconds": _NUMBER,
+    "cached": (bool,),  # a call cache's reply (models.cache); computed calls leave it out
 }
 
 
