@@ -65,9 +65,10 @@ def _usage(record: dict) -> dict:
     return {"input_tokens": read, "output_tokens": written, "total_tokens": read + written}
 
 
-def _sample(record: dict, model: str) -> dict:
+def _sample(record: dict, scored: dict[str, float], usage: dict, model: str) -> dict:
+    """One question as an inspect-ai sample, with its scores (`_scores`) and token usage (`_usage`)."""
     answer = record.get("prediction") or ""
-    scores = {name: {"value": value, "answer": answer} for name, value in _scores(record).items()}
+    scores = {name: {"value": value, "answer": answer} for name, value in scored.items()}
     metadata = {key: record.get(key) for key in ("ended", "steps", "model_calls", "invalid_actions", "branch")}
     return {
         "id": record["id"],
@@ -81,11 +82,11 @@ def _sample(record: dict, model: str) -> dict:
                 {"message": {"role": "assistant", "content": answer, "source": "generate"}, "stop_reason": "stop"}
             ],
             "completion": answer,
-            "usage": _usage(record),
+            "usage": usage,
         },  # fmt: skip
         "scores": scores,
         "metadata": metadata,
-        "model_usage": {model: _usage(record)},
+        "model_usage": {model: usage},
         "started_at": _iso(record.get("started")),
         "completed_at": _iso(record.get("finished")),
         "total_time": record.get("seconds"),
@@ -108,11 +109,9 @@ def inspect_log(name: str, manifest: dict | None, records: list[dict]) -> dict:
     method = config.get("method") or records[0].get("method") or "react"
     model = f"rawreact/{manifest.get('model_name') or config.get('model') or 'model'}"
     digest = hashlib.sha256(json.dumps([name, manifest.get("created"), config], sort_keys=True).encode()).hexdigest()
-    names = list(dict.fromkeys(score for record in records for score in _scores(record)))
-    total = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
-    for record in records:
-        for key, value in _usage(record).items():
-            total[key] += value
+    scored, usages = [_scores(r) for r in records], [_usage(r) for r in records]
+    names = list(dict.fromkeys(score for scores in scored for score in scores))
+    total = {key: sum(usage[key] for usage in usages) for key in ("input_tokens", "output_tokens", "total_tokens")}
     started = min((r["started"] for r in records if r.get("started")), default=None)
     finished = max((r["finished"] for r in records if r.get("finished")), default=None)
     return {
@@ -152,8 +151,8 @@ def inspect_log(name: str, manifest: dict | None, records: list[dict]) -> dict:
                 {
                     "name": score,
                     "scorer": score,
-                    "scored_samples": sum(score in _scores(r) for r in records),
-                    "metrics": _metrics([_scores(r)[score] for r in records if score in _scores(r)]),
+                    "scored_samples": sum(score in scores for scores in scored),
+                    "metrics": _metrics([scores[score] for scores in scored if score in scores]),
                 }
                 for score in names
             ],
@@ -163,7 +162,7 @@ def inspect_log(name: str, manifest: dict | None, records: list[dict]) -> dict:
             "completed_at": _iso(finished) or "",
             "model_usage": {model: total},
         },  # fmt: skip
-        "samples": [_sample(record, model) for record in records],
+        "samples": [_sample(r, s, u, model) for r, s, u in zip(records, scored, usages, strict=True)],
     }
 
 
