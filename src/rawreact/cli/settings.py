@@ -8,14 +8,14 @@ from pathlib import Path
 from rawreact.config import paper
 from rawreact.config.choices import MODES, REFLEXION
 from rawreact.config.files import read_settings
-from rawreact.config.settings import KEYS, Settings, in_shard
+from rawreact.config.settings import KEYS, OPTIONS, Settings, in_shard
 from rawreact.core.errors import DataError
 from rawreact.core.text import plural
 from rawreact.tasks.collection import Collection, Question, choose_questions
 from rawreact.tasks.loading import load_collection
 
-# Flags whose setting has another name.
-RENAMED = _RENAMED = {"exemplars": "k", "ollama_host": "host"}
+# The parser's name (dest) of each flag whose setting has another name: exemplars -> k (config.settings.OPTIONS).
+RENAMED = {option.removeprefix("--").replace("-", "_"): key for key, option in OPTIONS.items()}
 
 
 @dataclass
@@ -32,7 +32,7 @@ def given_flags(args: argparse.Namespace) -> dict:
     """The settings the user typed on the command line (flags left out are None, or absent)."""
     given = {}
     for name, value in vars(args).items():
-        key = _RENAMED.get(name, name)
+        key = RENAMED.get(name, name)
         if key in KEYS and value is not None:
             given[key] = value
     if "grammar" in given:
