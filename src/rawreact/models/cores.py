@@ -76,24 +76,25 @@ class Cores:
         sample = self._sample()
         if sample is None:
             return self.count
-        ((busy, total), own), ((busy0, total0), own0) = sample, self._last
-        self._last, self._at = sample, now
-        if total <= total0:
+        last, self._last, self._at = self._last, sample, now
+        if sample[0][1] <= last[0][1]:  # no tick has passed: nothing measured
             return self.count
-        others = max(0.0, (busy - busy0) - (own - own0)) / (total - total0) * self.cpus  # cores' worth
+        others = busy_elsewhere(last, sample, self.cpus)
         self.count = max(1, min(self.allowed, int(self.allowed - others + 0.5)))
         return self.count
 
 
-def busy_elsewhere(before: tuple[tuple[int, int], float] | None, after: tuple[tuple[int, int], float] | None) -> float:
-    """How many cores' worth other processes kept busy between two samples of (machine ticks, own ticks), or 0.0
-    where /proc/stat is missing."""
+def busy_elsewhere(
+    before: tuple[tuple[int, int], float] | None, after: tuple[tuple[int, int], float] | None, cpus: int | None = None
+) -> float:
+    """How many cores' worth other processes kept busy between two samples of (machine ticks, own ticks), out of
+    `cpus` (default: the machine's), or 0.0 where /proc/stat is missing or no tick has passed."""
     if before is None or after is None:
         return 0.0
     ((busy0, total0), own0), ((busy, total), own) = before, after
     if total <= total0:
         return 0.0
-    return max(0.0, (busy - busy0) - (own - own0)) / (total - total0) * (os.cpu_count() or 1)
+    return max(0.0, (busy - busy0) - (own - own0)) / (total - total0) * (cpus or os.cpu_count() or 1)
 
 
 def sample() -> tuple[tuple[int, int], float] | None:
