@@ -241,8 +241,8 @@ def _charts(records: dict[str, list[dict]], resamples: int, seed: int) -> str:
         for name, found in filled.items():
             scored = [r[metric] for r in found if r.get(metric) is not None]  # no gold answer, no score
             if scored:
-                found = interval(scored, share=metric in SHARES, resamples=resamples, seed=seed)
-                rows.append((name, found.mean, found.low, found.high))
+                drawn = interval(scored, share=metric in SHARES, resamples=resamples, seed=seed)
+                rows.append((name, drawn.mean, drawn.low, drawn.high))
         if rows:  # a run whose questions have no gold answer has no score to chart
             label = metric.upper() if metric in ("em", "f1") else metric.capitalize()
             charts.append(svg.intervals(f"{label} per run, with its 95% interval", rows))
