@@ -37,9 +37,10 @@ def decode(ctx, batch, items: list[tuple[int, int, int, bool]]) -> None:
         raise RuntimeError("llama_decode failed")
 
 
-def pass_cost(llm, tokens: list[int], streams: int, unified: bool, repeats: int) -> float:
-    """CPU seconds of one pass that gives each of `streams` streams one token after `tokens`."""
-    ctx = context(llm, streams, unified, len(tokens))
+def _measured(llm, tokens: list[int], streams: int, unified: bool, extra: int, step, repeats: int) -> float:
+    """CPU seconds of `step(ctx, batch, memory)`, a pass after `tokens` that removes what it added, in a context of
+    `streams` streams that each hold `tokens` (evaluated once in stream 0, then copied) and `extra` more."""
+    ctx = context(llm, streams, unified, len(tokens) + extra)
     memory, batch = llama_cpp.llama_get_memory(ctx), llama_cpp.llama_batch_init(512 + streams, 0, 1)
     for start in range(0, len(tokens), 512):
         decode(ctx, batch, [(t, start + k, 0, False) for k, t in enumerate(tokens[start : start + 512])])
@@ -47,29 +48,33 @@ def pass_cost(llm, tokens: list[int], streams: int, unified: bool, repeats: int)
         llama_cpp.llama_memory_seq_cp(memory, 0, seq, -1, -1)
     start = time.process_time()
     for _ in range(repeats):
+        step(ctx, batch, memory)
+    seconds = (time.process_time() - start) / repeats
+    llama_cpp.llama_batch_free(batch)
+    llama_cpp.llama_free(ctx)
+    return seconds
+
+
+def pass_cost(llm, tokens: list[int], streams: int, unified: bool, repeats: int) -> float:
+    """CPU seconds of one pass that gives each of `streams` streams one token after `tokens`."""
+
+    def step(ctx, batch, memory) -> None:
         decode(ctx, batch, [(tokens[5], len(tokens), seq, True) for seq in range(streams)])
         for seq in range(streams):
             llama_cpp.llama_memory_seq_rm(memory, seq, len(tokens), -1)
-    seconds = (time.process_time() - start) / repeats
-    llama_cpp.llama_batch_free(batch)
-    llama_cpp.llama_free(ctx)
-    return seconds
+
+    return _measured(llm, tokens, streams, unified, 0, step, repeats)
 
 
 def chunk_cost(llm, tokens: list[int], size: int, repeats: int) -> float:
-    """CPU seconds of one pass of `size` prompt tokens after `tokens`, one stream, logits for the last."""
-    ctx = context(llm, 1, False, len(tokens) + size)
-    memory, batch = llama_cpp.llama_get_memory(ctx), llama_cpp.llama_batch_init(max(512, size) + 1, 0, 1)
-    for start in range(0, len(tokens), 512):
-        decode(ctx, batch, [(t, start + k, 0, False) for k, t in enumerate(tokens[start : start + 512])])
-    start = time.process_time()
-    for _ in range(repeats):
+    """CPU seconds of one pass of `size` prompt tokens after `tokens` (at most 512), one stream, logits for the
+    last."""
+
+    def step(ctx, batch, memory) -> None:
         decode(ctx, batch, [(tokens[k % len(tokens)], len(tokens) + k, 0, k == size - 1) for k in range(size)])
         llama_cpp.llama_memory_seq_rm(memory, 0, len(tokens), -1)
-    seconds = (time.process_time() - start) / repeats
-    llama_cpp.llama_batch_free(batch)
-    llama_cpp.llama_free(ctx)
-    return seconds
+
+    return _measured(llm, tokens, 1, False, size, step, repeats)
 
 
 def main() -> None:
