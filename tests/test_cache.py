@@ -134,15 +134,20 @@ def test_a_rerun_on_the_embedded_model_computes_nothing_and_writes_the_same_run(
         assert not any("cached" in c for s in one["trajectory"]["steps"] for c in s["calls"])
 
 
-def test_compare_variants_share_the_calls_they_have_in_common(tmp_path):
-    """A variant with one step more pays only for that step: its first steps are the other variant's calls."""
-    data = tmp_path / "q.json"
+def _one_question(tmp_path: Path, steps: list[str]) -> tuple[Path, Path]:
+    """A HotpotQA file of one question, and a script that answers it with `steps` (by question, so cacheable)."""
+    data, script = tmp_path / "q.json", tmp_path / "s.json"
     data.write_text(json.dumps([{"_id": "q1", "question": "Who won?", "answer": "Tam", "type": "bridge",
                                  "level": "easy", "supporting_facts": [["Tam", 0]],
                                  "context": [["Tam", ["Tam won the race."]]]}]), encoding="utf-8")  # fmt: skip
-    script = tmp_path / "s.json"
-    steps = [" I search.\nAction 1: Search[Tam]\n", " Again.\nAction 2: Search[Tam]\n", " So.\nAction 3: Finish[Tam]\n"]
     script.write_text(json.dumps({"questions": {"Who won?": steps}}), encoding="utf-8")
+    return data, script
+
+
+def test_compare_variants_share_the_calls_they_have_in_common(tmp_path):
+    """A variant with one step more pays only for that step: its first steps are the other variant's calls."""
+    steps = [" I search.\nAction 1: Search[Tam]\n", " Again.\nAction 2: Search[Tam]\n", " So.\nAction 3: Finish[Tam]\n"]
+    data, script = _one_question(tmp_path, steps)
     done = subprocess.run(
         [*RAWREACT, "compare", data, "--model", f"scripted:{script}", "--variant", "two=max_steps=2",
          "--variant", "three=max_steps=3", "--cache", "c.sqlite", "--out", "cmp", "-q"],
@@ -155,12 +160,7 @@ def test_compare_variants_share_the_calls_they_have_in_common(tmp_path):
 
 def test_a_hand_edited_cached_mark_is_one_clear_error(tmp_path):
     """The run file's reader checks the mark a cached call carries, as it checks every field of a call."""
-    data = tmp_path / "q.json"
-    data.write_text(json.dumps([{"_id": "q1", "question": "Who won?", "answer": "Tam", "type": "bridge",
-                                 "level": "easy", "supporting_facts": [["Tam", 0]],
-                                 "context": [["Tam", ["Tam won the race."]]]}]), encoding="utf-8")  # fmt: skip
-    script = tmp_path / "s.json"
-    script.write_text(json.dumps({"questions": {"Who won?": [" So.\nAction 1: Finish[Tam]\n"]}}), encoding="utf-8")
+    data, script = _one_question(tmp_path, [" So.\nAction 1: Finish[Tam]\n"])
     for out in ("a.jsonl", "b.jsonl"):
         command = [*RAWREACT, "run", data, "--model", f"scripted:{script}", "--cache", "c.sqlite", "--out", out, "-q"]
         assert subprocess.run(command, capture_output=True, cwd=tmp_path).returncode == 0
