@@ -2,14 +2,16 @@
 
 Each stream holds the same `--context` tokens (evaluated once, then copied), and a pass gives every stream one
 token with logits, as the embedded engine's passes do while every question writes. CPU milliseconds a pass and a
-token, at one llama.cpp thread, for a shared cache (the engine's, `unified`) and a cache of its own per stream.
-Then what a prompt token costs in a chunk of N tokens after the context (one stream, logits for the last only): the
-observations a question appends are evaluated so.
+token at one llama.cpp thread, wall time beside them and the load average at the start and end, for a shared cache
+(the engine's, `unified`) and a cache of its own per stream; one stream alone is measured before the streams and
+again after them. Then what a prompt token costs in a chunk of N tokens after the context (one stream, logits for
+the last only): the observations a question appends are evaluated so.
 
     python benchmarks/stream_cost.py [--context 800 2400] [--streams 2 4 8] [--repeats 15] [--chunks 1 8 32 256]
 """
 
 import argparse
+import os
 import time
 
 import llama_cpp
@@ -37,6 +39,9 @@ def decode(ctx, batch, items: list[tuple[int, int, int, bool]]) -> None:
         raise RuntimeError("llama_decode failed")
 
 
+WALL: list[float] = []  # each measurement's wall seconds a pass, beside its CPU seconds
+
+
 def _measured(llm, tokens: list[int], streams: int, unified: bool, extra: int, step, repeats: int) -> float:
     """CPU seconds of `step(ctx, batch, memory)`, a pass after `tokens` that removes what it added, in a context of
     `streams` streams that each hold `tokens` (evaluated once in stream 0, then copied) and `extra` more."""
@@ -46,10 +51,11 @@ def _measured(llm, tokens: list[int], streams: int, unified: bool, extra: int, s
         decode(ctx, batch, [(t, start + k, 0, False) for k, t in enumerate(tokens[start : start + 512])])
     for seq in range(1, streams):
         llama_cpp.llama_memory_seq_cp(memory, 0, seq, -1, -1)
-    start = time.process_time()
+    start, wall = time.process_time(), time.perf_counter()
     for _ in range(repeats):
         step(ctx, batch, memory)
     seconds = (time.process_time() - start) / repeats
+    WALL.append((time.perf_counter() - wall) / repeats)
     llama_cpp.llama_batch_free(batch)
     llama_cpp.llama_free(ctx)
     return seconds
@@ -87,19 +93,25 @@ def main() -> None:
     llm = llama_cpp.Llama(str(model_path("gemma3-270m")), n_ctx=256, n_threads=1, verbose=False)
     text = resource("prompts", "exemplars.txt").read_text(encoding="utf-8")
     source = llm.tokenize(text.encode())
+    print(f"load {os.getloadavg()[0]:.2f} at the start; CPU ms (wall ms) a pass, one llama.cpp thread")
     for size in args.context:
         tokens = (source * (size // len(source) + 1))[:size]
         one = pass_cost(llm, tokens, 1, False, args.repeats)
-        print(f"context {size} tokens a stream: 1 stream {1000 * one:.1f} ms a pass")
+        print(f"context {size} tokens a stream: 1 stream {1000 * one:.1f} ({1000 * WALL[-1]:.1f}) ms a pass")
         for streams in args.streams:
             for unified in (True, False):
                 cost = pass_cost(llm, tokens, streams, unified, args.repeats)
                 cache = "shared cache" if unified else "cache per stream"
-                print(f"  {streams} streams, {cache}: {1000 * cost:.1f} ms a pass, {1000 * cost / streams:.1f} ms a "
-                      f"token, {one * streams / cost:.2f}x fewer CPU-s a token than one stream")  # fmt: skip
+                print(f"  {streams} streams, {cache}: {1000 * cost:.1f} ({1000 * WALL[-1]:.1f}) ms a pass, "
+                      f"{1000 * cost / streams:.1f} ms a token, {one * streams / cost:.2f}x fewer CPU-s a token "
+                      "than one stream")  # fmt: skip
+        again = pass_cost(llm, tokens, 1, False, args.repeats)  # the baseline again, after the streams
+        print(f"  1 stream again: {1000 * again:.1f} ({1000 * WALL[-1]:.1f}) ms a pass")
         for size in args.chunks:
             cost = chunk_cost(llm, tokens, size, max(2, args.repeats // 3))
-            print(f"  a prompt chunk of {size}: {1000 * cost:.1f} ms, {1000 * cost / size:.2f} ms a token")
+            print(f"  a prompt chunk of {size}: {1000 * cost:.1f} ({1000 * WALL[-1]:.1f}) ms, "
+                  f"{1000 * cost / size:.2f} ms a token")  # fmt: skip
+    print(f"load {os.getloadavg()[0]:.2f} at the end")
 
 
 if __name__ == "__main__":
