@@ -1,12 +1,13 @@
 """Wall time a question on a busy machine (issue 42 item 1): llama.cpp's threads fixed at every core (the
-default), fixed at 1, and `--threads auto` (the cores other processes leave free), idle and under a CPU
-burner on every core that this benchmark starts itself and that stops by itself.
+default) with rawreact's bounded OpenMP spin and with libgomp's own, passive waiting, fixed at 1, and
+`--threads auto` (the cores other processes leave free), idle and under a CPU burner on every core that
+this benchmark starts itself and that stops by itself.
 
 Each setting runs in its own process (OpenMP reads its settings once per process), the settings in
 turn, idle then burned, `--repeat` times; it prints wall and CPU seconds a question, and each setting's
 burned wall time against its idle one. A run that cannot finish a question within `--seconds` says so.
 
-    RAWREACT_HOTPOTQA=dev.json python benchmarks/busy.py [--limit 3] [--seconds 120] [--repeat 1]
+    RAWREACT_HOTPOTQA=dev.json python benchmarks/busy.py [--limit 3] [--seconds 120] [--repeat 1] [--policies NAME...]
 """
 
 import argparse
@@ -17,7 +18,18 @@ import subprocess
 import sys
 import time
 
-POLICIES = {"every core": None, "1 thread": 1, "auto": "auto"}
+# a policy: llama.cpp's thread count and the OpenMP environment its process starts with. rawreact bounds
+# libgomp's spinning unless the environment chooses (models.cores.bound_spinning); GOMP_SPINCOUNT=300000 is
+# libgomp's own default, which rawreact kept before.
+POLICIES = {
+    "every core": (None, {}),
+    "libgomp's": (None, {"GOMP_SPINCOUNT": "300000"}),
+    "passive": (None, {"OMP_WAIT_POLICY": "passive"}),
+    "spin 10k": (None, {"GOMP_SPINCOUNT": "10000"}),
+    "1 thread": (1, {}),
+    "auto": ("auto", {}),
+}
+OPENMP = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 
 
 def _burn(until: float) -> None:
@@ -43,7 +55,8 @@ def _one(threads, limit: int, seconds: float, data: str) -> None:
     print(json.dumps({"done": done, "wall": wall, "cpu": cpu, "threads": model.engine.stats.threads}))
 
 
-def measure(name: str, threads, burned: bool, args) -> dict:
+def measure(name: str, policy, burned: bool, args) -> dict:
+    threads, settings = policy
     burners = []
     if burned:
         until = time.monotonic() + args.seconds + 60  # bounded: they stop by themselves
@@ -54,7 +67,8 @@ def measure(name: str, threads, burned: bool, args) -> dict:
     try:
         command = [sys.executable, __file__, "--one", json.dumps(threads), "--limit", str(args.limit)]
         command += ["--seconds", str(args.seconds), "--data", args.data]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=args.seconds + 300)
+        env = {k: v for k, v in os.environ.items() if k not in OPENMP} | settings
+        done = subprocess.run(command, capture_output=True, text=True, timeout=args.seconds + 300, env=env)
         found = json.loads(done.stdout.strip().splitlines()[-1])
     finally:
         for burner in burners:
@@ -69,6 +83,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=120.0)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--data", default=os.environ.get("RAWREACT_HOTPOTQA"))
+    parser.add_argument("--policies", nargs="+", choices=list(POLICIES), default=list(POLICIES))
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one is not None:
@@ -76,7 +91,7 @@ def main() -> None:
         return
     rows = []
     for repeat in range(args.repeat):
-        names = list(POLICIES) if repeat % 2 == 0 else list(reversed(POLICIES))
+        names = args.policies if repeat % 2 == 0 else list(reversed(args.policies))
         for name in names:
             for burned in (False, True):
                 rows.append(measure(name, POLICIES[name], burned, args))
@@ -86,7 +101,7 @@ def main() -> None:
                       f"{row['cpu'] / done:.1f} s/q, passes by threads {row['threads']}, load {row['load']:.1f}",
                       flush=True)  # fmt: skip
     print(f"\n{os.cpu_count()} cores; {args.limit} questions a run (k=1, 4 steps), a burner process on every core")
-    for name in POLICIES:
+    for name in args.policies:
         idle = [r for r in rows if r["setting"] == name and not r["burned"]]
         burned = [r for r in rows if r["setting"] == name and r["burned"]]
         per = [sum(r["wall"] for r in rs) / max(sum(r["done"] for r in rs), 1) for rs in (idle, burned)]

@@ -1,12 +1,17 @@
 """The embedded model's threads (issue 42 item 1): a fixed count by default, or `auto`, which follows the
 load, measured from /proc/stat less this process's own ticks."""
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 
 from rawreact import DataError, load_prompt
 from rawreact.config.settings import Settings, parse_spec
 from rawreact.core.errors import ModelError
-from rawreact.models.cores import Cores, machine_ticks
+from rawreact.models.cores import SPIN, Cores, bound_spinning, machine_ticks
 from rawreact.models.llama import LlamaModel
 
 
@@ -111,6 +116,48 @@ def test_a_run_records_its_thread_count_and_setting(tmp_path):
     assert main(["run", "--threads", "1", "--limit", "1", "--max-steps", "1", "-k", "1", "-q", "--out", str(out)]) == 0
     manifest = read_manifest(out)
     assert manifest["threads"] == 1 and manifest["settings"]["threads"] == 1
+    assert manifest["openmp"] == bound_spinning() and manifest["openmp"]["set_by"]  # how its threads wait
+
+
+# In a process of its own (libgomp reads its environment once): load llama.cpp as rawreact does, decode one
+# token with 2 threads, then sleep; print what rawreact recorded, the environment after, and the CPU time
+# the process used while it slept (llama.cpp's idle OpenMP threads spinning, if they do).
+IDLE_SPIN = r"""
+import ctypes, json, os, sys, time
+if sys.argv[1] == "preloaded":
+    ctypes.CDLL("libgomp.so.1")
+from rawreact.models.cores import bound_spinning
+from rawreact.models.llama import LlamaModel
+model = LlamaModel(sys.argv[2], n_threads=2, n_ctx=512)
+model.complete("Question: what is two and two?\nThought 1:", stop=["\n"], max_tokens=2)
+cpu = time.process_time()
+time.sleep(0.5)
+print(json.dumps([bound_spinning(), os.environ.get("GOMP_SPINCOUNT"), time.process_time() - cpu]))
+"""
+
+
+def idle_spin(gemma, how: str, **env: str) -> tuple[dict, str | None, float]:
+    clean = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")} | env
+    done = subprocess.run([sys.executable, "-c", IDLE_SPIN, how, str(gemma.path)], env=clean, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return tuple(json.loads(done.stdout.splitlines()[-1]))
+
+
+def test_llama_cpp_s_idle_threads_sleep_after_a_bounded_spin_unless_the_user_chose(gemma):
+    """Issue 42 item 1: libgomp's default spins a waiting thread for milliseconds, which on a busy machine takes
+    the core that the thread it waits for needs. rawreact bounds the spin before llama.cpp loads; the setting
+    reaches libgomp (an idle thread then uses no CPU, where spinning forever uses a core), the processes it
+    starts inherit the user's environment, and a user's own choice or an earlier libgomp is kept and recorded."""
+    said, left, cpu = idle_spin(gemma, "clean")
+    assert said == {"GOMP_SPINCOUNT": str(SPIN), "set_by": "rawreact"} and left is None
+    said, left, spun = idle_spin(gemma, "clean", OMP_WAIT_POLICY="active")  # spin forever: a core while it sleeps
+    assert said == {"OMP_WAIT_POLICY": "active", "set_by": "the environment"} and left is None
+    assert cpu < 0.1 < 0.3 < spun, (cpu, spun)
+    said, left, _ = idle_spin(gemma, "clean", GOMP_SPINCOUNT="50")
+    assert said == {"GOMP_SPINCOUNT": "50", "set_by": "the environment"} and left == "50"
+    said, left, _ = idle_spin(gemma, "preloaded")
+    assert said["set_by"].startswith("unknown: libgomp was loaded before rawreact") and left is None
 
 
 @pytest.mark.parametrize("value", ["0", "many"])

@@ -99,6 +99,8 @@ def run(args: argparse.Namespace) -> int:
         "model_name": model.name,
         # llama.cpp's threads: its arithmetic depends on the count, so a run records it ("auto": it followed the load)
         "threads": "auto" if getattr(model, "cores", None) is not None else getattr(model, "n_threads", None),
+        # how its idle OpenMP threads wait (models.cores.bound_spinning): what a busy machine's wall times depend on
+        "openmp": getattr(model, "openmp", None),
         "workers": settings.workers,
         "timeout": settings.timeout,
         "settings": manifest_settings(settings),

@@ -18,8 +18,10 @@ from rawreact.core.stats import RESAMPLES
 from rawreact.experiments.variants import Variant
 from rawreact.models import load_model
 from rawreact.models.cache import CachedModel, CallCache
+from rawreact.models.cores import bound_spinning
+from rawreact.models.specs import is_embedded
 from rawreact.reports.comparison import Comparison
-from rawreact.runs.run import Result, check_context, run_questions
+from rawreact.runs.run import Result, cached_counts, check_context, run_questions
 from rawreact.runs.runfile import RunFile
 from rawreact.runs.setup import check_questions, load_parts, model_options
 from rawreact.tasks.collection import Collection, Question, choose_questions
@@ -93,6 +95,7 @@ def compare(
             details = {"data": collection.source, "layout": collection.layout, "limit": limit, "variant": variant.name}
             details["questions"] = len(questions)
             details["settings"] = manifest_settings(Settings(**variant.to_dict() | shared))
+            details["openmp"] = bound_spinning() if is_embedded(variant.model) else None  # as `run` records it
             sink = RunFile(path, parts.config, resume=True, details=details)
             made += [path, sink.manifest_path] if new else []
             plans.append((variant, parts, sink, sum(q.id in sink.done for q in questions)))
@@ -128,7 +131,7 @@ def compare(
                 if on_result is not None:
                     on_result(variant, result)
             if calls is not None:
-                sink.set_counts("cache", model.said())
+                sink.set_counts("cache", model.said() | cached_counts(sink.done.values()))
     finally:
         for *_, sink, _ in plans:
             sink.close()

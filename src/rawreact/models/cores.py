@@ -1,20 +1,33 @@
-"""How many threads the embedded model decodes with under `--threads auto`: the cores this process may
-use, less those other processes keep busy, measured as the run goes, not guessed once.
+"""How the embedded model's llama.cpp threads share a busy machine: how they wait, and, under
+`--threads auto`, how many there are (the cores this process may use, less those other processes keep
+busy, measured as the run goes, not guessed once).
 
 llama.cpp's CPU backend waits at an OpenMP barrier after every operation of a pass. When another process
 holds one of two cores, a thread of a 2-thread pass is often not running, and the others spin until it
 is: on a busy 2-core machine a one-token pass took a median of 3,868 ms with 2 threads and 37 ms with 1
-(issue 42). Waiting passively instead costs 1.8x on an idle machine (every barrier sleeps), so the
-threads follow the load: every `every` seconds the busy ticks of /proc/stat, less this process's own,
-say how many cores others use, and the next pass uses the rest (at least 1). On an idle machine that is
-every core, as with a fixed count. llama.cpp's arithmetic here depends on the thread count (a 40-token
-greedy completion changed with the count alternating 1, 2: `tests/test_cores.py`), so a run that follows
-the load is not bit-reproducible, and it is asked for by name; the default is a fixed count.
+(issue 42). libgomp spins 300,000 rounds before it sleeps; before llama.cpp loads, `bound_spinning` makes
+that SPIN rounds, so a waiting thread gives the core up almost at once. That changes no number, only who
+gets the core meanwhile, and an idle machine runs as fast as before. Waiting passively (no spin at all)
+costs 1.5x there, since every barrier then sleeps.
+
+`--threads auto` goes further: every `every` seconds the busy ticks of /proc/stat, less this process's
+own, say how many cores others use, and the next pass uses the rest (at least 1). On an idle machine
+that is every core, as with a fixed count. llama.cpp's arithmetic here depends on the thread count (a
+40-token greedy completion changed with the count alternating 1, 2: `tests/test_cores.py`), so a run
+that follows the load is not bit-reproducible, and it is asked for by name; the default is a fixed count.
 """
 
 import os
+import sys
 import time
 from collections.abc import Callable
+
+# The rounds an idle OpenMP thread spins before it sleeps (libgomp's GOMP_SPINCOUNT), measured by
+# benchmarks/busy.py: at 1,000, 2 threads on an idle 2-core machine cost what libgomp's default of 300,000 costs,
+# and under a burner on every core a question took 2.2x (at most 2.4x) its idle wall time (libgomp's: 2.2x to 15x).
+SPIN = 1000
+OPENMP = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")  # the variables a user sets to choose the waiting themselves
+_waiting: dict | None = None  # what bound_spinning found and did, once per process
 
 
 def allowed_cores() -> int:
@@ -105,12 +118,51 @@ def sample() -> tuple[tuple[int, int], float] | None:
 
 def busy_line(elsewhere: float, threads: int | None, cores: int) -> str | None:
     """One line for a run whose first question met busy cores, measured (`busy_elsewhere`), or None: llama.cpp's
-    threads wait on each other when another process holds a core, so a fixed count of every core then stalls."""
+    threads wait on each other when another process holds a core, so a fixed count of every core then slows down
+    more than the cores it is left (bound_spinning keeps that to about 2x on 2 cores; a user's own OpenMP
+    settings may not)."""
     if threads is None or elsewhere < 0.5 or threads < 2:
         return None
     return (
         f"other processes kept {elsewhere:.1f} of this machine's {cores} cores busy during the first question, "
         f"and the model decodes with {threads} threads, which wait on each other when a core is taken: expect it "
-        "to run several times slower than on an idle machine; close the other work, or run with --threads auto "
+        "to run at least twice as slow as on an idle machine; close the other work, or run with --threads auto "
         "(or --threads 1)"
     )
+
+
+def bound_spinning() -> dict:
+    """Before llama.cpp's first import: make libgomp's idle threads sleep after SPIN rounds; what its waiting is.
+
+    libgomp reads its environment once, when it loads (with llama.cpp). A user's own OMP_WAIT_POLICY or
+    GOMP_SPINCOUNT is kept; so is a libgomp that another library loaded first (then the waiting is unknown).
+    The variable is set only while llama.cpp loads: the processes this one starts inherit the user's environment.
+    Returns the manifest's record: each variable libgomp read and who chose it.
+    """
+    global _waiting
+    if _waiting is not None:
+        return _waiting
+    own = {name: os.environ[name] for name in OPENMP if name in os.environ}
+    if own:
+        _waiting = own | {"set_by": "the environment"}
+    elif "llama_cpp" in sys.modules or _libgomp_loaded():
+        _waiting = {"set_by": "unknown: libgomp was loaded before rawreact could set GOMP_SPINCOUNT"}
+    else:
+        os.environ["GOMP_SPINCOUNT"] = str(SPIN)
+        try:
+            import llama_cpp  # noqa: F401  (libgomp loads with it and reads GOMP_SPINCOUNT)
+        except ImportError:
+            pass  # llama_cpp_module says what to install
+        finally:
+            del os.environ["GOMP_SPINCOUNT"]
+        _waiting = {"GOMP_SPINCOUNT": str(SPIN), "set_by": "rawreact"}
+    return _waiting
+
+
+def _libgomp_loaded() -> bool:
+    """Whether this process has libgomp mapped already (False where /proc/self/maps is missing)."""
+    try:
+        with open("/proc/self/maps") as maps:
+            return any("libgomp" in line for line in maps)
+    except OSError:
+        return False

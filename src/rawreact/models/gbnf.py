@@ -17,11 +17,13 @@ import tempfile
 import numpy as np
 
 from rawreact.core.errors import GrammarError, ModelError
+from rawreact.models.cores import bound_spinning
 
 
 def llama_cpp_module():
     """llama_cpp, imported on first use, or a clear error when it is not installed."""
     try:
+        bound_spinning()  # before libgomp loads with llama.cpp
         import llama_cpp
     except ImportError:
         raise ModelError("the embedded backend needs llama-cpp-python: pip install llama-cpp-python") from None
