@@ -170,3 +170,33 @@ def test_a_hand_edited_cached_mark_is_one_clear_error(tmp_path):
     done = subprocess.run([*RAWREACT, "report", run], capture_output=True, text=True)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert f"{run} line 1" in done.stderr and "'cached'" in done.stderr
+
+
+def test_a_resumed_run_s_manifest_counts_the_cached_calls_of_both_parts(tmp_path):
+    """The manifest's counts come from the run file's records, so a run that stopped and was resumed counts the
+    calls of its first part too (one process's own counts would hold only the second's)."""
+    data, script = tmp_path / "q.json", tmp_path / "s.json"
+    rows = [{"_id": f"q{n}", "question": f"Who won race {n}?", "answer": "Tam", "type": "bridge", "level": "easy",
+             "supporting_facts": [["Tam", 0]], "context": [["Tam", ["Tam won."]]]} for n in (1, 2)]  # fmt: skip
+    data.write_text(json.dumps(rows), encoding="utf-8")
+    steps = [" I search.\nAction 1: Search[Tam]\n", " So.\nAction 2: Finish[Tam]\n"]
+    script.write_text(json.dumps({"questions": {row["question"]: steps for row in rows}}), encoding="utf-8")
+
+    def run(out: str, *more: str) -> dict:
+        command = [*RAWREACT, "run", data, "--model", f"scripted:{script}", "--cache", "c.sqlite", "--out", out, "-q"]
+        done = subprocess.run([*command, *more], capture_output=True, text=True, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        return read_run(tmp_path / out)[0]["cache"]
+
+    assert run("a.jsonl", "--limit", "1") == {
+        "file": str(tmp_path / "c.sqlite"),
+        "sampled": False,
+        "hits": 0,
+        "made": 2,
+    }
+    resumed = run("a.jsonl", "--resume")  # the second question only: two calls made in this process
+    assert (resumed["hits"], resumed["made"]) == (0, 4)
+    again = run("b.jsonl", "--limit", "1")  # the first question's calls, from the cache
+    assert (again["hits"], again["made"]) == (2, 0)
+    mixed = run("b.jsonl", "--resume", "--cache-sampled")  # the second's too: the resume adds them
+    assert (mixed["hits"], mixed["made"], mixed["sampled"]) == (4, 0, True)

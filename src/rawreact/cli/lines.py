@@ -15,7 +15,7 @@ from rawreact.core.text import plural
 from rawreact.models import cores
 from rawreact.models.cache import CachedModel
 from rawreact.runs.records import manifest_path
-from rawreact.runs.run import Result
+from rawreact.runs.run import Result, cached_counts
 from rawreact.runs.runfile import RunFile
 from rawreact.runs.setup import shared_passages
 from rawreact.tasks.collection import Question
@@ -43,7 +43,7 @@ def say_first(result: Result, started: tuple, model, quiet: bool = False) -> Non
 def say_cache(model: CachedModel, sink: RunFile | None) -> None:
     """The cache's part of a run: its counts in the manifest, and one line on stderr."""
     if sink is not None:
-        sink.set_counts("cache", model.said())
+        sink.set_counts("cache", model.said() | cached_counts(sink.done.values()))
     print(
         f"rawreact: {model.hits} of {plural(model.hits + model.made, 'model call')} came from the cache "
         f"{model.cache.path}; the other {model.made} were computed",

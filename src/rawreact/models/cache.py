@@ -188,9 +188,9 @@ class CachedModel:
         )
 
     def said(self) -> dict:
-        """What the manifest records of the cache: its file, whether sampled calls may come from it, and the
-        calls answered from it and made."""
-        return {"file": str(self.cache.path.resolve()), "sampled": self.sampled, "hits": self.hits, "made": self.made}
+        """What the manifest records of the cache: its file and whether sampled calls may come from it (the run
+        adds the calls answered from it and made, counted from its records: `runs.run.cached_counts`)."""
+        return {"file": str(self.cache.path.resolve()), "sampled": self.sampled}
 
 
 def _chat(found: dict) -> ChatReply:

@@ -386,6 +386,25 @@ def _written(results: Iterator[Result], sink: RunFile | None, log: TrialLog | No
             sink.close()
 
 
+def cached_counts(records: Iterable[dict]) -> dict[str, int]:
+    """The model calls a call cache answered (`hits`) and the others (`made`), over every call the records hold
+    (steps, samples, trials and reflections; a CoT-SC draw counts each sample). Counted from what the run file
+    holds, they add up over kills and resumes, where one process's own counts would not."""
+    counts = {"hits": 0, "made": 0}
+    for call in _calls(list(records)):
+        counts["hits" if call.get("cached") is True else "made"] += 1
+    return counts
+
+
+def _calls(found: object) -> Iterator[dict]:
+    """Every call within `found` (a record, or a part of one): the objects with a text and a finish reason."""
+    if isinstance(found, dict) and "text" in found and "finish_reason" in found:
+        yield found
+    elif isinstance(found, dict | list):
+        for item in found.values() if isinstance(found, dict) else found:
+            yield from _calls(item)
+
+
 def served_counts(records: Iterable[dict]) -> dict[str, dict[str, int]]:
     """Per server of a fleet, from the records alone: the episodes it finished, and those that started over
     elsewhere when it failed. Counted from what the run file holds, they add up over kills and resumes."""
