@@ -133,7 +133,11 @@ class RunFile:
             from rawreact import __version__
 
             created = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-            self.manifest = {"rawreact": __version__, "created": created, "versions": installed_versions("llama-cpp-python", "numpy")}
+            self.manifest = {
+                "rawreact": __version__,
+                "created": created,
+                "versions": installed_versions("llama-cpp-python", "numpy"),
+            }
             self.manifest |= {"run_file": self.path.name, "config": self.config, **self.details, "prompts": {}}
             if resume:  # --resume of a run that was never started starts it, with an empty list of resumes
                 self.manifest["resumes"] = []
