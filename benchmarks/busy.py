@@ -18,6 +18,8 @@ import subprocess
 import sys
 import time
 
+from rawreact.models.cores import OPENMP  # the variables that choose how OpenMP waits
+
 # a policy: llama.cpp's thread count and the OpenMP environment its process starts with. rawreact bounds
 # libgomp's spinning unless the environment chooses (models.cores.bound_spinning); GOMP_SPINCOUNT=300000 is
 # libgomp's own default, which rawreact kept before.
@@ -29,7 +31,6 @@ POLICIES = {
     "1 thread": (1, {}),
     "auto": ("auto", {}),
 }
-OPENMP = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 
 
 def _burn(until: float) -> None:

@@ -11,7 +11,7 @@ import pytest
 from rawreact import DataError, load_prompt
 from rawreact.config.settings import Settings, parse_spec
 from rawreact.core.errors import ModelError
-from rawreact.models.cores import SPIN, Cores, bound_spinning, machine_ticks
+from rawreact.models.cores import OPENMP, SPIN, Cores, bound_spinning, machine_ticks
 from rawreact.models.llama import LlamaModel
 
 
@@ -137,7 +137,7 @@ print(json.dumps([bound_spinning(), os.environ.get("GOMP_SPINCOUNT"), time.proce
 
 
 def idle_spin(gemma, how: str, **env: str) -> tuple[dict, str | None, float]:
-    clean = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")} | env
+    clean = {k: v for k, v in os.environ.items() if k not in OPENMP} | env
     done = subprocess.run([sys.executable, "-c", IDLE_SPIN, how, str(gemma.path)], env=clean, capture_output=True,
                           text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr

@@ -30,6 +30,7 @@ from rawreact.core.folders import check_parents, split_named
 from rawreact.core.text import plural, printable
 from rawreact.models import cores, load_model
 from rawreact.models.cache import CachedModel, CallCache
+from rawreact.models.cores import bound_spinning
 from rawreact.models.specs import EMBEDDED_MODELS, is_embedded
 from rawreact.reports.summary import context_warning, summarize, summary_line
 from rawreact.runs.records import manifest_path
@@ -100,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         # llama.cpp's threads: its arithmetic depends on the count, so a run records it ("auto": it followed the load)
         "threads": "auto" if getattr(model, "cores", None) is not None else getattr(model, "n_threads", None),
         # how its idle OpenMP threads wait (models.cores.bound_spinning): what a busy machine's wall times depend on
-        "openmp": getattr(model, "openmp", None),
+        "openmp": bound_spinning() if embedded else None,
         "workers": settings.workers,
         "timeout": settings.timeout,
         "settings": manifest_settings(settings),

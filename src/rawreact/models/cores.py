@@ -152,7 +152,7 @@ def bound_spinning() -> dict:
         try:
             import llama_cpp  # noqa: F401  (libgomp loads with it and reads GOMP_SPINCOUNT)
         except ImportError:
-            pass  # llama_cpp_module says what to install
+            return {}  # nothing loaded, nothing to record: llama_cpp_module says what to install
         finally:
             del os.environ["GOMP_SPINCOUNT"]
         _waiting = {"GOMP_SPINCOUNT": str(SPIN), "set_by": "rawreact"}

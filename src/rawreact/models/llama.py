@@ -12,7 +12,7 @@ from rawreact.core.errors import ContextLengthExceeded, ModelError
 from rawreact.models.base import ChatReply, Completion
 from rawreact.models.batch import PREFIXES, Engine, Request
 from rawreact.models.chatml import ChatML
-from rawreact.models.cores import Cores, allowed_cores, bound_spinning
+from rawreact.models.cores import Cores, allowed_cores
 from rawreact.models.gbnf import GrammarSampler, quiet_log
 from rawreact.models.gbnf import llama_cpp_module as _llama_cpp
 from rawreact.models.specs import DRAFTS_MAX, sequences_problem
@@ -95,7 +95,6 @@ class LlamaModel:
             )
         self.n_ctx = n_ctx  # of each stream: the context window of one question
         self.n_threads = n_threads
-        self.openmp = bound_spinning()  # llama_cpp is loaded: this says how its OpenMP threads wait
         self.temperature = temperature
         self.seed = seed
         self.reuse_cache = reuse_cache
