@@ -81,6 +81,25 @@ def test_three_shards_merged_score_report_and_resume_as_one_run(rows, tmp_path):
     assert "+0.000" in _rawreact("compare-runs", single, merged).stdout  # paired difference of the same scores
 
 
+def test_a_merged_manifest_counts_the_cached_calls_of_every_shard(rows, tmp_path):
+    """Shards run over a cache that a whole run filled: each shard's manifest counts its own calls, and the
+    merged one counts them all again from the merged records."""
+    data, model = _setup(rows, tmp_path)
+    cache = tmp_path / "calls.sqlite"
+    whole = tmp_path / "whole.jsonl"
+    done = _rawreact("run", data, "--model", model, "--cache", cache, "--out", whole, "-q")
+    assert done.returncode == 0, done.stderr
+    calls = json.loads((tmp_path / "whole.jsonl.manifest.json").read_text())["cache"]["made"]
+    outs = _shards(data, model, tmp_path, 3, "--cache", cache)
+    parts = [json.loads(out.with_name(out.name + ".manifest.json").read_text())["cache"] for out in outs]
+    assert [p["made"] for p in parts] == [0, 0, 0] and sum(p["hits"] for p in parts) == calls > 7
+    merged = tmp_path / "merged.jsonl"
+    assert _rawreact("merge", *outs, "--out", merged).returncode == 0
+    manifest = json.loads((tmp_path / "merged.jsonl.manifest.json").read_text())
+    assert manifest["cache"] == {"file": str(cache), "sampled": False, "hits": calls, "made": 0}
+    assert "endpoints" not in manifest  # no fleet, no counts per server
+
+
 def test_a_shard_not_given_is_reported_and_resume_runs_its_questions(rows, tmp_path):
     data, model = _setup(rows, tmp_path)
     outs = _shards(data, model, tmp_path)

@@ -22,6 +22,7 @@ from rawreact.core.errors import DataError
 from rawreact.core.folders import check_parents, make_parents, remove_made
 from rawreact.core.text import plural
 from rawreact.runs.records import existing_manifest, manifest_path, read_run, trials_path
+from rawreact.runs.run import cached_counts, served_counts
 from rawreact.runs.runfile import RunFile, changed_settings, json_bytes
 
 DUPLICATES = ("refuse", "first")
@@ -72,6 +73,19 @@ def merge(files: list[str | Path], out: str | Path, *, duplicates: str = "refuse
                      f"{trials_path(out).name}; --resume the merged file continues them")  # fmt: skip
     _write(out, first, records, files, read, kept_from, sum(asked.values()) if whole else None, under_way)
     return Merged(out, len(records), notes)
+
+
+def _counts(read: list, records: list[dict]) -> dict:
+    """What a run counts from its records, counted again over the merged ones (each shard's counts are of its
+    part): the calls its cache answered and made, and a fleet's episodes per server."""
+    counts = {}
+    said = next((m["cache"] for m, _ in read if isinstance(m.get("cache"), dict)), None)
+    if said is not None:
+        counts["cache"] = {k: v for k, v in said.items() if k not in ("hits", "made")} | cached_counts(records)
+    served = served_counts(records)
+    if served:
+        counts["endpoints"] = served
+    return counts
 
 
 def _under_way(files: list[Path], finished: set[str]) -> tuple[set[str], list[bytes]]:
@@ -211,6 +225,7 @@ def _write(
             staged.close()
         manifest = {**staged.manifest, "created": first.get("created", staged.manifest["created"])}
         manifest["versions"] = first.get("versions", manifest["versions"])
+        manifest.update(_counts(read, records))
         staged.manifest_path.write_bytes(json_bytes(manifest, indent=2, allow_nan=False))
         if under_way:
             trials_path(staged.path).write_bytes(b"".join(under_way))
