@@ -21,11 +21,13 @@ a build has (llamafile's or ggml's own) is fixed when llama-cpp-python is compil
 import argparse
 import time
 
-import llama_cpp
 import numpy as np
 
 from rawreact import load_model, load_prompt
 from rawreact.models.batch import Engine
+from rawreact.models.gbnf import llama_cpp_module
+
+llama_cpp = llama_cpp_module()  # loaded as rawreact loads it, with its bounded OpenMP spin (models/cores.py)
 
 START = 800  # tokens of context before the measured passes
 

@@ -33,12 +33,13 @@ import os
 import statistics
 import time
 
-import llama_cpp
-
 from rawreact import load_collection, load_model, load_prompt, run_questions
 from rawreact.agents.loop import ACTION_END
 from rawreact.models.base import Completion
+from rawreact.models.gbnf import llama_cpp_module
 from rawreact.models.specs import model_path
+
+llama_cpp = llama_cpp_module()  # loaded as rawreact loads it, with its bounded OpenMP spin (models/cores.py)
 
 SAMPLE = os.environ.get("RAWREACT_HOTPOTQA")  # a HotpotQA file in the official layout
 
