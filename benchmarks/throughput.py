@@ -21,7 +21,8 @@ tokens a pass and milliseconds a pass inside llama_decode (the engine's own coun
 question (beyond the kept few-shot prompt, which is computed once a run), generated tokens a question, and
 EM. Give three times as many questions as workers or more: in a run's tail fewer questions are left than workers.
 The summary gives each setting's median CPU-seconds a question over the repeats, and how many times fewer than
-`plain` that is.
+`plain` that is. Last, for each engine setting, where its decode time goes (`costs`): the CPU time of a pass
+fitted to what a pass, a logit row and a prompt token cost, and what a question would cost with every pass full.
 
     RAWREACT_HOTPOTQA=FILE python benchmarks/throughput.py [--limit 24] [--workers 1 8] [--repeats 2]
         [--threads 1] [--grammar step] [--n-first 5] [--split]
@@ -32,6 +33,8 @@ import functools
 import os
 import statistics
 import time
+
+import numpy as np
 
 from rawreact import load_collection, load_model, load_prompt, run_questions
 from rawreact.agents.loop import ACTION_END
@@ -84,6 +87,7 @@ def measure(data, questions, prompt, setting: str, workers: int, threads: int, g
         model = load_model("gemma3-270m", workers=workers, n_threads=threads)
         if setting.endswith("split"):
             model._engine = model._make_engine(workers, unified=False)
+        model.engine.passes = []  # each pass's tokens, logit rows and CPU seconds, for `costs`
     env = functools.partial(data.env, n_first=n_first)
     load, wall, cpu = os.getloadavg()[0], time.perf_counter(), time.process_time()
     results = list(run_questions(questions, env, model, prompt, workers=workers, grammar=grammar))
@@ -101,10 +105,31 @@ def measure(data, questions, prompt, setting: str, workers: int, threads: int, g
         row["per_pass"] = model.engine.stats.generated / model.engine.stats.passes
         row["ms_pass"] = 1000 * model.engine.stats.seconds / model.engine.stats.passes
         row["evaluated"] = sum(r.outcome.tokens()["evaluated"] for r in results) / n  # after the kept prefix
+        row["pass_log"], row["questions"] = model.engine.passes, n
         model.engine.close()
     else:
         model.llm.close()
     return row
+
+
+def costs(rows: list[dict], workers: int) -> str:
+    """Where an engine setting's decode time goes, over all its rounds: a least-squares fit of each pass's CPU
+    time to a cost a pass, a cost a logit row (a generated token, or the last of a prompt) and a cost a prompt
+    token without logits; what a question costs by that fit, and what it would cost if every pass held
+    `workers` logit rows (no tail, no stream waiting on its observation), or if passes cost nothing beyond
+    their tokens (the many-stream floor)."""
+    log = np.array([p for row in rows for p in row["pass_log"]], dtype=float)
+    questions = sum(row["questions"] for row in rows)
+    tokens, logit_rows, cpu = log.T
+    fit, *_ = np.linalg.lstsq(np.stack([np.ones_like(cpu), logit_rows, tokens - logit_rows], 1), cpu, rcond=None)
+    per_pass, per_row, per_token = fit
+    work = (per_row * logit_rows.sum() + per_token * (tokens - logit_rows).sum()) / questions
+    packed = work + per_pass * logit_rows.sum() / workers / questions
+    return (
+        f"{1000 * per_pass:.1f} ms a pass + {1000 * per_row:.1f} a logit row + {1000 * per_token:.1f} a prompt token; "
+        f"decode {cpu.sum() / questions:.2f} CPU s a question ({logit_rows.sum() / len(cpu):.2f} logit rows a pass), "
+        f"{packed:.2f} with {workers} rows in every pass, {work:.2f} with passes free"
+    )
 
 
 def main() -> None:
@@ -154,6 +179,10 @@ def main() -> None:
     for name, rows in found.items():
         cpu = statistics.median(r["cpu"] for r in rows)
         print(f"{name:>10s} {cpu:7.2f} {plain / cpu:24.2f} {statistics.median(r['wall'] for r in rows):8.2f}")
+    print("\nWhere the engine's decode time goes (all rounds; the model's CPU seconds a question, by fitted costs):")
+    for (name, workers), rows in zip(settings, found.values(), strict=True):
+        if not name.startswith("plain"):
+            print(f"{name:>10s} {costs(rows, workers)}")
 
 
 if __name__ == "__main__":

@@ -130,6 +130,7 @@ class Engine:
         self.n_threads, self.threads = n_threads, threads  # `threads()`: the count of the next pass (models.cores)
         self.stats = Stats()
         self.trace: list[tuple[bytes, int, int]] | None = None  # when a list: each draft's text before it, size, kept
+        self.passes: list[tuple[int, int, float]] | None = None  # when a list: each pass's tokens, logit rows, CPU s
         self.memory = llama_cpp.llama_get_memory(self.ctx)
         self.batch = llama_cpp.llama_batch_init(params.n_batch, 0, 1)
         self.n_vocab = llm.n_vocab()
@@ -331,12 +332,14 @@ class Engine:
                 rows.append((request, size - 1, pieces))
             batch.n_tokens = size
             self._set_threads()
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.thread_time()
             code = self._llama_cpp.llama_decode(self.ctx, batch)
             if code != 0:
                 raise ModelError(f"llama.cpp could not decode a batch of {size} tokens (code {code})")
             stats = self.stats
             stats.seconds += time.perf_counter() - start
+            if self.passes is not None:  # llama.cpp's other threads, if any, are not in this thread's CPU time
+                self.passes.append((size, sum(bool(batch.logits[k]) for k in range(size)), time.thread_time() - cpu))
             stats.passes, stats.tokens = stats.passes + 1, stats.tokens + size
             for request, row, pieces in rows:
                 if request.feed is not None and len(pieces) > 1:
