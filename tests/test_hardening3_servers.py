@@ -237,6 +237,38 @@ class _Run:
             self.process.send_signal(signal.SIGINT)
 
 
+INSIDE_THE_LOG = """
+import signal, sys, time
+from rawreact.cli.terminal import Stopper
+from rawreact.models import gbnf
+
+frames = []
+class Grab(list):
+    def append(self, text):
+        frames.append(sys._getframe(1))
+gbnf._captured_log = Grab()
+gbnf.quiet_log(0, b"a line", None)  # C calls the log back, as llama.cpp does while a model loads
+gbnf._captured_log = None
+with Stopper() as stop:
+    stop.signal = signal.SIGINT  # the first Ctrl-C was taken
+    stop._handle(signal.SIGINT, frames[0])  # the second lands in the log's frame
+    print("not raised there", flush=True)
+    try:
+        time.sleep(5)
+        print("dropped")
+    except KeyboardInterrupt:
+        print("raised once the log returned")
+"""
+
+
+def test_a_second_ctrl_c_inside_llama_cpp_s_log_stops_the_run_once_the_log_returns():
+    """CI, once: the second Ctrl-C of a run landed in the Python function llama.cpp logs through, where
+    ctypes printed the KeyboardInterrupt as a traceback and dropped it."""
+    done = subprocess.run([sys.executable, "-c", INSIDE_THE_LOG], capture_output=True, text=True, timeout=60)
+    assert done.stdout == "not raised there\nraised once the log returned\n", done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def test_ctrl_c_twice_at_many_points_of_a_real_run_never_crashes(hotpotqa, tmp_path):
     """Before: once in about six runs the process died of SIGSEGV at exit (139), with no message."""
     data = Path(os.environ["RAWREACT_HOTPOTQA"])

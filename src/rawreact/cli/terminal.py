@@ -1,10 +1,25 @@
 """What a command does at a terminal: stop gracefully on Ctrl-C or SIGTERM, and show a progress bar."""
 
+import os
 import signal
 import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+from rawreact.models.gbnf import CALLBACKS
+
+
+def _interrupt(number: int, frame) -> None:
+    """Raise KeyboardInterrupt for signal `number`, or, where it landed in a Python function that C calls
+    back (llama.cpp's log, while a model loads), send it again in a moment: raised there, ctypes would
+    print it as a traceback and drop it."""
+    if frame is not None and frame.f_code in CALLBACKS:
+        again = threading.Timer(0.02, os.kill, (os.getpid(), number))
+        again.daemon = True
+        again.start()
+        return
+    raise KeyboardInterrupt
 
 
 class Stopper:
@@ -24,7 +39,8 @@ class Stopper:
 
     def _handle(self, number: int, frame) -> None:
         if self.signal is not None:
-            raise KeyboardInterrupt
+            _interrupt(number, frame)
+            return
         self.signal = number
         print(f"\nrawreact: stopping after {self.under_way} (again to stop now)", file=sys.stderr, flush=True)
 
@@ -33,10 +49,7 @@ class Stopper:
 def terminated_as_interrupt() -> Iterator[None]:
     """SIGTERM raises KeyboardInterrupt inside the block, so the cleanup written for Ctrl-C runs for it too."""
 
-    def interrupt(number: int, frame) -> None:
-        raise KeyboardInterrupt
-
-    old = signal.signal(signal.SIGTERM, interrupt)
+    old = signal.signal(signal.SIGTERM, _interrupt)
     try:
         yield
     finally:

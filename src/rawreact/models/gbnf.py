@@ -33,11 +33,16 @@ def llama_cpp_module():
 _captured_log: list[str] | None = None  # llama.cpp's log lines while check_grammar listens
 
 
-@ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
-def quiet_log(level, text, user_data):
+def _quiet_log(level, text, user_data):
     """llama.cpp's own logging, dropped (it writes to stderr even with verbose=False) unless captured."""
     if _captured_log is not None:
         _captured_log.append(text.decode("utf-8", "replace"))
+
+
+quiet_log = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)(_quiet_log)
+# The code of the Python functions that C calls back. ctypes prints an exception raised in one (a Ctrl-C
+# that lands there) as a traceback, and drops it: cli/terminal.py sends such a signal again once it returned.
+CALLBACKS = frozenset({_quiet_log.__code__})
 
 
 @contextlib.contextmanager
