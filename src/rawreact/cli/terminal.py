@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from rawreact.models.gbnf import CALLBACKS
 
 
-def _interrupt(number: int, frame) -> None:
+def interrupt(number: int, frame) -> None:
     """Raise KeyboardInterrupt for signal `number`, or, where it landed in a Python function that C calls
     back (llama.cpp's log, while a model loads), send it again in a moment: raised there, ctypes would
     print it as a traceback and drop it."""
@@ -39,7 +39,7 @@ class Stopper:
 
     def _handle(self, number: int, frame) -> None:
         if self.signal is not None:
-            _interrupt(number, frame)
+            interrupt(number, frame)
             return
         self.signal = number
         print(f"\nrawreact: stopping after {self.under_way} (again to stop now)", file=sys.stderr, flush=True)
@@ -49,7 +49,7 @@ class Stopper:
 def terminated_as_interrupt() -> Iterator[None]:
     """SIGTERM raises KeyboardInterrupt inside the block, so the cleanup written for Ctrl-C runs for it too."""
 
-    old = signal.signal(signal.SIGTERM, _interrupt)
+    old = signal.signal(signal.SIGTERM, interrupt)
     try:
         yield
     finally:
