@@ -249,23 +249,21 @@ class Grab(list):
 gbnf._captured_log = Grab()
 gbnf.quiet_log(0, b"a line", None)  # C calls the log back, as llama.cpp does while a model loads
 gbnf._captured_log = None
-with Stopper() as stop:
-    stop.signal = signal.SIGINT  # the first Ctrl-C was taken
-    stop._handle(signal.SIGINT, frames[0])  # the second lands in the log's frame
+
+def after(handle):
+    handle(signal.SIGINT, frames[0])  # a Ctrl-C that lands in the log's frame
     print("not raised there", flush=True)
     try:
         time.sleep(5)
         print("dropped")
     except KeyboardInterrupt:
         print("raised once the log returned")
-signal.signal(signal.SIGINT, interrupt)  # as the command sets it before it loads a model
-interrupt(signal.SIGINT, frames[0])  # one Ctrl-C in the log's frame, while the model loads
-print("not raised there", flush=True)
-try:
-    time.sleep(5)
-    print("dropped")
-except KeyboardInterrupt:
-    print("raised once the log returned")
+
+with Stopper() as stop:
+    stop.signal = signal.SIGINT  # the first Ctrl-C was taken: the second one
+    after(stop._handle)
+signal.signal(signal.SIGINT, interrupt)  # as the command sets it before it loads a model: a first one
+after(interrupt)
 """
 
 
