@@ -238,41 +238,49 @@ class _Run:
 
 
 INSIDE_THE_LOG = """
-import signal, sys, time
-from rawreact.cli.terminal import Stopper, interrupt
+import signal, time
+from rawreact.cli.terminal import Stopper, interrupt, take_interrupts
 from rawreact.models import gbnf
 
-frames = []
-class Grab(list):
+class Raising(list):
     def append(self, text):
-        frames.append(sys._getframe(1))
-gbnf._captured_log = Grab()
-gbnf.quiet_log(0, b"a line", None)  # C calls the log back, as llama.cpp does while a model loads
-gbnf._captured_log = None
+        handle(signal.SIGINT, None)  # a Ctrl-C while C calls the log back, as llama.cpp does while a model loads
 
-def after(handle):
-    handle(signal.SIGINT, frames[0])  # a Ctrl-C that lands in the log's frame
+class Freed:
+    def __del__(self):
+        handle(signal.SIGINT, None)  # a Ctrl-C while a destructor runs, as llama-cpp-python's frees a model
+
+def after(where):
+    where()
     print("not raised there", flush=True)
     try:
         time.sleep(5)
         print("dropped")
     except KeyboardInterrupt:
-        print("raised once the log returned")
+        print("raised once it returned")
 
+def log():
+    gbnf._captured_log = Raising()
+    gbnf.quiet_log(0, b"a line", None)
+    gbnf._captured_log = None
+
+take_interrupts()  # as the command does before it loads a model
+handle = interrupt  # a first Ctrl-C
+after(log)
+after(lambda: Freed())
 with Stopper() as stop:
     stop.signal = signal.SIGINT  # the first Ctrl-C was taken: the second one
-    after(stop._handle)
-signal.signal(signal.SIGINT, interrupt)  # as the command sets it before it loads a model: a first one
-after(interrupt)
+    handle = stop._handle
+    after(log)
 """
 
 
-def test_a_second_ctrl_c_inside_llama_cpp_s_log_stops_the_run_once_the_log_returns():
+def test_a_ctrl_c_inside_llama_cpp_s_log_or_a_destructor_stops_the_run_once_it_returns():
     """CI, once: the second Ctrl-C of a run landed in the Python function llama.cpp logs through, where
-    ctypes printed the KeyboardInterrupt as a traceback and dropped it. A first Ctrl-C while the model
-    loads (before the run's own handler) could land there too."""
+    ctypes printed the KeyboardInterrupt as a traceback and dropped it; and in a destructor, llama-cpp-python's
+    freeing a model. A first Ctrl-C while the model loads (before the run's own handler) could land there too."""
     done = subprocess.run([sys.executable, "-c", INSIDE_THE_LOG], capture_output=True, text=True, timeout=60)
-    assert done.stdout == "not raised there\nraised once the log returned\n" * 2, done.stderr
+    assert done.stdout == "not raised there\nraised once it returned\n" * 3, done.stderr
     assert "Traceback" not in done.stderr
 
 

@@ -14,9 +14,9 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `rawreact` command."""
     try:
         from rawreact.cli.app import main as command
-        from rawreact.cli.terminal import interrupt
+        from rawreact.cli.terminal import take_interrupts
 
-        signal.signal(signal.SIGINT, interrupt)  # Python's own, but never raised inside llama.cpp's log callback
+        take_interrupts()
         return command(argv)  # it handles Ctrl-C itself once a run is under way, saying what was kept
     except KeyboardInterrupt:
         print("\nrawreact: interrupted", file=sys.stderr)

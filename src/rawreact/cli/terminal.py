@@ -7,19 +7,33 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from rawreact.models.gbnf import CALLBACKS
+_last = signal.SIGINT  # the signal `interrupt` raised for last
 
 
 def interrupt(number: int, frame) -> None:
-    """Raise KeyboardInterrupt for signal `number`, or, where it landed in a Python function that C calls
-    back (llama.cpp's log, while a model loads), send it again in a moment: raised there, ctypes would
-    print it as a traceback and drop it."""
-    if frame is not None and frame.f_code in CALLBACKS:
-        again = threading.Timer(0.02, os.kill, (os.getpid(), number))
-        again.daemon = True
-        again.start()
-        return
+    """Raise KeyboardInterrupt for signal `number` (see `take_interrupts`)."""
+    global _last
+    _last = number
     raise KeyboardInterrupt
+
+
+def _unraisable(found) -> None:
+    """Where Python cannot pass an exception on (a destructor, or a function that C calls back, such as
+    llama.cpp's log), it prints it as a traceback and drops it: a KeyboardInterrupt that lands there is sent
+    again in a moment instead, and anything else is printed as Python prints it."""
+    if not isinstance(found.exc_value, KeyboardInterrupt):
+        sys.__unraisablehook__(found)
+        return
+    again = threading.Timer(0.02, os.kill, (os.getpid(), _last))
+    again.daemon = True
+    again.start()
+
+
+def take_interrupts() -> None:
+    """Ctrl-C raises KeyboardInterrupt, as Python's own handler does, and one that lands where Python would
+    drop it is sent again once that code returned (the model may be loading or being freed)."""
+    signal.signal(signal.SIGINT, interrupt)
+    sys.unraisablehook = _unraisable
 
 
 class Stopper:

@@ -40,9 +40,6 @@ def _quiet_log(level, text, user_data):
 
 
 quiet_log = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)(_quiet_log)
-# The code of the Python functions that C calls back. ctypes prints an exception raised in one (a Ctrl-C
-# that lands there) as a traceback, and drops it: cli/terminal.py sends such a signal again once it returned.
-CALLBACKS = frozenset({_quiet_log.__code__})
 
 
 @contextlib.contextmanager
