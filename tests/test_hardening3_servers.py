@@ -276,9 +276,10 @@ with Stopper() as stop:
 
 
 def test_a_ctrl_c_inside_llama_cpp_s_log_or_a_destructor_stops_the_run_once_it_returns():
-    """CI, once: the second Ctrl-C of a run landed in the Python function llama.cpp logs through, where
-    ctypes printed the KeyboardInterrupt as a traceback and dropped it; and in a destructor, llama-cpp-python's
-    freeing a model. A first Ctrl-C while the model loads (before the run's own handler) could land there too."""
+    """Seen in CI: the second Ctrl-C of a run landed in the Python function llama.cpp logs through, where
+    ctypes printed the KeyboardInterrupt as a traceback and dropped it, and, in another run, in a destructor
+    (llama-cpp-python's freeing a model). A first Ctrl-C while the model loads (before the run's own
+    handler) could land there too."""
     done = subprocess.run([sys.executable, "-c", INSIDE_THE_LOG], capture_output=True, text=True, timeout=60)
     assert done.stdout == "not raised there\nraised once it returned\n" * 3, done.stderr
     assert "Traceback" not in done.stderr

@@ -89,13 +89,13 @@ def test_a_merged_manifest_counts_the_cached_calls_of_every_shard(rows, tmp_path
     whole = tmp_path / "whole.jsonl"
     done = _rawreact("run", data, "--model", model, "--cache", cache, "--out", whole, "-q")
     assert done.returncode == 0, done.stderr
-    calls = json.loads((tmp_path / "whole.jsonl.manifest.json").read_text())["cache"]["made"]
+    calls = read_run(whole)[0]["cache"]["made"]
     outs = _shards(data, model, tmp_path, 3, "--cache", cache)
-    parts = [json.loads(out.with_name(out.name + ".manifest.json").read_text())["cache"] for out in outs]
+    parts = [read_run(out)[0]["cache"] for out in outs]
     assert [p["made"] for p in parts] == [0, 0, 0] and sum(p["hits"] for p in parts) == calls > 7
     merged = tmp_path / "merged.jsonl"
     assert _rawreact("merge", *outs, "--out", merged).returncode == 0
-    manifest = json.loads((tmp_path / "merged.jsonl.manifest.json").read_text())
+    manifest = read_run(merged)[0]
     assert manifest["cache"] == {"file": str(cache), "sampled": False, "hits": calls, "made": 0}
     assert "endpoints" not in manifest  # no fleet, no counts per server
 

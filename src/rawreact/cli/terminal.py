@@ -54,7 +54,6 @@ class Stopper:
     def _handle(self, number: int, frame) -> None:
         if self.signal is not None:
             interrupt(number, frame)
-            return
         self.signal = number
         print(f"\nrawreact: stopping after {self.under_way} (again to stop now)", file=sys.stderr, flush=True)
 

@@ -332,7 +332,7 @@ class Engine:
                 rows.append((request, size - 1, pieces))
             batch.n_tokens = size
             self._set_threads()
-            start, cpu = time.perf_counter(), time.thread_time()
+            start, cpu = time.perf_counter(), time.thread_time() if self.passes is not None else 0.0
             code = self._llama_cpp.llama_decode(self.ctx, batch)
             if code != 0:
                 raise ModelError(f"llama.cpp could not decode a batch of {size} tokens (code {code})")

@@ -33,13 +33,11 @@ def llama_cpp_module():
 _captured_log: list[str] | None = None  # llama.cpp's log lines while check_grammar listens
 
 
-def _quiet_log(level, text, user_data):
+@ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
+def quiet_log(level, text, user_data):
     """llama.cpp's own logging, dropped (it writes to stderr even with verbose=False) unless captured."""
     if _captured_log is not None:
         _captured_log.append(text.decode("utf-8", "replace"))
-
-
-quiet_log = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)(_quiet_log)
 
 
 @contextlib.contextmanager
