@@ -11,6 +11,7 @@ import pytest
 from rawreact import DataError, load_prompt
 from rawreact.config.settings import Settings, parse_spec
 from rawreact.core.errors import ModelError
+from rawreact.models import build
 from rawreact.models.cores import OPENMP, SPIN, Cores, bound_spinning, machine_ticks
 from rawreact.models.llama import LlamaModel
 
@@ -117,6 +118,7 @@ def test_a_run_records_its_thread_count_and_setting(tmp_path):
     manifest = read_manifest(out)
     assert manifest["threads"] == 1 and manifest["settings"]["threads"] == 1
     assert manifest["openmp"] == bound_spinning() and manifest["openmp"]["set_by"]  # how its threads wait
+    assert manifest["llama_cpp"] == build.loads() and manifest["llama_cpp"]["features"]  # its arithmetic
 
 
 # In a process of its own (libgomp reads its environment once): load llama.cpp as rawreact does, decode one

@@ -102,6 +102,8 @@ def run(args: argparse.Namespace) -> int:
         "threads": "auto" if getattr(model, "cores", None) is not None else getattr(model, "n_threads", None),
         # how its idle OpenMP threads wait (models.cores.bound_spinning): what a busy machine's wall times depend on
         "openmp": bound_spinning() if embedded else None,
+        # the CPU features of its llama.cpp build and whether the weights were repacked: they decide its arithmetic
+        "llama_cpp": {"features": model.build, "repack": model.repack} if hasattr(model, "build") else None,
         "workers": settings.workers,
         "timeout": settings.timeout,
         "settings": manifest_settings(settings),

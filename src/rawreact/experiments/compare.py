@@ -16,7 +16,7 @@ from rawreact.config.settings import Settings, in_shard, parse_shard
 from rawreact.core.errors import DataError, GrammarError, ModelError
 from rawreact.core.stats import RESAMPLES
 from rawreact.experiments.variants import Variant
-from rawreact.models import load_model
+from rawreact.models import build, load_model
 from rawreact.models.cache import CachedModel, CallCache
 from rawreact.models.cores import bound_spinning
 from rawreact.models.specs import is_embedded
@@ -96,6 +96,7 @@ def compare(
             details["questions"] = len(questions)
             details["settings"] = manifest_settings(Settings(**variant.to_dict() | shared))
             details["openmp"] = bound_spinning() if is_embedded(variant.model) else None  # as `run` records it
+            details["llama_cpp"] = build.loads() if is_embedded(variant.model) else None  # as the model will load
             sink = RunFile(path, parts.config, resume=True, details=details)
             made += [path, sink.manifest_path] if new else []
             plans.append((variant, parts, sink, sum(q.id in sink.done for q in questions)))

@@ -7,8 +7,8 @@ it (and stores its reply) when not. A call's key is the SHA-256 of everything th
   grammar, and any other option (a sample's seed and temperature);
 - the model (`identity`): its backend, its name, the SHA-256 of its file (or what a server says of the model it
   serves), and every setting of it that can change a token: temperature, seed, context window, threads (llama.cpp's
-  arithmetic depends on the count), workers (streams decode together), drafts, flash attention, the grammar's
-  scope;
+  arithmetic depends on the count), workers (streams decode together), drafts, flash attention, whether llama.cpp
+  repacked the weights and the CPU features its build uses (`models.build`), the grammar's scope;
 - the code: Python's version, rawreact's and llama-cpp-python's.
 
 A call that samples (at a temperature above 0, and every `sample`) is never answered from the cache unless
@@ -48,6 +48,8 @@ DECIDING = (
     "workers",
     "drafts",
     "flash_attention",
+    "repack",
+    "build",
 )
 SCHEMA = "CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, reply TEXT NOT NULL)"
 

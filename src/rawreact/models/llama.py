@@ -11,6 +11,7 @@ import numpy as np
 from rawreact.core.errors import ContextLengthExceeded, ModelError
 from rawreact.models.base import ChatReply, Completion
 from rawreact.models.batch import PREFIXES, Engine, Request
+from rawreact.models.build import features, loading, repack_default
 from rawreact.models.chatml import ChatML
 from rawreact.models.cores import Cores, allowed_cores
 from rawreact.models.gbnf import GrammarSampler, quiet_log
@@ -42,6 +43,10 @@ class LlamaModel:
     load instead: the cores less those other processes keep busy, re-measured every second
     (`cores.Cores`), so a busy machine slows a run down instead of stalling it; llama.cpp's arithmetic
     here depends on the thread count, so the text can then differ from a fixed count's.
+
+    `repack` says whether llama.cpp copies the weights into the layout of this CPU's kernels at load (None:
+    yes, unless the build has Intel AMX, whose kernels crash: see `build`); `build` lists the features the
+    installed llama.cpp reports (AVX2, AVX512, AMX_INT8, REPACK, ...). Both decide the arithmetic.
     """
 
     supports_grammar = True
@@ -60,6 +65,7 @@ class LlamaModel:
         workers: int = 1,
         drafts: int = 0,
         flash_attention: bool | None = None,
+        repack: bool | None = None,
     ) -> None:
         llama_cpp = _llama_cpp()
         path = Path(path)
@@ -77,12 +83,17 @@ class LlamaModel:
         fixed = isinstance(n_threads, int) and not isinstance(n_threads, bool) and n_threads >= 1
         if not (n_threads is None or n_threads == "auto" or fixed):
             raise ModelError(f"n_threads must be a whole number of 1 or more, None or 'auto', not {n_threads!r}")
+        if repack is not None and not isinstance(repack, bool):
+            raise ModelError(f"repack must be True, False or None (llama.cpp's choice for this build), not {repack!r}")
+        self.build = features(llama_cpp)
+        self.repack = repack_default(self.build) if repack is None else repack
         self.cores = Cores() if n_threads == "auto" else None  # the cores, less what other processes use
         n_threads = n_threads if fixed else allowed_cores()
         llama_cpp.llama_log_set(quiet_log, ctypes.c_void_p())
         try:
             # Its own context only tokenizes: the engine's contexts decode.
-            self.llm = llama_cpp.Llama(str(path), n_ctx=256, n_batch=256, n_threads=n_threads, verbose=False)
+            with loading(llama_cpp, repack=self.repack):
+                self.llm = llama_cpp.Llama(str(path), n_ctx=256, n_batch=256, n_threads=n_threads, verbose=False)
         except ValueError as error:
             raise ModelError(f"llama.cpp could not load {path}: {error}; is it a valid GGUF file?") from None
         self.name = name or path.name
