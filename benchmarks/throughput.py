@@ -13,6 +13,8 @@ measured in the same run, on the same questions:
   its ratio to `engine` is the engine's alone.
 - `engine W`: rawreact's embedded engine with W workers decoding together (greedy, the default settings), and with
   `--split`, `engine W split`: the same with a cache of its own for each stream instead of one shared cache.
+- with `--no-repack`, every setting again as `S no-repack`: the weights loaded without llama.cpp's runtime
+  repacking (`models.build`), on both sides. Otherwise both sides load them as rawreact does on this build.
 
 Both sides run greedy with the same context, flash attention and `--threads` llama.cpp threads (default 1: on a
 shared machine more threads spin while they wait, and their CPU time then measures the waiting). The columns:
@@ -25,7 +27,7 @@ The summary gives each setting's median CPU-seconds a question over the repeats,
 fitted to what a pass, a logit row and a prompt token cost, and what a question would cost with every pass full.
 
     RAWREACT_HOTPOTQA=FILE python benchmarks/throughput.py [--limit 24] [--workers 1 8] [--repeats 2]
-        [--threads 1] [--grammar step] [--n-first 5] [--split]
+        [--threads 1] [--grammar step] [--n-first 5] [--split] [--no-repack]
 """
 
 import argparse
@@ -38,6 +40,7 @@ import numpy as np
 
 from rawreact import load_collection, load_model, load_prompt, run_questions
 from rawreact.agents.loop import ACTION_END
+from rawreact.models import build
 from rawreact.models.base import Completion
 from rawreact.models.gbnf import llama_cpp_module
 from rawreact.models.specs import model_path
@@ -81,11 +84,14 @@ class PlainLlama:
 
 def measure(data, questions, prompt, setting: str, workers: int, threads: int, grammar, n_first: int) -> dict:
     """One run of the questions in one setting: its wall and CPU time, the load around it, and what it did."""
+    repack = False if setting.endswith(" no-repack") else None  # None: as rawreact loads this build
     if setting.startswith("plain"):
-        model = PlainLlama(8192, threads, early_stop=setting == "plain+stop")
+        loaded = build.repack_default(build.features(llama_cpp)) if repack is None else repack
+        with build.loading(llama_cpp, repack=loaded):
+            model = PlainLlama(8192, threads, early_stop=setting.startswith("plain+stop"))
     else:
-        model = load_model("gemma3-270m", workers=workers, n_threads=threads)
-        if setting.endswith("split"):
+        model = load_model("gemma3-270m", workers=workers, n_threads=threads, repack=repack)
+        if " split" in setting:
             model._engine = model._make_engine(workers, unified=False)
         model.engine.passes = []  # each pass's tokens, logit rows and CPU seconds, for `costs`
     env = functools.partial(data.env, n_first=n_first)
@@ -148,11 +154,13 @@ def main() -> None:
     parser.add_argument("--n-first", type=int, default=5, help="sentences a search returns")
     parser.add_argument("--grammar", choices=["step"], help="run under the step grammar")
     parser.add_argument("--split", action="store_true", help="also run each W > 1 with a cache of its own per stream")
+    parser.add_argument("--no-repack", action="store_true", help="also run every setting without weight repacking")
     args = parser.parse_args()
     data, prompt = load_collection(args.data), load_prompt()
     questions = data.questions[: args.limit]
     settings = [("plain", 1), ("plain+stop", 1)] + [(f"engine {w}", w) for w in args.workers]
     settings += [(f"engine {w} split", w) for w in args.workers if w > 1 and args.split]
+    settings += [(f"{name} no-repack", w) for name, w in settings] if args.no_repack else []
     print(
         f"{len(questions)} questions of {args.data}, gemma3-270m, greedy, 7 steps, {args.n_first} sentences a "
         f"search, grammar {args.grammar or 'off'}, {args.threads} llama.cpp thread(s), {os.cpu_count()} cores; "
