@@ -7,7 +7,7 @@ import pytest
 
 from rawreact import load_collection
 from rawreact.cli.app import main
-from rawreact.core.stats import interval, wilson
+from rawreact.core.stats import interval, score_interval, wilson
 
 
 def test_a_share_on_a_few_questions_gets_an_honest_interval():
@@ -18,6 +18,9 @@ def test_a_share_on_a_few_questions_gets_an_honest_interval():
     assert str(interval([0.0, 0.0, 0.0])) == "0.000 [0.000, 0.000]"  # not a share (F1): the bootstrap, as before
     with pytest.raises(ValueError, match="each 0 or 1"):
         interval([0.5, 1.0], share=True)
+    # every report picks the interval by the metric: a share (EM, a game's success) gets Wilson's
+    assert str(score_interval("em", [0, 0, 0])) == str(score_interval("success", [0, 0, 0])) == "0.000 [0.000, 0.561]"
+    assert str(score_interval("f1", [0.0, 0.0, 0.0])) == "0.000 [0.000, 0.000]"
     half = wilson(5, 10)  # symmetric about one half: [0.2366, 0.7634]
     assert (round(half.low, 4), round(half.high, 4)) == (0.2366, 0.7634)
     z2 = 1.959963984540054**2  # with no success the upper bound is z^2 / (n + z^2), in closed form

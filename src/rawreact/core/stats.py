@@ -84,6 +84,12 @@ def interval(
     return bootstrap(values, resamples=resamples, seed=seed, level=level)
 
 
+def score_interval(metric: str, values, **options) -> Interval:
+    """The interval of a metric's per-question scores: Wilson's where `metric` is a share (SHARES), else the
+    bootstrap; `options` go to `interval`."""
+    return interval(values, share=metric in SHARES, **options)
+
+
 def paired(base, other, **options) -> Interval:
     """The mean of `other - base` over the same questions (in the same order), and its interval."""
     base, other = np.asarray(base, dtype=float), np.asarray(other, dtype=float)

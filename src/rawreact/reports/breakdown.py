@@ -4,7 +4,7 @@ question ended, with counts and 95% intervals (`stats.interval`). (FEVER's label
 
 import re
 
-from rawreact.core.stats import RESAMPLES, SHARES, interval
+from rawreact.core.stats import RESAMPLES, score_interval
 from rawreact.core.text import plural
 
 # HotpotQA's kind is `type/level` (`bridge/hard`); a game's is its recipe, `kind:level` (`coin:2`).
@@ -41,14 +41,14 @@ def _scores(records: list[dict], resamples: int, seed: int) -> dict[str, str]:
         cells = {"scored": str(len(records))}
         for metric in ("success", "reward"):
             values = [r.get(metric) or 0.0 for r in records]
-            cells[metric] = str(interval(values, share=metric in SHARES, resamples=resamples, seed=seed))
+            cells[metric] = str(score_interval(metric, values, resamples=resamples, seed=seed))
         return cells
     scored = [r for r in records if r["em"] is not None]
     if not scored:
         return {"scored": "0", "EM": "-", "F1": "-"}
     cells = {"scored": str(len(scored))}
     for metric in ("em", "f1"):
-        found = interval([r[metric] for r in scored], share=metric in SHARES, resamples=resamples, seed=seed)
+        found = score_interval(metric, [r[metric] for r in scored], resamples=resamples, seed=seed)
         cells[metric.upper()] = str(found)  # "mean [low, high]"
     return cells
 

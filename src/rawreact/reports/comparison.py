@@ -6,7 +6,7 @@ from functools import cached_property
 from pathlib import Path
 
 from rawreact.core.errors import DataError
-from rawreact.core.stats import RESAMPLES, SHARES, Interval, interval, paired
+from rawreact.core.stats import RESAMPLES, Interval, paired, score_interval
 from rawreact.reports.summary import COLUMNS, _branch_cell, _cell, _endings_cell, drop_unused, summarize, table
 from rawreact.runs.records import read_run
 
@@ -47,7 +47,7 @@ class Comparison:
         key = (name, metric, False)
         if key not in self._intervals:
             scores = self.scores(name, metric)
-            self._intervals[key] = interval(scores, share=metric in SHARES, resamples=self.resamples, seed=self.seed)
+            self._intervals[key] = score_interval(metric, scores, resamples=self.resamples, seed=self.seed)
         return self._intervals[key]
 
     def difference(self, name: str, metric: str) -> Interval:

@@ -15,7 +15,7 @@ from pathlib import Path
 from rawreact import __version__
 from rawreact.agents.guardrails import ENDINGS
 from rawreact.core.errors import DataError
-from rawreact.core.stats import RESAMPLES, SHARES, interval, intervals_said
+from rawreact.core.stats import RESAMPLES, intervals_said, score_interval
 from rawreact.core.text import plural
 from rawreact.reports import svg
 from rawreact.reports.breakdown import breakdown, breakdown_note
@@ -241,7 +241,7 @@ def _charts(records: dict[str, list[dict]], resamples: int, seed: int) -> str:
         for name, found in filled.items():
             scored = [r[metric] for r in found if r.get(metric) is not None]  # no gold answer, no score
             if scored:
-                drawn = interval(scored, share=metric in SHARES, resamples=resamples, seed=seed)
+                drawn = score_interval(metric, scored, resamples=resamples, seed=seed)
                 rows.append((name, drawn.mean, drawn.low, drawn.high))
         if rows:  # a run whose questions have no gold answer has no score to chart
             label = metric.upper() if metric in ("em", "f1") else metric.capitalize()
