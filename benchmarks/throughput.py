@@ -86,8 +86,7 @@ def measure(data, questions, prompt, setting: str, workers: int, threads: int, g
     """One run of the questions in one setting: its wall and CPU time, the load around it, and what it did."""
     repack = False if setting.endswith(" no-repack") else None  # None: as rawreact loads this build
     if setting.startswith("plain"):
-        loaded = build.repack_default(build.features(llama_cpp)) if repack is None else repack
-        with build.loading(llama_cpp, repack=loaded):
+        with build.loading(llama_cpp, repack=build.loads()["repack"] if repack is None else repack):
             model = PlainLlama(8192, threads, early_stop=setting.startswith("plain+stop"))
     else:
         model = load_model("gemma3-270m", workers=workers, n_threads=threads, repack=repack)

@@ -68,8 +68,8 @@ def test_repacking_is_a_setting_of_the_load_and_a_build_with_amx_loads_without_i
     # the cache's key tells the loads apart: their arithmetic may differ
     assert identity(plain)["repack"] is False and identity(default)["repack"] is default.repack
     assert identity(amx)["build"] == amx.build != identity(plain)["build"]
-    for engine in (default, plain, amx, asked):
-        engine.llm.close()
+    for model in (default, plain, amx, asked):
+        model.llm.close()
 
 
 @pytest.mark.parametrize("value", ["yes", 1])

@@ -11,7 +11,7 @@ import numpy as np
 from rawreact.core.errors import ContextLengthExceeded, ModelError
 from rawreact.models.base import ChatReply, Completion
 from rawreact.models.batch import PREFIXES, Engine, Request
-from rawreact.models.build import features, loading, repack_default
+from rawreact.models.build import loading, loads
 from rawreact.models.chatml import ChatML
 from rawreact.models.cores import Cores, allowed_cores
 from rawreact.models.gbnf import GrammarSampler, quiet_log
@@ -85,8 +85,8 @@ class LlamaModel:
             raise ModelError(f"n_threads must be a whole number of 1 or more, None or 'auto', not {n_threads!r}")
         if repack is not None and not isinstance(repack, bool):
             raise ModelError(f"repack must be True, False or None (llama.cpp's choice for this build), not {repack!r}")
-        self.build = features(llama_cpp)
-        self.repack = repack_default(self.build) if repack is None else repack
+        default = loads()
+        self.build, self.repack = default["features"], default["repack"] if repack is None else repack
         self.cores = Cores() if n_threads == "auto" else None  # the cores, less what other processes use
         n_threads = n_threads if fixed else allowed_cores()
         llama_cpp.llama_log_set(quiet_log, ctypes.c_void_p())
