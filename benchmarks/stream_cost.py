@@ -17,6 +17,7 @@ import time
 import llama_cpp
 
 from rawreact.core.resources import resource
+from rawreact.models import build
 from rawreact.models.specs import model_path
 
 
@@ -90,7 +91,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--chunks", type=int, nargs="+", default=[1, 8, 32, 256], help="prompt chunk sizes")
     args = parser.parse_args()
-    llm = llama_cpp.Llama(str(model_path("gemma3-270m")), n_ctx=256, n_threads=1, verbose=False)
+    with build.loading(llama_cpp, repack=build.loads()["repack"]):  # as rawreact loads this build
+        llm = llama_cpp.Llama(str(model_path("gemma3-270m")), n_ctx=256, n_threads=1, verbose=False)
     text = resource("prompts", "exemplars.txt").read_text(encoding="utf-8")
     source = llm.tokenize(text.encode())
     print(f"load {os.getloadavg()[0]:.2f} at the start; CPU ms (wall ms) a pass, one llama.cpp thread")

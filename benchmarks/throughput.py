@@ -20,14 +20,16 @@ Both sides run greedy with the same context, flash attention and `--threads` lla
 shared machine more threads spin while they wait, and their CPU time then measures the waiting). The columns:
 wall and CPU seconds a question, the load at the start and end of the run, decode passes a question, generated
 tokens a pass and milliseconds a pass inside llama_decode (the engine's own counts), prompt tokens evaluated a
-question (beyond the kept few-shot prompt, which is computed once a run), generated tokens a question, and
-EM. Give three times as many questions as workers or more: in a run's tail fewer questions are left than workers.
-The summary gives each setting's median CPU-seconds a question over the repeats, and how many times fewer than
-`plain` that is. Last, for each engine setting, where its decode time goes (`costs`): the CPU time of a pass
-fitted to what a pass, a logit row and a prompt token cost, and what a question would cost with every pass full.
+question (beyond the kept few-shot prompt, which is computed once a run), generated tokens a question, calls
+cut at the token limit a question (a question whose calls run to the limit is costly, most of all alone in the
+run's tail), and EM. Give three times as many questions as workers or more: in a run's tail fewer questions are
+left than workers. The summary gives each setting's median CPU-seconds a question over the repeats, and how
+many times fewer than `plain` that is. Last, for each engine setting, where its decode time goes (`costs`): the
+CPU time of a pass fitted to what a pass, a logit row and a prompt token cost, and what a question would cost
+with every pass full.
 
     RAWREACT_HOTPOTQA=FILE python benchmarks/throughput.py [--limit 24] [--workers 1 8] [--repeats 2]
-        [--threads 1] [--grammar step] [--n-first 5] [--split] [--no-repack]
+        [--threads 1] [--grammar step] [--n-first 5] [--split] [--no-repack] [--only SETTING ...]
 """
 
 import argparse
@@ -53,17 +55,19 @@ SAMPLE = os.environ.get("RAWREACT_HOTPOTQA")  # a HotpotQA file in the official 
 class PlainLlama:
     """llama-cpp-python's own completion call, as a simple reference-style loop would make it."""
 
-    def __init__(self, n_ctx: int, n_threads: int, early_stop: bool) -> None:
-        self.llm = llama_cpp.Llama(
-            str(model_path("gemma3-270m")),
-            n_ctx=n_ctx,
-            n_threads=n_threads,
-            n_threads_batch=n_threads,
-            flash_attn=True,
-            swa_full=True,  # without it Gemma 3 keeps no prefix between calls
-            seed=0,
-            verbose=False,
-        )
+    def __init__(self, n_ctx: int, n_threads: int, early_stop: bool, repack: bool | None = None) -> None:
+        repack = build.loads()["repack"] if repack is None else repack  # None: as rawreact loads this build
+        with build.loading(llama_cpp, repack=repack):
+            self.llm = llama_cpp.Llama(
+                str(model_path("gemma3-270m")),
+                n_ctx=n_ctx,
+                n_threads=n_threads,
+                n_threads_batch=n_threads,
+                flash_attn=True,
+                swa_full=True,  # without it Gemma 3 keeps no prefix between calls
+                seed=0,
+                verbose=False,
+            )
         self.name, self.early_stop = "gemma3-270m (plain llama-cpp-python)", early_stop
 
     def complete(self, prompt: str, *, stop: list[str], max_tokens: int, grammar: str | None = None) -> Completion:
@@ -86,8 +90,7 @@ def measure(data, questions, prompt, setting: str, workers: int, threads: int, g
     """One run of the questions in one setting: its wall and CPU time, the load around it, and what it did."""
     repack = False if setting.endswith(" no-repack") else None  # None: as rawreact loads this build
     if setting.startswith("plain"):
-        with build.loading(llama_cpp, repack=build.loads()["repack"] if repack is None else repack):
-            model = PlainLlama(8192, threads, early_stop=setting.startswith("plain+stop"))
+        model = PlainLlama(8192, threads, early_stop=setting.startswith("plain+stop"), repack=repack)
     else:
         model = load_model("gemma3-270m", workers=workers, n_threads=threads, repack=repack)
         if " split" in setting:
@@ -104,6 +107,7 @@ def measure(data, questions, prompt, setting: str, workers: int, threads: int, g
         "load": (load, os.getloadavg()[0]),
         "em": sum(r.em for r in results) / n,
         "generated": sum(r.outcome.tokens()["completion"] for r in results) / n,
+        "cut": sum(c.finish_reason == "length" for r in results for c in r.outcome.calls) / n,
     }
     if not setting.startswith("plain"):
         row["passes"] = model.engine.stats.passes / n
@@ -154,19 +158,27 @@ def main() -> None:
     parser.add_argument("--grammar", choices=["step"], help="run under the step grammar")
     parser.add_argument("--split", action="store_true", help="also run each W > 1 with a cache of its own per stream")
     parser.add_argument("--no-repack", action="store_true", help="also run every setting without weight repacking")
+    parser.add_argument(
+        "--only", nargs="+", metavar="SETTING", help='run only these settings, e.g. plain "engine 8" (plain is kept)'
+    )
     args = parser.parse_args()
     data, prompt = load_collection(args.data), load_prompt()
     questions = data.questions[: args.limit]
     settings = [("plain", 1), ("plain+stop", 1)] + [(f"engine {w}", w) for w in args.workers]
     settings += [(f"engine {w} split", w) for w in args.workers if w > 1 and args.split]
     settings += [(f"{name} no-repack", w) for name, w in settings] if args.no_repack else []
+    if args.only:
+        unknown = set(args.only) - {name for name, _ in settings}
+        if unknown:
+            parser.error(f"no setting {', '.join(sorted(unknown))}; the settings: {', '.join(n for n, _ in settings)}")
+        settings = [(name, w) for name, w in settings if name == "plain" or name in args.only]
     print(
         f"{len(questions)} questions of {args.data}, gemma3-270m, greedy, 7 steps, {args.n_first} sentences a "
         f"search, grammar {args.grammar or 'off'}, {args.threads} llama.cpp thread(s), {os.cpu_count()} cores; "
         f"load {os.getloadavg()[0]:.2f} at the start; settings in turn, {args.repeats} rounds"
     )
     print(f"{'setting':>10s} {'round':>5s} {'wall s/q':>8s} {'CPU s/q':>7s} {'load':>11s} {'pass/q':>6s} "
-          f"{'gen/pass':>8s} {'ms/pass':>7s} {'eval/q':>6s} {'gen/q':>6s} {'EM':>5s}")  # fmt: skip
+          f"{'gen/pass':>8s} {'ms/pass':>7s} {'eval/q':>6s} {'gen/q':>6s} {'cut/q':>5s} {'EM':>5s}")  # fmt: skip
     found: dict[str, list[dict]] = {name: [] for name, _ in settings}
     for round_ in range(1, args.repeats + 1):
         for name, workers in settings:
@@ -178,7 +190,8 @@ def main() -> None:
                 else f"{'-':>6s} {'-':>8s} {'-':>7s} {'-':>6s}"
             )
             print(f"{name:>10s} {round_:5d} {row['wall']:8.2f} {row['cpu']:7.2f} "
-                  f"{row['load'][0]:5.2f}-{row['load'][1]:5.2f} {passes} {row['generated']:6.0f} {row['em']:5.2f}",
+                  f"{row['load'][0]:5.2f}-{row['load'][1]:5.2f} {passes} {row['generated']:6.0f} {row['cut']:5.2f} "
+                  f"{row['em']:5.2f}",
                   flush=True)  # fmt: skip
     plain = statistics.median(r["cpu"] for r in found["plain"])
     print(f"\nload {os.getloadavg()[0]:.2f} at the end. Median over {args.repeats} rounds:")

@@ -30,7 +30,9 @@ def start_llama_server(model_path, *, n_ctx: int = 8192, threads: int = 2, port:
     """Start `python -m llama_cpp.server` serving `model_path` and wait until it answers; returns the
     process and its base URL (ending in /v1). `stop_llama_server` ends it."""
     port = port or free_port()
-    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path), "--host", "127.0.0.1"]
+    # loaded as rawreact loads the model (models.build): on a build with AMX, without AMX tiles
+    command = [sys.executable, "-m", "rawreact.models.build", "llama_cpp.server", "--model", str(model_path)]
+    command += ["--host", "127.0.0.1"]
     command += ["--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(threads), "--verbose", "False"]
     log = tempfile.TemporaryFile("w+")  # noqa: SIM115 (closed by stop_llama_server) a file, not a pipe, which could fill up
     server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True)

@@ -1,6 +1,10 @@
 """The llama.cpp build a run decodes with: its CPU features, and whether the embedded model's weights are
 repacked for them (models.build). llama.cpp's AMX kernels crash, so a build with AMX loads without repacking."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from rawreact.core.errors import ModelError
@@ -64,7 +68,11 @@ def test_repacking_is_a_setting_of_the_load_and_a_build_with_amx_loads_without_i
     assert "AMX_INT8" in amx.build and amx.repack is False
     assert not any("REPACK" in line or "AMX" in line for line in amx_buffers)
     asked, asked_buffers = loaded(repack=True)
-    assert asked.repack is True and (any("REPACK" in line for line in asked_buffers) or "REPACK" not in asked.build)
+    # repacked for this build's kernels: CPU_REPACK on AVX2, AMX tiles (213.9 MB of Gemma) on a native build with AMX
+    extra = ("AMX model buffer", "CPU_REPACK model buffer")
+    assert asked.repack is True and (
+        any(name in line for line in asked_buffers for name in extra) or "REPACK" not in asked.build
+    )
     # the cache's key tells the loads apart: their arithmetic may differ
     assert identity(plain)["repack"] is False and identity(default)["repack"] is default.repack
     assert identity(amx)["build"] == amx.build != identity(plain)["build"]
@@ -76,3 +84,25 @@ def test_repacking_is_a_setting_of_the_load_and_a_build_with_amx_loads_without_i
 def test_a_bad_repack_value_is_one_line(value):
     with pytest.raises(ModelError, match=f"repack must be True, False or None .*not {value!r}"):
         LlamaModel(model_path("gemma3-270m"), repack=value)
+
+
+def test_another_program_runs_with_rawreacts_load(tmp_path, monkeypatch, capsys):
+    """`python -m rawreact.models.build MODULE ARGS` (how the tests start llama-cpp-python's server) runs the
+    module as `python -m` would, with its arguments, while llama.cpp's defaults repack as rawreact's loads do:
+    here as on a build with AMX (`loads` says no repacking), where llama.cpp's own default would repack."""
+    (tmp_path / "shows.py").write_text(
+        "import sys, llama_cpp\nprint(sys.argv[1:], llama_cpp.llama_cpp.llama_model_default_params().use_extra_bufts)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    monkeypatch.setattr(build, "loads", lambda: {"features": ["AVX2", "AMX_INT8"], "repack": False})
+    build.main(["shows", "--model", "x y"])
+    assert capsys.readouterr().out.strip() == "['--model', 'x y'] False"
+    assert llama_cpp.llama_cpp.llama_model_default_params().use_extra_bufts is True  # restored after
+    command = [sys.executable, "-m", "rawreact.models.build"]
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    done = subprocess.run([*command, "shows", "-v"], capture_output=True, text=True, env=env, check=True)
+    assert done.stdout.strip() == f"['-v'] {'AMX_INT8' not in build.features(llama_cpp)}"
+    bare = subprocess.run(command, capture_output=True, text=True, env=env)
+    assert bare.returncode != 0 and "usage: python -m rawreact.models.build MODULE" in bare.stderr
+    assert "Traceback" not in bare.stderr

@@ -13,9 +13,14 @@ process (exit 139) within a few questions. The tile configuration it loads lives
 compiler may drop the writes to it (llama.cpp issue 20824). Loaded without extra buffer types, the same
 build ran without a fault and uses its AVX-512 kernels instead; so that is the default where the build
 reports AMX (`repack=None`). Elsewhere the weights are repacked as llama.cpp does by default.
+
+`python -m rawreact.models.build MODULE ARGS...` runs another program that loads through llama-cpp-python
+(its server: `python -m rawreact.models.build llama_cpp.server --model FILE ...`) with the same default.
 """
 
 import contextlib
+import runpy
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -68,3 +73,17 @@ def loading(llama_cpp, *, repack: bool) -> Iterator[None]:
             yield
         finally:
             module.llama_model_default_params = original
+
+
+def main(argv: list[str]) -> None:
+    """Run the module `argv[0]` as `python -m` would, with `argv[1:]` as its arguments, its loads repacked as
+    rawreact's are (`loads`): llama-cpp-python's server on a build with AMX then loads without AMX tiles."""
+    if not argv or argv[0].startswith("-"):
+        sys.exit("usage: python -m rawreact.models.build MODULE [ARGS...], e.g. llama_cpp.server --model FILE")
+    module, sys.argv = argv[0], argv
+    with loading(llama_cpp_module(), repack=loads()["repack"]):
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
