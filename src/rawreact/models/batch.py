@@ -18,7 +18,7 @@ token goes into the pass with up to that many tokens guessed from its own prompt
 with logits, and the model's pick after each is compared with the next guess. The agreed guesses
 are kept, as if decoded one by one; the cells of the others are removed. This gives the same
 tokens as decoding one at a time only where the logits of a token do not depend on how many
-tokens share its pass: not on the llama.cpp build the first command installs, measured (llamafile's
+tokens share its pass: not on the AVX2 build of llama.cpp, measured (llamafile's
 kernels and weight repacking round otherwise), but on a build without them, with flash attention
 off, in passes of up to 7 tokens (`benchmarks/pass_cost.py` measures it).
 """
