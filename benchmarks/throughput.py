@@ -56,8 +56,7 @@ class PlainLlama:
     """llama-cpp-python's own completion call, as a simple reference-style loop would make it."""
 
     def __init__(self, n_ctx: int, n_threads: int, early_stop: bool, repack: bool | None = None) -> None:
-        repack = build.loads()["repack"] if repack is None else repack  # None: as rawreact loads this build
-        with build.loading(llama_cpp, repack=repack):
+        with build.loading(llama_cpp, repack=repack):  # None: as rawreact loads this build
             self.llm = llama_cpp.Llama(
                 str(model_path("gemma3-270m")),
                 n_ctx=n_ctx,

@@ -53,7 +53,7 @@ def test_the_server_model_writes_what_llama_cpp_python_writes_for_the_request(se
     assert model.family == "llamacpp" and model.supports_grammar and model.model.endswith(".gguf")
     prompt = demo.questions[0].question + "\nThought 1:"
     via = model.complete(prompt, stop=["\nObservation 1:"], max_tokens=30)
-    with build.loading(llama_cpp, repack=build.loads()["repack"]):  # as the server loads it (tests/servers.py)
+    with build.loading(llama_cpp):  # as the server loads it (tests/servers.py)
         library = llama_cpp.Llama(str(gemma.path), n_ctx=8192, n_batch=512, n_threads=2, verbose=False)
     direct = library.create_completion(
         prompt, max_tokens=30, stop=["\nObservation 1:"], temperature=0.0, repeat_penalty=1.0, seed=0

@@ -53,13 +53,14 @@ def loads() -> dict:
 
 
 @contextlib.contextmanager
-def loading(llama_cpp, *, repack: bool) -> Iterator[None]:
-    """Inside the block, llama-cpp-python's `Llama` loads weights repacked or not.
+def loading(llama_cpp, *, repack: bool | None = None) -> Iterator[None]:
+    """Inside the block, llama-cpp-python's `Llama` loads weights repacked or not (None: as `loads` says).
 
     `Llama` has no argument for it and starts from `llama_model_default_params()`, so for the block that
     function returns llama.cpp's defaults with `use_extra_bufts` set to `repack`.
     """
     module = llama_cpp.llama_cpp
+    repack = loads()["repack"] if repack is None else repack
     with _loading:
         original = module.llama_model_default_params
 
@@ -81,7 +82,7 @@ def main(argv: list[str]) -> None:
     if not argv or argv[0].startswith("-"):
         sys.exit("usage: python -m rawreact.models.build MODULE [ARGS...], e.g. llama_cpp.server --model FILE")
     module, sys.argv = argv[0], argv
-    with loading(llama_cpp_module(), repack=loads()["repack"]):
+    with loading(llama_cpp_module()):
         runpy.run_module(module, run_name="__main__", alter_sys=True)
 
 
