@@ -11,8 +11,8 @@ measured in the same run, on the same questions:
   a reference-style loop stops it: the baseline.
 - `plain+stop`: the same, also stopped where the tolerant loop stops a call (a complete action line), so that
   its ratio to `engine` is the engine's alone.
-- `engine W`: rawreact's embedded engine with W workers decoding together (greedy, the default settings), and with
-  `--split`, `engine W split`: the same with a cache of its own for each stream instead of one shared cache.
+- `engine W`: rawreact's embedded engine with W workers decoding together (greedy, the default settings: a cache of
+  its own for each stream), and with `--shared`, `engine W shared`: the same with one cache shared by the streams.
 - with `--no-repack`, every setting again as `S no-repack`: the weights loaded without llama.cpp's runtime
   repacking (`models.build`), on both sides. Otherwise both sides load them as rawreact does on this build.
 
@@ -29,7 +29,7 @@ CPU time of a pass fitted to what a pass, a logit row and a prompt token cost, a
 with every pass full.
 
     RAWREACT_HOTPOTQA=FILE python benchmarks/throughput.py [--limit 24] [--workers 1 8] [--repeats 2]
-        [--threads 1] [--grammar step] [--n-first 5] [--split] [--no-repack] [--only SETTING ...]
+        [--threads 1] [--grammar step] [--n-first 5] [--shared] [--no-repack] [--only SETTING ...]
 """
 
 import argparse
@@ -92,8 +92,7 @@ def measure(data, questions, prompt, setting: str, workers: int, threads: int, g
         model = PlainLlama(8192, threads, early_stop=setting.startswith("plain+stop"), repack=repack)
     else:
         model = load_model("gemma3-270m", workers=workers, n_threads=threads, repack=repack)
-        if " split" in setting:
-            model._engine = model._make_engine(workers, unified=False)
+        model.shared_cache = " shared" in setting
         model.engine.passes = []  # each pass's tokens, logit rows and CPU seconds, for `costs`
     env = functools.partial(data.env, n_first=n_first)
     load, wall, cpu = os.getloadavg()[0], time.perf_counter(), time.process_time()
@@ -155,7 +154,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="llama.cpp threads on both sides")
     parser.add_argument("--n-first", type=int, default=5, help="sentences a search returns")
     parser.add_argument("--grammar", choices=["step"], help="run under the step grammar")
-    parser.add_argument("--split", action="store_true", help="also run each W > 1 with a cache of its own per stream")
+    parser.add_argument("--shared", action="store_true", help="also run each W > 1 with one cache for all streams")
     parser.add_argument("--no-repack", action="store_true", help="also run every setting without weight repacking")
     parser.add_argument(
         "--only", nargs="+", metavar="SETTING", help='run only these settings, e.g. plain "engine 8" (plain is kept)'
@@ -164,7 +163,7 @@ def main() -> None:
     data, prompt = load_collection(args.data), load_prompt()
     questions = data.questions[: args.limit]
     settings = [("plain", 1), ("plain+stop", 1)] + [(f"engine {w}", w) for w in args.workers]
-    settings += [(f"engine {w} split", w) for w in args.workers if w > 1 and args.split]
+    settings += [(f"engine {w} shared", w) for w in args.workers if w > 1 and args.shared]
     settings += [(f"{name} no-repack", w) for name, w in settings] if args.no_repack else []
     if args.only:
         unknown = set(args.only) - {name for name, _ in settings}

@@ -287,7 +287,7 @@ def test_a_ctrl_c_inside_llama_cpp_s_log_or_a_destructor_stops_the_run_once_it_r
 
 def test_ctrl_c_twice_at_many_points_of_a_real_run_never_crashes(hotpotqa, tmp_path):
     """Before: once in about six runs the process died of SIGSEGV at exit (139), with no message."""
-    data = Path(os.environ["RAWREACT_HOTPOTQA"])
+    data, written = Path(os.environ["RAWREACT_HOTPOTQA"]), 0
     for pair in (POINTS[k : k + 2] for k in range(0, len(POINTS), 2)):  # two at a time: a busy machine
         runs = []
         for first, gap, workers in pair:
@@ -302,5 +302,10 @@ def test_ctrl_c_twice_at_many_points_of_a_real_run_never_crashes(hotpotqa, tmp_p
             said = "".join(run.lines)
             assert run.process.returncode in (0, 130), (run.process.returncode, said[-1000:])
             assert "Traceback" not in said and "internal error" not in said
+            if not out.exists():  # stopped while the model loaded, on a busy machine: nothing was written yet
+                assert run.process.returncode == 130, said[-1000:]
+                continue
             manifest, records = read_run(out)  # every line whole, the manifest readable
             assert manifest["questions"] == 4 and len(records) <= 4
+            written += 1
+    assert written >= len(POINTS) - 2  # most runs stopped mid-run, after their run file was written

@@ -4,9 +4,15 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 
+import numpy as np
+
 from rawreact import load_model, load_prompt, react, read_run, run_questions
+from rawreact.models.base import WORKER
+from rawreact.models.batch import Engine, Request
+from rawreact.models.gbnf import llama_cpp_module
 
 RAWREACT = [sys.executable, "-m", "rawreact"]
 
@@ -91,3 +97,54 @@ def test_self_consistency_samples_decode_together_and_repeat_with_their_seed(gem
     first, again = gemma.sample(text, seed=3, **options), gemma.sample(text, seed=3, **options)
     assert [c.text for c in first] == [c.text for c in again] and len({c.text for c in first}) > 1
     assert first[0].evaluated_tokens > 0 and [c.evaluated_tokens for c in first[1:]] == [0, 0, 0]
+
+
+def test_a_pass_over_separate_caches_is_one_llama_cpp_batch_whatever_order_the_calls_came_in(gemma, monkeypatch):
+    """With a cache of its own for each stream, llama.cpp computes a pass in one piece only where its
+    sequences ascend by one, and splits it elsewhere (each piece reads all the weights again). The engine
+    writes the pass in that order. llama.cpp's node callback counts the graphs computed: each asks once a node."""
+    llama_cpp = llama_cpp_module()
+    asks = [0]
+
+    @llama_cpp.ggml_backend_sched_eval_callback
+    def count(tensor, ask, data):
+        asks[0] += ask
+        return False
+
+    defaults = llama_cpp.llama_context_default_params
+
+    def counted():
+        params = defaults()
+        params.cb_eval = count
+        return params
+
+    monkeypatch.setattr(llama_cpp, "llama_context_default_params", counted)
+    engine = Engine(gemma.llm, streams=3, n_ctx=512, n_threads=1)
+    passes, decode = [], llama_cpp.llama_decode
+
+    def decode_counted(ctx, batch):
+        asks[0] = 0
+        code = decode(ctx, batch)
+        passes.append(([batch.seq_id[k][0] for k in range(batch.n_tokens)], asks[0]))
+        return code
+
+    monkeypatch.setattr(llama_cpp, "llama_decode", decode_counted)
+
+    def call(stream: int, prompt: str, max_tokens: int) -> None:
+        WORKER.set(stream)
+        engine.run(Request(prompt, gemma.tokenize(prompt), lambda logits: int(np.argmax(logits)), [], max_tokens))
+
+    first = threading.Thread(target=call, args=(2, "Monday, Tuesday, Wednesday,", 16))
+    first.start()
+    while not passes:  # stream 2 decodes first: the calls of 0 and 1 join it later, after it in the engine's list
+        time.sleep(0.001)
+    later = [threading.Thread(target=call, args=(s, f"{s + 1}, {s + 2}, {s + 3},", 6)) for s in (0, 1)]
+    for thread in later:
+        thread.start()
+    for thread in [first, *later]:
+        thread.join()
+    engine.close()
+    nodes = passes[0][1]  # stream 2's prompt alone: one graph
+    together = [asked for seqs, asked in passes if sorted(seqs) == [0, 1, 2]]  # a token of each stream
+    assert len(together) >= 3 and set(together) == {nodes}
+    assert all(asked % nodes == 0 for _, asked in passes)

@@ -102,8 +102,15 @@ def run(args: argparse.Namespace) -> int:
         "threads": "auto" if getattr(model, "cores", None) is not None else getattr(model, "n_threads", None),
         # how its idle OpenMP threads wait (models.cores.bound_spinning): what a busy machine's wall times depend on
         "openmp": bound_spinning() if embedded else None,
-        # the CPU features of its llama.cpp build and whether the weights were repacked: they decide its arithmetic
-        "llama_cpp": {"features": model.build, "repack": model.repack} if hasattr(model, "build") else None,
+        # the CPU features of its llama.cpp build, whether the weights were repacked, and whether the streams of
+        # several workers share one cache (it lays cells out otherwise): they decide its arithmetic
+        "llama_cpp": {
+            "features": model.build,
+            "repack": model.repack,
+            "kv_cache": "shared" if model.shared_cache else "per stream",
+        }
+        if hasattr(model, "build")
+        else None,
         "workers": settings.workers,
         "timeout": settings.timeout,
         "settings": manifest_settings(settings),

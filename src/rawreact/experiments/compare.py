@@ -96,7 +96,8 @@ def compare(
             details["questions"] = len(questions)
             details["settings"] = manifest_settings(Settings(**variant.to_dict() | shared))
             details["openmp"] = bound_spinning() if is_embedded(variant.model) else None  # as `run` records it
-            details["llama_cpp"] = build.loads() if is_embedded(variant.model) else None  # as the model will load
+            # as the model will load (its engine gives each stream a cache of its own)
+            details["llama_cpp"] = build.loads() | {"kv_cache": "per stream"} if is_embedded(variant.model) else None
             sink = RunFile(path, parts.config, resume=True, details=details)
             made += [path, sink.manifest_path] if new else []
             plans.append((variant, parts, sink, sum(q.id in sink.done for q in questions)))

@@ -13,6 +13,13 @@ computed once, in chunks from position 0, into a sequence of their own, whose ce
 into a stream whenever a new episode begins with them: a new episode costs only what follows
 its prefix, and its greedy trajectory cannot depend on the episodes before it.
 
+Each stream has a cache of its own (llama.cpp's `kv_unified` off), so a token's attention reads
+its own stream's cells only; in one cache shared by all streams, cells are laid out by history, and
+flash attention computes a prompt chunk over whole tiles of cells that hold other streams' tokens
+too. llama.cpp computes a pass over separate caches in one piece only where its sequences ascend by
+one, and splits it elsewhere (each piece reads all the weights again), so the engine writes a pass
+in the order of its sequences. Samples of one prompt (`fork`) share one cache: they share its cells.
+
 A greedy request may also draft (`Request.draft`, prompt lookup, see `lookup.Lookup`): its next
 token goes into the pass with up to that many tokens guessed from its own prompt and text, all
 with logits, and the model's pick after each is compared with the next guess. The agreed guesses
@@ -126,7 +133,7 @@ class Engine:
         self.ctx = llama_cpp.llama_init_from_model(llm._model.model, params)
         if not self.ctx:
             raise ModelError(f"llama.cpp could not make a context of {streams} x {n_ctx} tokens; lower --n-ctx")
-        self.llm, self.streams, self.drafts = llm, streams, drafts
+        self.llm, self.streams, self.drafts, self.unified = llm, streams, drafts, unified
         self.n_threads, self.threads = n_threads, threads  # `threads()`: the count of the next pass (models.cores)
         self.stats = Stats()
         self.trace: list[tuple[bytes, int, int]] | None = None  # when a list: each draft's text before it, size, kept
@@ -311,16 +318,21 @@ class Engine:
         if not self._active:
             return
         batch, rows, size = self.batch, [], 0
-        try:  # the generated tokens first: prompt chunks take what room is left
-            for request in sorted(self._active, key=lambda r: r.feed is None):
+        try:
+            chosen, used = [], 0
+            for request in sorted(self._active, key=lambda r: r.feed is None):  # prompt chunks take the room left
                 if request.feed is not None:
                     pieces = [request.feed, *self._drafts(request)]
                 else:
                     end = next(c for c in request.cuts if c > request.position)
-                    if size + end - request.position > self.room:
+                    if used + end - request.position > self.room:
                         continue  # the whole chunk waits for the next step: chunks never move
                     pieces = request.tokens[request.position : end]
-                seq = request.build.seq if request.build is not None else request.stream
+                used += len(pieces)
+                chosen.append((request, pieces, request.build.seq if request.build is not None else request.stream))
+            if not self.unified:  # llama.cpp splits a pass of separate caches wherever the sequences do not ascend by 1
+                chosen.sort(key=lambda c: c[2])
+            for request, pieces, seq in chosen:
                 drafting = len(pieces) > 1 and request.feed is not None
                 for k, token in enumerate(pieces):
                     batch.token[size] = token

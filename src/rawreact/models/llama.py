@@ -87,6 +87,7 @@ class LlamaModel:
             raise ModelError(f"repack must be True, False or None (llama.cpp's choice for this build), not {repack!r}")
         default = loads()
         self.build, self.repack = default["features"], default["repack"] if repack is None else repack
+        self.shared_cache = False  # one llama.cpp cache for all of the engine's streams, instead of one each
         self.cores = Cores() if n_threads == "auto" else None  # the cores, less what other processes use
         n_threads = n_threads if fixed else allowed_cores()
         llama_cpp.llama_log_set(quiet_log, ctypes.c_void_p())
@@ -199,8 +200,8 @@ class LlamaModel:
     def engine(self) -> Engine:
         """The context that `complete` decodes in, made on first use: one stream per worker."""
         with self._lock:
-            if self._engine is None:  # one worker keeps its cells apart: see docs/servers.md on determinism
-                self._engine = self._make_engine(self.workers, unified=self.workers > 1)
+            if self._engine is None:  # each stream keeps its cells apart: see docs/servers.md on the cache
+                self._engine = self._make_engine(self.workers, unified=self.shared_cache)
             return self._engine
 
     def complete(
