@@ -3,7 +3,7 @@
 Each stream holds the same `--context` tokens (evaluated once, then copied), and a pass gives every stream one
 token with logits, as the embedded engine's passes do while every question writes. CPU milliseconds a pass and a
 token at one llama.cpp thread, wall time beside them and the load average at the start and end, for a shared cache
-(the engine's, `unified`) and a cache of its own per stream; one stream alone is measured before the streams and
+(`unified`) and a cache of its own per stream (the engine's); one stream alone is measured before the streams and
 again after them. Then what a prompt token costs in a chunk of N tokens after the context (one stream, logits for
 the last only): the observations a question appends are evaluated so.
 
