@@ -148,3 +148,17 @@ def test_a_pass_over_separate_caches_is_one_llama_cpp_batch_whatever_order_the_c
     together = [asked for seqs, asked in passes if sorted(seqs) == [0, 1, 2]]  # a token of each stream
     assert len(together) >= 3 and set(together) == {nodes}
     assert all(asked % nodes == 0 for _, asked in passes)
+
+
+def test_questions_in_turn_copy_the_prefix_into_their_stream_once(demo, monkeypatch):
+    """Between separate caches llama.cpp copies a stream's whole cache (every one of its n_ctx cells), so a
+    stream whose first cells are the prefix's copy keeps them: three questions in turn copy it once."""
+    llama_cpp, copies = llama_cpp_module(), []
+    copy = llama_cpp.llama_memory_seq_cp
+    monkeypatch.setattr(llama_cpp, "llama_memory_seq_cp", lambda *args: copies.append(args[1:3]) or copy(*args))
+    model, prompt = load_model("gemma3-270m", n_ctx=2048), load_prompt()  # a new engine: no stream holds a prefix
+    prefix = len(model.tokenize(prompt.text))
+    model.keep_prefix(prompt.text)
+    firsts = [react(q.question, demo.env(), model, prompt, max_steps=1).steps[0].calls[0] for q in demo.questions[:3]]
+    assert copies == [(1, 0)]  # the prefix's sequence into stream 0, once it was computed
+    assert [c.prompt_tokens - c.evaluated_tokens for c in firsts] == [0, prefix, prefix]

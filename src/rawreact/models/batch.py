@@ -143,6 +143,7 @@ class Engine:
         self.n_vocab = llm.n_vocab()
         self.vocab = llm._model.vocab
         self.cached: list[list[int]] = [[] for _ in range(streams)]  # the tokens each stream's cells hold
+        self.holds: list[Prefix | None] = [None] * streams  # the prefix whose copy each stream's first cells are
         self.last: list[str | None] = [None] * streams  # the prompt of each stream's last call
         self.prefixes: OrderedDict[tuple[int, ...], Prefix] = OrderedDict()
         self._cond = threading.Condition()
@@ -188,7 +189,7 @@ class Engine:
         for stream, request in enumerate(requests):
             request.stream = stream
             self._llama_cpp.llama_memory_seq_rm(self.memory, stream, -1, -1)
-            self.last[stream] = None
+            self.last[stream], self.holds[stream] = None, None
         requests[0].forks = requests[1:]
         self._until_done(requests[0], requests)
 
@@ -261,7 +262,8 @@ class Engine:
         Within an episode (a prompt that extends the stream's last one) the longest shared token
         prefix is kept. A new episode keeps nothing but a registered prefix: a copy of the cells of
         the prefix's own sequence, or, the first time, the prefix computed into that sequence (in
-        chunks from position 0, as every later episode will find it) and then copied.
+        chunks from position 0, as every later episode will find it) and then copied. A stream whose
+        first cells are a copy of that prefix already keeps them instead of copying again.
         """
         s, tokens, llama_cpp = request.stream, request.tokens, self._llama_cpp
         cached = self.cached[s]
@@ -270,16 +272,23 @@ class Engine:
             keep = min(
                 self.llm.longest_token_prefix(cached, tokens), len(tokens) - 1
             )  # the last prompt token must give logits
+            if self.holds[s] is not None and keep < self.holds[s].length:
+                self.holds[s] = None  # part of the prefix's copy goes
         else:
-            llama_cpp.llama_memory_seq_rm(self.memory, s, -1, -1)
-            cached.clear()
             prefix = self._prefix(tokens) if request.reuse else None
             entry = self.prefixes.get(prefix) if prefix is not None else None
-            if entry is not None and entry.ready:
+            if entry is not None and entry.ready and self.holds[s] is entry:
+                keep, prefix = len(prefix), None  # the stream's first cells are this prefix's copy already
+            else:
+                llama_cpp.llama_memory_seq_rm(self.memory, s, -1, -1)
+                cached.clear()
+                self.holds[s] = None
+            if entry is not None and entry.ready and prefix is not None:
+                # between separate caches llama.cpp copies a whole stream's cache, n_ctx cells, whatever they hold
                 llama_cpp.llama_memory_seq_cp(self.memory, entry.seq, s, -1, -1)
-                keep, prefix = len(prefix), None
+                keep, prefix, self.holds[s] = len(prefix), None, entry
                 cached.extend(tokens[:keep])
-            elif entry is not None:  # no other request is computing it (see _admit)
+            elif entry is not None and not entry.ready:  # no other request is computing it (see _admit)
                 entry.building, request.build = True, entry
                 llama_cpp.llama_memory_seq_rm(self.memory, entry.seq, -1, -1)
         llama_cpp.llama_memory_seq_rm(self.memory, s, keep, -1)
@@ -374,6 +383,7 @@ class Engine:
                 request.forks = []
                 self._advance(request, logits)
         except BaseException as error:  # the cache is in an unknown state: every request in it fails
+            self.holds = [None] * self.streams
             for request in self._active + [f for r in self._active for f in r.forks]:
                 request.error = error
                 request.done.set()
@@ -432,6 +442,7 @@ class Engine:
         llama_cpp.llama_memory_seq_rm(self.memory, other.stream, -1, -1)
         llama_cpp.llama_memory_seq_cp(self.memory, request.stream, other.stream, -1, -1)
         self.cached[other.stream] = list(self.cached[request.stream])
+        self.holds[other.stream] = None
         other.position, other.reused = request.position, request.reused
         self.last[other.stream] = None  # samples share no episode
 
@@ -439,7 +450,7 @@ class Engine:
         """The prefix that `request` computed is complete: its stream starts from a copy of it."""
         entry, request.build = request.build, None
         self._llama_cpp.llama_memory_seq_cp(self.memory, entry.seq, request.stream, -1, -1)
-        entry.ready, entry.building = True, False
+        entry.ready, entry.building, self.holds[request.stream] = True, False, entry
 
     def _advance(self, request: Request, logits: np.ndarray) -> None:
         """Pick the next token and end the text as `create_completion` does, or feed the token on.
