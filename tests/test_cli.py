@@ -1,6 +1,7 @@
 """The `rawreact` command: runs on the scripted and the real model, and fails cleanly on bad input."""
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -114,30 +115,32 @@ def test_console_script_runs_the_real_model(tmp_path):
 
 
 def test_ctrl_c_finishes_the_current_question_and_keeps_every_finished_one(tmp_path):
-    """SIGINT during a real run: the question under way finishes and is written, then exit 130."""
+    """SIGINT during a real run: the question under way finishes and is written, then exit 130.
+
+    Its output and its messages share one unbuffered pipe, so their order is the order they were written: on
+    a busy machine the signal may be handled a question later than it was sent, and what is checked is what
+    the run did once it handled it."""
     out = tmp_path / "run.jsonl"
     run = subprocess.Popen(
         [str(CONSOLE_SCRIPT), "run", "-q", "--out", str(out)],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
+        env=os.environ | {"PYTHONUNBUFFERED": "1"},
     )
     first = ""
     while not first.startswith("result [1/7]"):
         first = run.stdout.readline()
-        assert first, run.stderr.read()
+        assert first, run.stdout.read()
     run.send_signal(signal.SIGINT)
-    stdout, stderr = run.communicate(timeout=120)
-    assert run.returncode == 130 and "Traceback" not in stderr
+    rest, _ = run.communicate(timeout=600)
+    assert run.returncode == 130 and "Traceback" not in rest
+    lines = [first.rstrip("\n"), *rest.splitlines()]
+    results = [line for line in lines if line.startswith("result [")]
     records = [json.loads(line) for line in out.read_text().splitlines()]
-    printed = 1 + stdout.count("result [")
-    assert printed in (1, 2)  # 2 unless the signal came before the first question's own check
-    assert [r["id"] for r in records] == [f"calvora-{n}" for n in range(1, printed + 1)]
-    # a loaded machine adds the first question's busy-cores warning (test_newcomer checks it); it is not this test's
-    said = [line for line in stderr.splitlines() if not line.startswith("rawreact: warning: other processes kept")]
-    assert said == [
-        "",
-        "rawreact: stopping after the current question (again to stop now)",
-        f"rawreact: stopped early; {printed} of 7 questions are in {out}, --resume finishes",
-    ]
+    assert [r["id"] for r in records] == [f"calvora-{n}" for n in range(1, len(results) + 1)]  # each finished one
+    stopping = lines.index("rawreact: stopping after the current question (again to stop now)")
+    assert len([line for line in lines[stopping:] if line.startswith("result [")]) <= 1  # the one under way
+    assert len(results) < 7
+    assert lines[-1] == f"rawreact: stopped early; {len(results)} of 7 questions are in {out}, --resume finishes"

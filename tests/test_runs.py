@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import rawreact
 from rawreact import DataError, RunFile, read_run
 from rawreact.runs.records import manifest_path
 
@@ -61,7 +62,8 @@ def test_an_oracle_scores_one_and_everything_lands_in_the_run_file(rows, tmp_pat
     config = manifest["config"]
     assert config["n_first"] == 5 and config["max_steps"] == 7 and config["grammar"] is None
     assert len(config["data_sha256"]) == 64 and len(config["prompt_sha256"]) == 64
-    assert manifest["data"] == str(data) and manifest["layout"] == "hotpotqa" and manifest["rawreact"] == "0.1.0"
+    assert manifest["data"] == str(data) and manifest["layout"] == "hotpotqa"
+    assert manifest["rawreact"] == rawreact.__version__
     assert manifest["limit"] is None and manifest["model_file"] is None and manifest["versions"]["llama-cpp-python"]
     assert "12 questions: EM 1.000, F1 1.000, finished 12/12, 0.00 invalid actions" in done.stdout
 

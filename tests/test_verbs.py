@@ -246,7 +246,7 @@ def test_the_cli_takes_a_verb_by_import_path_and_records_it(tmp_path, monkeypatc
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--env", "nosuchmodule:f"], "--env nosuchmodule:f: cannot import nosuchmodule"),
+        (["--env", "nosuchmodule:f"], "--env nosuchmodule:f: no module nosuchmodule in the current folder"),
         (["--env", "myverbs:nothing"], "myverbs has no function nothing; its functions are calculate, with_calculate"),
         (["--env", "myverbs"], "must be an import path, package.module:factory"),
         (["--env", "myverbs:twice"], "two verbs named 'Calculate'"),

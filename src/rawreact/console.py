@@ -13,10 +13,13 @@ STOPPED = (130, 143)
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `rawreact` command."""
     try:
-        from rawreact.cli.app import main as command
+        # The handler first (its module needs only the standard library), then the command's imports: a Ctrl-C
+        # that lands in an import lock's callback while they load is sent again, not printed and dropped.
         from rawreact.cli.terminal import take_interrupts
 
         take_interrupts()
+        from rawreact.cli.app import main as command
+
         return command(argv)  # it handles Ctrl-C itself once a run is under way, saying what was kept
     except KeyboardInterrupt:
         print("\nrawreact: interrupted", file=sys.stderr)

@@ -4,14 +4,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from rawreact.cli.files import intervals_note, shown
+from rawreact.cli.files import intervals_note, refuse_cache_inputs, shown
 from rawreact.cli.lines import score_cell, verdict
 from rawreact.cli.settings import given_settings
 from rawreact.cli.terminal import Stopper, progress
 from rawreact.config.choices import REFLEXION
 from rawreact.config.settings import SHARED, VARIANT_KEYS, Settings, parse_spec
 from rawreact.core.errors import DataError
-from rawreact.core.text import printable
+from rawreact.core.text import inline, printable
 from rawreact.experiments.compare import compare
 from rawreact.experiments.variants import Variant, ablation, parse_variant
 from rawreact.reports.summary import game_score, table
@@ -24,6 +24,7 @@ def compare_command(args: argparse.Namespace) -> int:
     """`rawreact compare`: every variant on the same questions, then the table with intervals."""
     given = given_settings(args)
     shared = Settings(**{key: value for key, value in given.items() if key in SHARED})
+    refuse_cache_inputs(given, args.config)
     own = {key: value for key, value in given.items() if key in VARIANT_KEYS}
     own |= parse_spec(args.base, f"--base {args.base!r}", VARIANT_KEYS)
     if "reflexion" in args.ablation and own.get("method") not in REFLEXION:  # the ablation's trials are ReAct's
@@ -51,7 +52,7 @@ def compare_command(args: argparse.Namespace) -> int:
                     scores = game_score(result.success, result.reward)
                 else:
                     scores = f"{verdict(result.em)}, F1 {score_cell(result.f1, '{:.2f}')}"
-                line = f"{variant.name} {result.question.id}: {scores}"
+                line = f"{variant.name} {inline(result.question.id)}: {scores}"
                 bar.write(printable(line), file=sys.stdout)
 
         comparison = compare(

@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 
 from rawreact.cli.terminal import terminated_as_interrupt
+from rawreact.config.settings import PATHS, SEED_MAX
 from rawreact.core.errors import DataError
+from rawreact.core.folders import split_named
 from rawreact.core.stats import intervals_said
 from rawreact.core.text import plural, printable, whole_number
 from rawreact.reports.comparison import compare_runs
@@ -39,6 +41,18 @@ def refuse_inputs(out: str | Path, inputs: list[str | Path], what: str) -> None:
             raise DataError(f"{out} is {what} this command reads; writing there would destroy it: choose another path")
         if Path(source).is_dir() and Path(out).resolve().is_relative_to(Path(source).resolve()):
             raise DataError(f"{out} is inside {source}, a folder this command reads; choose a path outside it")
+
+
+def refuse_cache_inputs(settings: dict, config: str | None = None) -> None:
+    """Refuse a `--cache` that is one of the files the settings (by key) read: their data, passages, prompts,
+    model, or the settings file itself; the cache would add its table to it."""
+    cache = settings.get("cache")
+    if not cache:
+        return
+    named = [settings[key] for key in PATHS if key != "cache" and isinstance(settings.get(key), str)]
+    model = settings.get("model") or ""
+    inputs = [split_named(name)[0] for name in named if name] + [model.removeprefix("scripted:")] * bool(model)
+    refuse_inputs(cache, inputs + ([config] if config else []), "an input (--cache would add a table to it)")
 
 
 def run_inputs(runs: list[str | Path]) -> list[Path]:
@@ -209,7 +223,7 @@ def merge_command(args: argparse.Namespace) -> int:
     from rawreact.runs.merge import merge
 
     merged = merge(args.runs, args.out, duplicates=args.duplicates)
-    print(f"{merged.out}: {plural(merged.questions, 'question')} from {plural(len(args.runs), 'run file')}")
+    print(f"{merged.out}: {plural(merged.questions, merged.unit)} from {plural(len(args.runs), 'run file')}")
     for note in merged.notes:
         print(f"rawreact: {printable(note)}", file=sys.stderr)
     return 0
@@ -221,17 +235,21 @@ def games_command(args: argparse.Namespace) -> int:
 
     recipes = args.recipe or ["coin:1", "treasure:1", "cooking:1"]
     seeds = parse_seeds(args.seeds)
+    if not args.folder.strip():
+        raise DataError("rawreact games '': give the folder to make the games in, such as games")
     folder = Path(args.folder)
     if folder.exists() and not folder.is_dir():
         raise DataError(f"{folder} is a file; give a folder to make the games in")
 
     def said(game: dict) -> None:
         print(
-            f"{game['id']}: {game['recipe']}, seed {game['seed']}, won in {plural(game['walkthrough_steps'], 'step')}",
+            printable(f"{game['id']}: {game.get('recipe', '?')}, seed {game.get('seed', '?')}, won in "
+                      f"{plural(game.get('walkthrough_steps', 0), 'step')}"),
             flush=True,
-        )
+        )  # fmt: skip
 
-    made = make_games(folder, recipes, seeds, on_game=said)
+    with terminated_as_interrupt():  # SIGTERM ends the tw-make processes under way too (tasks.games)
+        made = make_games(folder, recipes, seeds, on_game=said)
     print(f"{plural(len(made), 'game')} in {folder}; run them with: rawreact run {folder} --method react")
     return 0
 
@@ -244,6 +262,8 @@ def parse_seeds(text: str) -> list[int]:
         a, b = whole_number(low), whole_number(high) if dash else whole_number(low)
         if a is None or b is None or b < a or b - a > 10_000:
             raise DataError(f"--seeds {text!r}: give seeds as A-B or A,B,C with whole numbers, such as 1-5")
+        if b > SEED_MAX:  # tw-make seeds numpy's generator, which takes 32 bits
+            raise DataError(f"--seeds {text!r}: a seed is at most {SEED_MAX} (tw-make's generator takes 32 bits)")
         seeds += [s for s in range(a, b + 1) if s not in seeds]
     if not seeds:
         raise DataError(f"--seeds {text!r}: give at least one seed, such as 1 or 1-5")

@@ -11,7 +11,7 @@ from pathlib import Path
 from rawreact.agents.reasoning import Reasoning
 from rawreact.config.choices import REASONING, REFLEXION, SAMPLING
 from rawreact.config.settings import Settings
-from rawreact.core.text import plural
+from rawreact.core.text import inline, plural
 from rawreact.models import cores
 from rawreact.models.cache import CachedModel
 from rawreact.runs.records import manifest_path
@@ -126,7 +126,7 @@ def sampling_said(settings: Settings) -> str:
 
 def reasoning_text(question: Question, reasoning: Reasoning) -> str:
     """A Standard or CoT answer as the model wrote it; for CoT-SC, the first sample and the vote."""
-    text = f"\n=== {question.id} ({reasoning.method})\n{question.header}: {question.question}\n"
+    text = f"\n=== {inline(question.id)} ({reasoning.method})\n{question.header}: {question.question}\n"
     if reasoning.samples:
         text += f"{reasoning.cue}{reasoning.samples[0].call.text}\n"
     if reasoning.method == "cot-sc":
@@ -147,7 +147,7 @@ def result_line(n: int, total: int, result: Result) -> str:
     out = result.outcome
     if result.question.task == "game":
         return (
-            f"result [{n}/{total}] {result.question.id}: {'won' if result.success else 'not won'} "
+            f"result [{n}/{total}] {inline(result.question.id)}: {'won' if result.success else 'not won'} "
             f"(reward {result.reward or 0.0:.2f}); "
             f"ended by {out.ended} after {plural(len(out.steps), 'step')}, {plural(out.model_calls, 'call')}, "
             f"{out.invalid_actions} invalid, {plural(out.repeats, 'repeat')}, {out.seconds:.1f} s"
@@ -157,8 +157,8 @@ def result_line(n: int, total: int, result: Result) -> str:
         verdict_of = "passed" if out.trials[-1].passed else "failed"
         branch = f" (trial {len(out.trials)}, {verdict_of} by {(out.reflexion or {}).get('evaluator', '?')})"
     return (
-        f"result [{n}/{total}] {result.question.id}: {verdict(result.em)} (EM {score_cell(result.em, '{:.0f}')}, "
-        f"F1 {score_cell(result.f1, '{:.2f}')}) "
+        f"result [{n}/{total}] {inline(result.question.id)}: {verdict(result.em)} "
+        f"(EM {score_cell(result.em, '{:.0f}')}, F1 {score_cell(result.f1, '{:.2f}')}) "
         f"answer {out.answer!r}{branch}, gold {result.question.answer!r}; ended by {out.ended} after "
         f"{plural(len(out.steps), 'step')}, {plural(out.model_calls, 'call')}, {out.invalid_actions} invalid, "
         f"{out.fallback_calls} fallback, {plural(out.repeats, 'repeat')}{support_said(result.supported)}, "

@@ -205,7 +205,15 @@ def parser() -> argparse.ArgumentParser:
         "--env",
         metavar="MODULE:FACTORY",
         help="your own environment or verbs: FACTORY(env) returns the environment to run, given the run's own "
-        "(env.with_verbs(calculate) adds a verb); MODULE is imported, from the current folder too",
+        "(env.with_verbs(calculate) adds a verb); MODULE is imported, from the current folder too, or from the "
+        "folder before it (path/to/module:factory)",
+    )
+    by_questions.add_argument(
+        "--verb-timeout",
+        type=_seconds,
+        metavar="SECONDS",
+        help="with --env: a verb that has not answered by then is answered 'Name[arg] failed: no answer within N "
+        f"seconds', and the episode goes on (default: {_DEFAULT.verb_timeout:g})",
     )
     by_questions.add_argument("--question", help="ask this question instead of the data's questions")
     by_questions.add_argument("--answer", help="the gold answer of --question, for scoring")

@@ -8,7 +8,7 @@ from pathlib import Path
 from rawreact import __version__
 from rawreact.agents.record import Step
 from rawreact.agents.reflexion import Trial
-from rawreact.cli.files import refuse_inputs
+from rawreact.cli.files import refuse_cache_inputs, refuse_inputs
 from rawreact.cli.lines import (
     game_loop_said,
     kept_path,
@@ -23,11 +23,12 @@ from rawreact.cli.lines import (
 from rawreact.cli.settings import choose, reference_record, say_paper
 from rawreact.cli.terminal import Stopper, progress
 from rawreact.config.choices import REFLEXION
-from rawreact.config.files import manifest_settings
+from rawreact.config.files import manifest_settings, recorded_env
 from rawreact.config.settings import PATHS
 from rawreact.core.errors import DataError, GrammarError
 from rawreact.core.folders import check_parents, split_named
-from rawreact.core.text import plural, printable
+from rawreact.core.text import inline, plural, printable
+from rawreact.environments.custom import check_recorded
 from rawreact.models import cores, load_model
 from rawreact.models.cache import CachedModel, CallCache
 from rawreact.models.cores import bound_spinning
@@ -60,6 +61,10 @@ def run(args: argparse.Namespace) -> int:
             refuse_inputs(out, [args.config], "the settings file")
     chosen = choose(args)
     settings, collection, questions = chosen.settings, chosen.collection, chosen.questions
+    if args.resume and settings.env:  # the code that made the run, or none: checked before it is imported
+        recorded = recorded_env(manifest_path(args.out))
+        if recorded is not None:
+            check_recorded(settings.env, recorded[1], manifest_path(args.out).name)
     kept = not args.out  # every run is kept: without --out, in the runs folder under a name that says what it is
     if kept:
         args.out = str(kept_path(settings, collection.name))
@@ -68,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
         inputs = [split_named(getattr(settings, key))[0] for key in PATHS if getattr(settings, key)]
         for out in (args.out, manifest_path(args.out)):
             refuse_inputs(out, [*inputs, settings.model], "an input")
+    refuse_cache_inputs(settings.to_dict(), args.config)
     if chosen.paper is not None:
         print("\n".join(say_paper(chosen)), flush=True)
     shuffled = {k: getattr(settings, k) for k in ("question", "shuffle", "shuffle_seed", "shuffle_range", "shard")}
@@ -139,11 +145,11 @@ def run(args: argparse.Namespace) -> int:
             """A trial's end, then (called again) its reflection: the live output's marks between trials."""
             if trial.reflection is None:
                 verdict = "passed" if trial.passed else "failed"
-                say(f"trial {trial.n} of {question.id}: {verdict} ({settings.evaluator}), answer {trial.answer!r}, "
-                    f"ended by {trial.ended}")  # fmt: skip
+                say(f"trial {trial.n} of {inline(question.id)}: {verdict} ({settings.evaluator}), answer "
+                    f"{trial.answer!r}, ended by {trial.ended}")  # fmt: skip
                 trial_of[question.id] = trial.n + 1
             elif trial.reflection.text:
-                say(f"reflection on trial {trial.n} of {question.id}: {trial.reflection.text}")
+                say(f"reflection on trial {trial.n} of {inline(question.id)}: {trial.reflection.text}")
 
         def print_step(question: Question, step: Step) -> None:
             if question.task == "game":  # the game's own lines: `> command`, then what the game said
@@ -155,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
             # A resumed run may hold trials of this question already: its number is known once a trial ends.
             number = trial_of.get(question.id, None if args.resume else 1)
             trial = f" (trial {number})" if settings.method in REFLEXION and number else ""
-            head = f"\n=== {question.id}{trial}\n{question.header}: {question.question}\n"
+            head = f"\n=== {inline(question.id)}{trial}\n{question.header}: {question.question}\n"
             say((head if step.i == 1 else "") + text)
 
         live = not args.quiet and settings.workers == 1  # with workers, a transcript is printed when it is done

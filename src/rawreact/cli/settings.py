@@ -2,15 +2,18 @@
 a settings file (`--config`), under the flags given. Only the flags a user typed count as given."""
 
 import argparse
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from rawreact.config import paper
 from rawreact.config.choices import MODES, REFLEXION
-from rawreact.config.files import read_settings
+from rawreact.config.files import read_settings, recorded_env
 from rawreact.config.settings import KEYS, OPTIONS, Settings, in_shard
-from rawreact.core.errors import DataError
+from rawreact.core.errors import DataError, EnvironmentSetupError
+from rawreact.core.modules import module_problem, read_module
 from rawreact.core.text import plural
+from rawreact.environments.custom import check_recorded
 from rawreact.tasks.collection import Collection, Question, choose_questions
 from rawreact.tasks.loading import load_collection
 
@@ -55,8 +58,39 @@ def _grammar_mode(args: argparse.Namespace, given: dict) -> str | None:
 
 
 def given_settings(args: argparse.Namespace) -> dict:
-    """The settings a command was given: its `--config` file's, with the flags typed beside it over them."""
-    return (read_settings(args.config) if args.config else {}) | given_flags(args)
+    """The settings a command was given: its `--config` file's, with the flags typed beside it over them.
+
+    Code is imported only where the user named it (`environments.custom`): the `env` of a run's manifest (a
+    file runs are shared in) only when the command line names the same module with `--env`, and only if its
+    source is the one the run recorded; a TOML file's `env` is named in a line before it is imported."""
+    from_file = read_settings(args.config) if args.config else {}
+    typed = given_flags(args)
+    if from_file.get("env") is not None:
+        _check_env_of(args.config, from_file["env"], typed.get("env"))
+    return from_file | typed
+
+
+def _check_env_of(config: str, spec: str, typed: str | None) -> None:
+    """Refuse, before any import, a manifest's `--env` the command line does not name, or whose source changed;
+    say which module a TOML file's `env` imports."""
+    try:
+        where = read_module(spec)
+    except ValueError as error:
+        raise DataError(f"{config}: {error}") from None
+    located = where.locate()
+    file = str(located) if located else f"no file found for {where.module}"
+    recorded = recorded_env(config)
+    if recorded is None:  # a TOML settings file: the user wrote it, and is told what it runs
+        if typed is None:
+            print(f"rawreact: {config} names env {spec}: importing {where.module} from {file}", file=sys.stderr)
+        return
+    if typed is None:
+        raise EnvironmentSetupError(
+            f"{config} was run with --env {spec} ({file}); code a run's manifest names is imported only when "
+            f"the command line names it too: read that file, then add --env {where.named}"
+        )
+    if module_problem(typed) is None and read_module(typed).named == where.named:  # (a bad one: Settings says)
+        check_recorded(typed, recorded[1], config)
 
 
 def choose(args: argparse.Namespace) -> Chosen:

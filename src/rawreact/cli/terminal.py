@@ -55,7 +55,10 @@ class Stopper:
         if self.signal is not None:
             interrupt(number, frame)
         self.signal = number
-        print(f"\nrawreact: stopping after {self.under_way} (again to stop now)", file=sys.stderr, flush=True)
+        env = sys.modules.get("rawreact.environments.env")  # not imported in a signal handler: it may hold a lock
+        verbs = env.waiting_on() if env is not None else []
+        waits = f"; waiting on your verb {', '.join(verbs)}, bounded by --verb-timeout" if verbs else ""
+        print(f"\nrawreact: stopping after {self.under_way}{waits} (again to stop now)", file=sys.stderr, flush=True)
 
 
 @contextmanager

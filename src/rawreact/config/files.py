@@ -16,6 +16,7 @@ from pathlib import Path
 from rawreact.config.settings import KEYS, PATHS, Settings, kind_text, value_problem
 from rawreact.core.errors import DataError
 from rawreact.core.folders import split_named
+from rawreact.core.modules import read_module
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -93,8 +94,37 @@ def _checked(path: Path, values: dict) -> dict:
             value = _file_of(value, beside)
         if key == "model":
             value = _model_file(value, beside)
+        if key == "env" and path.suffix != ".json":  # a TOML file's module is looked up beside it, as its files
+            value = _env_beside(value, path.parent)
         checked[key] = value
     return checked
+
+
+def _env_beside(spec: str, folder: Path) -> str:
+    """A TOML file's `env` spec with the file's folder before it (`conf/helpers:make`), so that its module is
+    looked up beside the file first; one that names a folder of its own has it read from the file's folder."""
+    where = read_module(spec)
+    inside = folder / (where.folder or ".")
+    return where.named if inside == Path(".") else f"{inside.as_posix()}/{where.named}"
+
+
+def recorded_env(path: str | Path) -> tuple[str, str | None] | None:
+    """The `--env` a run's manifest (or the run file it stands beside) records, with its source's SHA-256, or
+    None when it records none: code a manifest names runs only when the command line names it too."""
+    path = Path(path)
+    manifest = Path(f"{path}.manifest.json") if path.suffix == ".jsonl" else path
+    if manifest.suffix != ".json":
+        return None
+    try:
+        data = json.loads(manifest.read_bytes())
+        config, settings = data.get("config") or {}, data.get("settings") or {}
+    except (OSError, ValueError, AttributeError):
+        return None  # read_settings says what is wrong with the file
+    env = settings.get("env") if isinstance(settings, dict) else None
+    if not isinstance(env, str):
+        return None
+    digest = config.get("env_sha256") if isinstance(config, dict) else None
+    return env, digest if isinstance(digest, str) else None
 
 
 def _beside(settings_file: Path):

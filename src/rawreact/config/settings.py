@@ -33,6 +33,7 @@ from rawreact.config.choices import (
     loop_problem,
 )
 from rawreact.core.errors import DataError
+from rawreact.core.modules import module_problem
 from rawreact.core.text import whole_number
 from rawreact.models.specs import DEFAULT_MODEL, DRAFTS_MAX, is_embedded, sequences_problem
 
@@ -70,6 +71,7 @@ _MOST = {
     ),  # fmt: skip
 }
 SEED_MAX = 2**32 - 1
+THREADS_MAX = 512  # llama.cpp's GGML_MAX_N_THREADS: a threadpool of more is refused by llama.cpp itself
 # The command-line option of each setting whose name differs from `--name-with-hyphens`.
 OPTIONS = {"k": "--exemplars", "host": "--ollama-host"}
 
@@ -113,6 +115,7 @@ class Settings:
     env: str | None = (
         None  # `package.module:factory`: the user's environment, from the run's own (see environments.custom)
     )
+    verb_timeout: float = 60.0  # seconds a user's verb may take before it is answered as failed
     n_first: int | None = None
     repeats: str = "off"
     budget: int | None = None
@@ -182,6 +185,8 @@ class Settings:
             return f"the backoff prompt settings apply to {' and '.join(BACKOFFS)} only"
         if problem is None and self.env is not None:
             problem = env_problem(self.env, self.loop, self.method)
+        if problem is None and self.verb_timeout != _DEFAULTS["verb_timeout"] and self.env is None:
+            return f"verb_timeout={self.verb_timeout:g} (--verb-timeout) bounds the verbs of --env; give --env too"
         if problem is None and self.threads is not None and not is_embedded(self.model):
             return (
                 f"threads={self.threads} (--threads) sets the embedded llama.cpp model's threads; {self.model} "
@@ -327,8 +332,15 @@ def value_problem(key: str, value: object) -> str | None:
         return f"seed={value} (--seed) must be at most {SEED_MAX}"
     if key in ("temperature", "sample_temperature") and not (math.isfinite(value) and value >= 0):
         return f"{key}={value} must be a finite number of at least 0 (0 is greedy)"
-    if key == "timeout" and not (math.isfinite(value) and value > 0):
-        return f"timeout={value} (--timeout) must be a finite number of seconds above 0"
+    if key in ("timeout", "verb_timeout") and not (math.isfinite(value) and value > 0):
+        return f"{key}={value} ({option(key)}) must be a finite number of seconds above 0"
+    if key == "threads" and value > THREADS_MAX:
+        return (
+            f"threads={value} (--threads) must be at most {THREADS_MAX}, llama.cpp's most (GGML_MAX_N_THREADS); a "
+            "thread a core is what runs fastest"
+        )
+    if key == "cache" and not value.strip():
+        return "cache='' (--cache) names no file; give one, such as calls.sqlite, or leave it out"
     if key == "shard" and _shard(value) is None:
         return f"shard={value!r} (--shard) must be K/N with 1 <= K <= N, as in 2/3"
     return None
@@ -336,9 +348,9 @@ def value_problem(key: str, value: object) -> str | None:
 
 def env_problem(env: str, loop: str, method: str) -> str | None:
     """What stops an `--env` import path from running with this loop and method, or None."""
-    module, colon, name = env.partition(":")
-    if not colon or not module.strip() or not name.strip():
-        return f"env={env!r} (--env) must be an import path, package.module:factory, as in myverbs:with_calculate"
+    problem = module_problem(env)
+    if problem:
+        return problem
     if loop == "reference":
         return "the reference loop answers the notebook's four verbs only; run --env in the tolerant loop"
     if not acts(method):

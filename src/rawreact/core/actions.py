@@ -48,12 +48,12 @@ class Verbs:
             if verb.name in self._by:
                 raise EnvironmentSetupError(f"two verbs named {verb.shown or verb.name!r}; give each verb its own name")
             self._by[verb.name] = verb
-        prefixes = [v for v in self.all if v.arg == "prefix"]
+        lines = [v for v in self.all if v.arg in ("prefix", "command")]
         bracketed = [v for v in self.all if v.arg in ("bracket", "none")]
-        if prefixes and bracketed:
+        if lines and bracketed:  # a command verb reads any line, `Finish[...]` included: no episode could end
             raise EnvironmentSetupError(
-                f"verbs {prefixes[0].shown!r} and {bracketed[0].shown!r}: one set writes its actions either as "
-                "`Name[...]` or as command lines with `name: ...`, not both"
+                f"verbs {lines[0].shown or lines[0].name!r} and {bracketed[0].shown!r}: one set writes its actions "
+                "either as `Name[...]` or as command lines (with `name: ...` for a thought), not both"
             )
 
     def __iter__(self) -> Iterator[Verb]:

@@ -22,6 +22,12 @@ def printable(text: str) -> str:
     return _UNSAFE.sub(lambda match: match.group(0).encode("unicode_escape").decode("ascii"), text)
 
 
+def inline(text: str) -> str:
+    """`text` on one line for a terminal (an id in a printed line): as `printable`, with line breaks shown as
+    `\\n`, so that a question's id cannot start a line of its own, such as a forged `result` line."""
+    return printable(text).replace("\n", "\\n").replace("\t", "\\t")
+
+
 _WHOLE = re.compile(r"[0-9]+")
 
 

@@ -11,6 +11,7 @@ its one `str` argument (or none) become the verb the model sees, as dspy's `ReAc
 
 import inspect
 import re
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -116,6 +117,12 @@ def verb_of(function: Callable[..., object]) -> Verb:
     except (TypeError, ValueError):
         raise EnvironmentSetupError(f"function {name}: its signature cannot be read; wrap it in a def") from None
     needed = [p for p in parameters if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    keyword = [p for p in needed if p.kind is p.KEYWORD_ONLY]
+    if keyword:  # the verb's text is passed by position: a keyword-only argument would fail every call
+        raise EnvironmentSetupError(
+            f"function {name}: its argument {keyword[0].name} is keyword-only (after * in the def); a verb is called "
+            "with its text by position, so make it a plain argument"
+        )
     if len(needed) > 1:
         raise EnvironmentSetupError(
             f"function {name} needs {len(needed)} arguments ({', '.join(p.name for p in needed)}); a verb takes "
@@ -125,6 +132,12 @@ def verb_of(function: Callable[..., object]) -> Verb:
         raise EnvironmentSetupError(
             f"function {name}: its argument {needed[0].name} is annotated {needed[0].annotation!r}; the model "
             "writes text, so a verb's argument is a str"
+        )
+    if not name.isascii():  # suggest() would drop its letters without a word: `café` would become `Caf`
+        plain = suggest(unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode())
+        raise EnvironmentSetupError(
+            f"function {name}: a verb's name is ASCII letters and digits (the parser and the grammar read those); "
+            f"rename it, or declare it as Verb({plain.lower()!r}, {plain!r}, run={name}, ...)"
         )
     shown = suggest(name) if not _NAME.fullmatch(name) else name[:1].upper() + name[1:]
     first = " ".join(doc.splitlines()[0].split())

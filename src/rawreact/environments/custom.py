@@ -1,21 +1,26 @@
 """The user's own environment, loaded by name: `--env package.module:factory`.
 
-User code runs only when the user names it (an import path on the command line or in a settings
-file), never because a run happened to read a file. `FACTORY(env)` is given the environment the
-run would use for a question and returns the one to run: `env.with_verbs(calculate)` adds a verb,
-and a factory may return an environment of its own that answers the same interface
-(`base.Environment`).
+User code runs only when the user names it: an import path on the command line, or in a TOML
+settings file (looked up beside the file, and named in a line before it is imported); never because
+a run's manifest, a file runs are passed around in, names it (`cli.settings` refuses that before any
+import), and never when its source differs from the digest that the run being resumed or rerun
+recorded (`check_recorded`). `FACTORY(env)` is given the environment the run would use for a
+question and returns the one to run: `env.with_verbs(calculate)` adds a verb, and a factory may
+return an environment of its own that answers the same interface (`base.Environment`).
 """
 
+import contextlib
 import hashlib
 import importlib
 import inspect
+import io
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from rawreact.core.errors import EnvironmentSetupError
+from rawreact.core.modules import file_sha256, read_module
 
 
 @dataclass(frozen=True)
@@ -30,6 +35,10 @@ class Factory:
         """The environment to run, from the run's own `env`; one that lacks the interface is an error."""
         try:
             made = self.make(env)
+        except SystemExit as error:  # sys.exit() in the factory: the run must not end without a word
+            raise EnvironmentSetupError(
+                f"--env {self.spec} called sys.exit({error.code!r}); a factory returns an environment"
+            ) from None
         except Exception as error:  # noqa: BLE001 - the user's code: say whose it is, without a traceback
             raise EnvironmentSetupError(f"--env {self.spec} raised {type(error).__name__}: {error}") from error
         missing = [name for name in ("verbs", "step", "reset", "fresh") if not hasattr(made, name)]
@@ -42,34 +51,66 @@ class Factory:
 
 
 def import_factory(spec: str) -> Factory:
-    """The factory `spec` (`package.module:factory`) names, imported with the current folder on the path."""
-    module_name, _, name = spec.partition(":")
-    module_name, name = module_name.strip(), name.strip()
-    if not module_name or not name:
-        raise EnvironmentSetupError(f"--env {spec!r}: give an import path, package.module:factory")
-    added = str(Path.cwd())
-    sys.path.insert(0, added)  # a module beside the user, as `python -m` would find it
+    """The factory `spec` names (`package.module:factory`, with a folder before it or as a `.py` file if
+    need be; see `core.modules`), imported with its folder (else the current one) first on the path."""
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
+        where = read_module(spec)
+    except ValueError as error:
+        raise EnvironmentSetupError(str(error)) from None
+    located = where.locate()
+    if located is None:
+        place = "the current folder" if where.folder is None else f"the folder {where.folder}"
         raise EnvironmentSetupError(
-            f"--env {spec}: cannot import {module_name} ({error}); run from the folder that holds {module_name}.py, "
-            "or install its package"
+            f"--env {spec}: no module {where.module} in {place} nor among the installed ones; give the folder "
+            f"that holds {where.module.replace('.', '/')}.py, as in --env path/to/{where.named}, or install its package"
+        )
+    added = str(where.root)
+    sys.path.insert(0, added)  # a module beside the user (or in the folder named), as `python -m` would find it
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):  # what it prints is its own; said again below, as its own
+            module = importlib.import_module(where.module)
+    except SystemExit as error:  # argparse or sys.exit() at its top level: the process must not end here
+        printed = said.getvalue().strip().splitlines()
+        quoted = f", after printing {printed[-1][:160]!r}" if printed else ""
+        raise EnvironmentSetupError(
+            f"--env {spec}: importing {where.module} ({located}) called sys.exit({error.code!r}){quoted}; a module "
+            "given to --env must not end the process when imported: put its script under "
+            '`if __name__ == "__main__":`'
         ) from None
     except Exception as error:  # noqa: BLE001 - the user's module failed while it loaded
         raise EnvironmentSetupError(
-            f"--env {spec}: importing {module_name} raised {type(error).__name__}: {error}"
+            f"--env {spec}: importing {where.module} ({located}) raised {type(error).__name__}: {error}"
         ) from None
     finally:
         if sys.path and sys.path[0] == added:
             sys.path.pop(0)
-    make = getattr(module, name, None)
+    sys.stderr.write(said.getvalue())  # what it printed while it loaded, now that it loaded
+    make = getattr(module, where.function, None)
     if not callable(make):
         found = [n for n, v in vars(module).items() if callable(v) and not n.startswith("_")][:8]
         raise EnvironmentSetupError(
-            f"--env {spec}: {module_name} has no function {name}; its functions are {', '.join(found) or 'none'}"
+            f"--env {spec}: {where.module} has no function {where.function}; its functions are "
+            f"{', '.join(found) or 'none'}"
         )
     return Factory(spec, make, _source_sha256(module))
+
+
+def check_recorded(spec: str, recorded: str | None, where: str) -> None:
+    """Refuse, before it is imported, an `--env` module whose source differs from the digest `where` (a run's
+    manifest) recorded: a rerun or a resume runs the code that made the run, or nothing."""
+    try:
+        located = read_module(spec).locate()
+    except ValueError as error:
+        raise EnvironmentSetupError(str(error)) from None
+    if recorded is None or located is None:
+        return  # nothing recorded to compare, or nothing to import (import_factory says so)
+    if file_sha256(located) != recorded:
+        raise EnvironmentSetupError(
+            f"--env {spec}: {located} is not the code {where} recorded (its SHA-256 differs), so it is not "
+            "imported; restore that file, or run the changed code as a new run (another --out, without "
+            "--config or --resume of the old one)"
+        )
 
 
 def _source_sha256(module: object) -> str | None:

@@ -1,6 +1,8 @@
 """`PassageEnv`: the reference's Wikipedia environment, over a collection of passages, and the verbs a
 user adds to it."""
 
+import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -152,11 +154,53 @@ class PassageEnv:
 
 
 def run_verb(verb: Verb, arg: str) -> str:
-    """A user's verb run on `arg`: what it returns, as one line of text; what it raises, as the observation
-    (the model's misuse, or the verb's fault, is something the model reads and the episode goes on)."""
-    try:
-        result = verb.run(arg) if verb.arg == "bracket" else verb.run()
-    except Exception as error:  # noqa: BLE001 - any failure of the user's code is an observation
-        return one_line(f"{verb.form(arg)} failed: {type(error).__name__}: {error}") or f"{verb.shown} failed."
-    text = one_line("" if result is None else str(result))
+    """A user's verb run on `arg`: what it returns, as one line of text; what it raises, or a return value
+    whose text cannot be made, as the observation `Name[arg] failed: ...` (the model's misuse, or the verb's
+    fault, is something the model reads and the episode goes on). A verb that has not returned within
+    `verb_seconds()` is answered so too (see `bound_verbs`); its thread is left to finish on its own."""
+    done: list = []
+
+    def call() -> None:
+        try:
+            result = verb.run(arg) if verb.arg == "bracket" else verb.run()
+            done.append(("ok", one_line("" if result is None else str(result))))
+        except Exception as error:  # noqa: BLE001 - any failure of the user's code is an observation
+            done.append(("failed", f"{type(error).__name__}: {error}"))
+
+    seconds = _BOUND[0]
+    if seconds is None:
+        call()
+    else:
+        worker = threading.Thread(target=call, name=f"verb {verb.shown}", daemon=True)
+        _WAITING[worker] = (verb.form(arg), time.monotonic())
+        worker.start()
+        try:
+            worker.join(seconds)
+        finally:
+            _WAITING.pop(worker, None)
+        if not done:
+            return (
+                one_line(f"{verb.form(arg)} failed: no answer within {seconds:g} seconds (--verb-timeout)")
+                or f"{verb.shown} failed."
+            )
+    kind, text = done[0]
+    if kind == "failed":
+        return one_line(f"{verb.form(arg)} failed: {text}") or f"{verb.shown} failed."
     return text or f"{verb.form(arg)} gave nothing."
+
+
+# How long a user's verb may take (None: as long as it takes), and the verbs under way: what a run waits on.
+_BOUND: list[float | None] = [None]
+_WAITING: dict[threading.Thread, tuple[str, float]] = {}
+
+
+def bound_verbs(seconds: float | None) -> None:
+    """Answer a user's verb that has not returned within `seconds` (None: wait as long as it takes) with
+    `Name[arg] failed: no answer within N seconds`, so that a verb that hangs cannot hang the run."""
+    _BOUND[0] = seconds
+
+
+def waiting_on() -> list[str]:
+    """The users' verbs under way now, each as `Name[arg] (N s so far)`: what a stopping run waits for."""
+    now = time.monotonic()
+    return [f"{form} ({now - since:.0f} s so far)" for form, since in list(_WAITING.values())]

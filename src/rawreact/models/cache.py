@@ -77,27 +77,87 @@ class CallCache:
     under a lock; processes (shards on one machine) share the file through SQLite's own locking."""
 
     def __init__(self, path: str | Path) -> None:
+        if not str(path).strip():
+            raise ModelError("--cache '' names no file; give one, such as --cache calls.sqlite, or leave --cache out")
         self.path = Path(path)
         if self.path.is_dir():
             raise ModelError(f"cache {self.path} is a folder; give a file, such as calls.sqlite")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
-            self._db.execute(SCHEMA)
-        except sqlite3.DatabaseError as error:
+        except OSError as error:
             raise ModelError(
-                f"cache {self.path} cannot be used: {error}; give another file, or remove this one"
+                f"cache {self.path}: cannot make its folder {self.path.parent} ({error.strerror}); give a file in a "
+                "folder, such as calls.sqlite"
             ) from None
+        self._db = None
+        try:
+            self._db = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
+            self._check()
+        except sqlite3.DatabaseError as error:
+            if self._db is not None:
+                self._db.close()
+            said = str(error)
+            if "readonly" in said or "read-only" in said:
+                hint = "this user cannot write it: give a file of your own, or make this one writable"
+            else:  # damaged, or not SQLite
+                hint = "give another file, or remove this one"
+            raise ModelError(f"cache {self.path} cannot be used: {said}; {hint}") from None
+        except ModelError:
+            self._db.close()
+            raise
         self._lock = threading.Lock()
 
+    def _check(self) -> None:
+        """Refuse, before any model loads, an SQLite file that is not a cache (another program's file, a passage
+        store), one of another layout, a damaged one, and one that cannot be written."""
+        tables = {row[0] for row in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if tables - {"calls"}:
+            raise ModelError(
+                f"cache {self.path} is an SQLite file with other tables ({', '.join(sorted(tables - {'calls'}))}): "
+                "another program's file, or one of the run's inputs; a cache holds only its calls, so give a file "
+                "of its own, such as calls.sqlite"
+            )
+        if "calls" in tables:
+            columns = [row[1] for row in self._db.execute("PRAGMA table_info(calls)")]
+            if columns != ["key", "reply"]:
+                raise ModelError(
+                    f"cache {self.path} has a table calls of another layout ({', '.join(columns)}); it is not "
+                    "rawreact's cache: give another file"
+                )
+        found = self._db.execute("PRAGMA quick_check(1)").fetchone()[0]  # the first fault found, or "ok"
+        if found != "ok":
+            raise ModelError(
+                f"cache {self.path} is damaged ({' '.join(found.split())}); remove it, or give another file"
+            )
+        self._db.execute("BEGIN IMMEDIATE")  # a write, rolled back: a cache that cannot be written fails now
+        try:
+            self._db.execute(SCHEMA)
+            self._db.execute("INSERT OR REPLACE INTO calls VALUES ('', '')")
+        finally:
+            self._db.execute("ROLLBACK")
+        self._db.execute(SCHEMA)
+
     def get(self, key: str) -> dict | None:
-        with self._lock:
-            row = self._db.execute("SELECT reply FROM calls WHERE key = ?", (key,)).fetchone()
-        return None if row is None else json.loads(row[0])
+        """The reply stored for `key`, or None: never stored, or a row that cannot be read (a miss, made again)."""
+        try:
+            with self._lock:
+                row = self._db.execute("SELECT reply FROM calls WHERE key = ?", (key,)).fetchone()
+            found = None if row is None else json.loads(row[0])
+        except (sqlite3.DatabaseError, ValueError, TypeError):
+            return None
+        return found if isinstance(found, dict | list) else None
 
     def put(self, key: str, reply: dict) -> None:
-        with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO calls VALUES (?, ?)", (key, json.dumps(reply, ensure_ascii=False)))
+        """Store a call's reply under `key` (over one that could not be read)."""
+        text = json.dumps(reply, ensure_ascii=False)
+        try:
+            with self._lock:
+                self._db.execute("INSERT OR REPLACE INTO calls VALUES (?, ?)", (key, text))
+        except sqlite3.DatabaseError as error:
+            raise ModelError(
+                f"cache {self.path} cannot store a call ({error}); the run file keeps every finished question: "
+                "give another --cache (or none) and --resume"
+            ) from None
 
     def __len__(self) -> int:
         with self._lock:
@@ -145,10 +205,14 @@ class CachedModel:
             return make()
         key = self.key(kind, **call)
         found = self.cache.get(key)
-        if found is not None:
+        try:
+            answer = None if found is None else read(found)
+        except (KeyError, TypeError, ValueError, AttributeError):  # a row of another shape: a miss, made again
+            answer = None
+        if answer is not None:
             with self._count:
                 self.hits += 1
-            return read(found)
+            return answer
         reply = make()
         self.cache.put(key, write(reply))
         with self._count:

@@ -12,6 +12,7 @@ the log's metadata, so the log can be traced back to the run's inputs.
 import hashlib
 import json
 import math
+import re
 import time
 from pathlib import Path
 
@@ -166,22 +167,37 @@ def inspect_log(name: str, manifest: dict | None, records: list[dict]) -> dict:
     }
 
 
+_LONE = re.compile("[\ud800-\udfff]")  # a surrogate in a str is always alone: a pair is one code point
+
+
+def _shown_escaped(text: str) -> str:
+    """JSON text with each lone surrogate (text no UTF-8 can hold) written as its escape, `\\udc80`, in
+    letters: inspect-ai's reader refuses a JSON escape of one, so the log shows it as the run file keeps it."""
+    return _LONE.sub(lambda found: f"\\\\u{ord(found.group()):04x}", text)
+
+
 def write_inspect_logs(runs: dict[str, tuple[dict | None, list[dict]]], folder: str | Path) -> list[Path]:
-    """Write each run's inspect log into `folder` (`inspect view --log-dir FOLDER` lists them); the paths."""
+    """Write each run's inspect log into `folder` (`inspect view --log-dir FOLDER` lists them); the paths.
+
+    Every log is made before the first is written, so a run that cannot be logged writes none; each is
+    written whole or not at all (a `.part` file renamed into place, removed on any error), with a lone
+    surrogate (which UTF-8 cannot hold) shown as its escape."""
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise DataError(f"--inspect {folder} is a file; give a folder for the logs, such as logs")
+    logs = [(name, inspect_log(name, manifest, records)) for name, (manifest, records) in runs.items()]
     written = []
-    for name, (manifest, records) in runs.items():
-        log = inspect_log(name, manifest, records)
+    for name, log in logs:
         stamp = log["eval"]["created"][:19].replace(":", "-")
         path = folder / f"{stamp}_{Path(name).stem}_{log['eval']['eval_id']}.json"
+        temporary = path.with_name(path.name + ".part")
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            temporary = path.with_name(path.name + ".part")
-            temporary.write_text(json.dumps(log, ensure_ascii=False, indent=1), encoding="utf-8")
+            temporary.write_text(_shown_escaped(json.dumps(log, ensure_ascii=False, indent=1)), encoding="utf-8")
             temporary.replace(path)
         except OSError as error:
             raise DataError(f"{path}: cannot write the inspect log: {error.strerror}") from None
+        finally:
+            temporary.unlink(missing_ok=True)
         written.append(path)
     return written

@@ -35,6 +35,7 @@ class Merged:
     out: Path
     questions: int
     notes: list[str] = field(default_factory=list)
+    unit: str = "question"  # what the run's records are: "game" for a run of games
 
 
 def merge(files: list[str | Path], out: str | Path, *, duplicates: str = "refuse") -> Merged:
@@ -65,14 +66,15 @@ def merge(files: list[str | Path], out: str | Path, *, duplicates: str = "refuse
     whole = (
         n > 0 and not absent and all(isinstance(count, int) for count in asked.values())
     )  # a shard given twice counts once
-    records, kept_from, notes = _joined(files, read, duplicates)
-    notes += _missing(files, read, absent)
+    unit = "game" if any(manifest.get("layout") == "games" for manifest, _ in read) else "question"
+    records, kept_from, notes = _joined(files, read, duplicates, unit)
+    notes += _missing(files, read, absent, unit)
     held, under_way = _under_way(files, {r["id"] for r in records})
     if under_way:
         notes.append(f"{plural(len(under_way), 'trial')} of {plural(len(held), 'question')} under way carried into "
                      f"{trials_path(out).name}; --resume the merged file continues them")  # fmt: skip
     _write(out, first, records, files, read, kept_from, sum(asked.values()) if whole else None, under_way)
-    return Merged(out, len(records), notes)
+    return Merged(out, len(records), notes, unit)
 
 
 def _counts(read: list, records: list[dict]) -> dict:
@@ -135,7 +137,9 @@ def _same_run(first_path: Path, first: dict, path: Path, manifest: dict) -> None
         raise DataError(f"{path} is not a part of the same run: {'; '.join(changed)}; merge the shards of one run")
 
 
-def _joined(files: list[Path], read: list, duplicates: str) -> tuple[list[dict], dict[Path, int], list[str]]:
+def _joined(
+    files: list[Path], read: list, duplicates: str, unit: str = "question"
+) -> tuple[list[dict], dict[Path, int], list[str]]:
     """Every question once, in the order of the files, and how many records each file gave."""
     seen: dict[str, Path] = {}
     records, kept_from, twice = [], dict.fromkeys(files, 0), []
@@ -152,28 +156,28 @@ def _joined(files: list[Path], read: list, duplicates: str) -> tuple[list[dict],
         question, a, b = twice[0]
         if duplicates == "refuse":
             raise DataError(
-                f"question {question} is in both {a} and {b} ({len(twice)} record{'s' if len(twice) != 1 else ''} "
-                "of a question already given); pass --duplicates first to keep each question's record from the "
+                f"{unit} {question} is in both {a} and {b} ({len(twice)} record{'s' if len(twice) != 1 else ''} "
+                f"of a {unit} already given); pass --duplicates first to keep each {unit}'s record from the "
                 "first file given that has it"
             )
         notes.append(
-            f"{len(twice)} record{'s' if len(twice) != 1 else ''} of a question already given left out (the first "
+            f"{len(twice)} record{'s' if len(twice) != 1 else ''} of a {unit} already given left out (the first "
             f"file's record is kept, as --duplicates first says), such as {question} of {b}, kept from {a}"
         )
     return records, kept_from, notes
 
 
-def _missing(files: list[Path], read: list, absent: list[str]) -> list[str]:
+def _missing(files: list[Path], read: list, absent: list[str], unit: str = "question") -> list[str]:
     """Lines on the questions not there yet: shards not given (`absent`, as K/N), and shards not finished."""
     notes = []
     if absent:
-        notes.append(f"shard{'s' if len(absent) > 1 else ''} {', '.join(absent)} not given: their questions "
+        notes.append(f"shard{'s' if len(absent) > 1 else ''} {', '.join(absent)} not given: their {unit}s "
                      "are missing; --resume the merged file with the unsharded command to run them")  # fmt: skip
     for path, (manifest, found) in zip(files, read, strict=True):
         asked = manifest.get("questions")
         if isinstance(asked, int) and len(found) < asked:
             notes.append(
-                f"{path}: {len(found)} of its {asked} questions finished; --resume the merged file runs the rest"
+                f"{path}: {len(found)} of its {asked} {unit}s finished; --resume the merged file runs the rest"
             )
     return notes
 

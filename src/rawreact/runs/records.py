@@ -282,6 +282,11 @@ def _problem(record: object) -> str | None:
         return problem
     if not all(v is None or (_is(v, (int,)) and v >= 0) for v in record["tokens"].values()):
         return "has 'tokens' that are not whole numbers of at least 0"
+    if not all(isinstance(url, str) for url in record.get("lost_on", [])):
+        return "has 'lost_on' entries that are not servers' addresses (strings)"
+    problem = _task_problem(record)
+    if problem:
+        return problem
     if "trajectory" not in record:
         return "has no 'trajectory'"
     if record.get("trajectory") is None and record.get("reasoning") is None:
@@ -299,6 +304,28 @@ def _problem(record: object) -> str | None:
     return _trials_problem(record)
 
 
+TASKS = ("qa", "fever", "game")
+# A game's own fields (runs.run.Result._game): whether it was won, the share of its points, and its recipe.
+_GAME = {"success": _NUMBER, "reward": (*_NUMBER, None)}
+
+
+def _task_problem(record: dict, where: str = "") -> str | None:
+    """What is wrong with a record's task and, for a game, its game fields (also a trial's: `where`), or None."""
+    task = record.get("task", "qa") if not where else "game"
+    if task not in TASKS:
+        return f"has 'task' = {json.dumps(task)[:40]}, which is not {', '.join(TASKS[:-1])} or {TASKS[-1]}"
+    if task != "game":
+        return None
+    problem = _wrong(record, _GAME, {} if where else {"game": (str,)}, where)
+    if problem:
+        return problem
+    if record["success"] not in (0, 1):
+        return f"has {where}'success' = {json.dumps(record['success'])}, where a game is won (1) or not (0)"
+    if record["reward"] is not None and not 0 <= record["reward"] <= 1:
+        return f"has {where}'reward' = {json.dumps(record['reward'])}, where a reward is a share of points, 0 to 1"
+    return None
+
+
 _TRIAL = {"trial": (int,), "passed": (bool,), "answer": (str,), "em": (*_NUMBER, None), "model_calls": (int,)}
 
 
@@ -309,6 +336,8 @@ def _trials_problem(record: dict) -> str | None:
         if not isinstance(trial, dict):
             return f"has trial {k} that is not an object"
         problem = _wrong(trial, _TRIAL, {"tokens": (dict,)}, f"trial {k} ")
+        if record.get("task") == "game":
+            problem = problem or _task_problem(trial, f"trial {k} ")
         if problem:
             return problem
         try:

@@ -175,12 +175,19 @@ class RunFile:
             raise DataError(
                 f"{self.manifest_path}: {said}: was the manifest edited? restore it, or choose another --out"
             )
-        changed = [f"{key} was {old.get(key)!r}, now {self.config.get(key)!r}" for key in keys]
+        changed = [_said(key, old, self.config) for key in keys]
         if changed:
-            raise DataError(
-                f"--resume would mix two different runs in {self.path}: {'; '.join(changed)}. "
-                "Use the same settings, or choose another --out"
-            )
+            from rawreact import __version__
+
+            made_by = self.manifest.get("rawreact")
+            if isinstance(made_by, str) and made_by != __version__:
+                todo = (
+                    f"The run was made by rawreact {made_by}, and this is {__version__}: finish it with the version "
+                    f"that made it (pip install 'rawreact=={made_by}'), or start a new run with another --out"
+                )
+            else:
+                todo = "Use the same settings, or choose another --out"
+            raise DataError(f"--resume would mix two different runs in {self.path}: {'; '.join(changed)}. {todo}")
         if whole < len(data):  # a crash cut the last line: drop it, so its question runs again
             os.truncate(self.path, whole)
         self.done = {record["id"]: record for record in records}
@@ -239,6 +246,7 @@ _BEFORE = dict.fromkeys(
     "repeats": "off",
     "budget": None,
     "drafts": 0,
+    "verb_timeout": 60.0,  # an --env run's bound on its verbs: before it, a verb took as long as it took
 }
 # A setting whose value in runs made before it was recorded depends on another: the call stop, on the loop
 # (runs made before it stopped every step's call at the observation alone).
@@ -248,6 +256,24 @@ _BEFORE_BY = {"call_stop": ("loop", lambda loop: "observation" if loop in ("tole
 # Settings compared only when both runs recorded them: the identity a server gave (`model_served`), which
 # a run loaded after its run file was opened (a comparison's variant) does not have.
 _WHEN_BOTH = ("model_served",)
+
+
+# What a manifest records beside the settings, in words, for a refusal to say what changed.
+_WORDS = {
+    "call_stop": (
+        "where a step's call stops",
+        "at the observation line alone (rawreact 0.1.0; from 0.2.0 also once the action line is complete)",
+    ),
+}
+
+
+def _said(key: str, old: dict, new: dict) -> str:
+    """A change of one recorded value, in words: `max_steps was 7, now 5`."""
+    if key not in _WORDS:
+        return f"{key} was {old.get(key)!r}, now {new.get(key)!r}"
+    words, before = _WORDS[key]
+    was = before if old.get(key) is None else repr(old.get(key))
+    return f"{words} was {was}, now {new.get(key)!r}"
 
 
 def changed_settings(old: dict, new: dict) -> list[str]:

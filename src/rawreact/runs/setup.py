@@ -20,6 +20,8 @@ from rawreact.config.settings import Settings
 from rawreact.core.errors import DataError, GrammarError
 from rawreact.core.folders import split_named
 from rawreact.environments.custom import Factory, import_factory
+from rawreact.environments.env import bound_verbs
+from rawreact.models.cores import threads_problem
 from rawreact.models.specs import model_sha256
 from rawreact.runs.run import unrunnable
 from rawreact.tasks.collection import Collection, Passages, Question
@@ -126,6 +128,7 @@ def envs_of(settings: Settings, collection: Collection) -> Callable[[Question], 
     settings' `--env` factory from that where one is named."""
     collection = collection_of(settings, collection)
     factory = factory_of(settings)
+    bound_verbs(settings.verb_timeout if factory is not None else None)  # a user's verb that hangs fails instead
 
     def env(question: Question) -> object:
         made = collection.env(question, n_first=settings.sentences, loop=settings.loop)
@@ -154,7 +157,9 @@ def check_env(settings: Settings, collection: Collection, grammar: Grammar | Non
     if grammar is not None and grammar.mode != "commands":
         validate(grammar, env.verbs)
     verbs = [{"name": v.name, "shown": v.shown, "arg": v.arg, "description": v.description} for v in env.verbs]
-    return {"env": settings.env, "env_sha256": factory_of(settings).sha256, "verbs": verbs}
+    # How long a verb may take decides what an episode whose verb hangs sees: a resume compares it.
+    recorded = {"env": settings.env, "env_sha256": factory_of(settings).sha256, "verbs": verbs}
+    return recorded | {"verb_timeout": settings.verb_timeout}
 
 
 def solve_options(
@@ -281,7 +286,7 @@ class Parts:
 def load_parts(settings: Settings, collection: Collection, **run) -> Parts:
     """Load and check everything the settings name, before any model loads: a bad file fails first."""
     task = collection.task
-    problem = game_problem(settings, task)
+    problem = game_problem(settings, task) or threads_problem(settings.threads)
     if problem:
         raise DataError(f"{settings.where}{problem}")
     prompt, grammar, backoff = prompt_of(settings, task), grammar_of(settings), backoff_prompt_of(settings, task)

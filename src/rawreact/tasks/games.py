@@ -11,12 +11,15 @@ Recipes: `coin:L` (TextWorld's coin collector at level L), `treasure:L` (treasur
 level 3 on, with containers to open).
 """
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,7 +83,7 @@ def make_games(
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     parsed = [Recipe.parse(r) for r in recipes]
-    old = {g["id"]: g for g in _manifest(folder).get("games", [])} if (folder / MANIFEST).exists() else {}
+    old = {g["id"]: g for g in _entries(folder, _manifest(folder))} if (folder / MANIFEST).exists() else {}
     command, planned = tw_make(), []
     for recipe in parsed:
         for seed in seeds:
@@ -90,29 +93,69 @@ def make_games(
             fresh = kept is not None and path.is_file() and _sha256(path) == kept["sha256"]
             planned.append((game_id, recipe, seed, path, kept if fresh else None))
 
+    makers = _Makers()
+
     def made(plan: tuple) -> dict:
         game_id, recipe, seed, path, kept = plan
         if kept is not None:
             return kept
-        _make(command, recipe, seed, path)
+        makers.make(command, recipe, seed, path)
         return _entry(game_id, recipe, seed, path)
 
     games: list[dict] = []
-    with ThreadPoolExecutor(max_workers=max(1, jobs or os.cpu_count() or 1)) as pool:  # tw-make is its own process
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs or os.cpu_count() or 1))  # tw-make is its own process
+    try:
         for entry in pool.map(made, planned):
             games.append(entry)
             if on_game is not None:
                 on_game(entry)
             _write_manifest(folder, games)
+    except BaseException:  # Ctrl-C, SIGTERM (as KeyboardInterrupt) or a failed game: no tw-make goes on writing
+        makers.stop()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown()
     return games
 
 
-def _make(command: str, recipe: Recipe, seed: int, path: Path) -> None:
-    args = [command, *recipe.arguments(), "--seed", str(seed), "--output", str(path), "--silent", "-f"]
-    done = subprocess.run(args, capture_output=True, text=True)
-    if done.returncode != 0 or not path.is_file():
-        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-        raise DataError(f"tw-make could not make {recipe} with seed {seed}: {' / '.join(tail) or 'no output'}")
+class _Makers:
+    """The tw-make processes under way, each in a process group of its own (tw-make starts the Inform 7
+    compiler), so that a stopped batch ends them all and removes what they half wrote."""
+
+    def __init__(self) -> None:
+        self.running: dict[subprocess.Popen, Path] = {}
+        self.stopped = threading.Event()
+        self._lock = threading.Lock()
+
+    def make(self, command: str, recipe: Recipe, seed: int, path: Path) -> None:
+        args = [command, *recipe.arguments(), "--seed", str(seed), "--output", str(path), "--silent", "-f"]
+        with self._lock:
+            if self.stopped.is_set():
+                raise DataError("stopped")
+            process = subprocess.Popen(
+                args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+            )
+            self.running[process] = path
+        try:
+            out, err = process.communicate()
+        finally:
+            with self._lock:
+                self.running.pop(process, None)
+        if process.returncode != 0 or not path.is_file():
+            tail = (err or out).strip().splitlines()[-3:]
+            raise DataError(f"tw-make could not make {recipe} with seed {seed}: {' / '.join(tail) or 'no output'}")
+
+    def stop(self) -> None:
+        """End every tw-make under way, with its children, and remove the files they were writing."""
+        with self._lock:
+            self.stopped.set()
+            running = dict(self.running)
+        for process, path in running.items():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            for half in (path, path.with_suffix(".json"), path.with_suffix(".ni")):
+                half.unlink(missing_ok=True)
 
 
 def _entry(game_id: str, recipe: Recipe, seed: int, path: Path) -> dict:
@@ -169,23 +212,65 @@ def is_games(path: str | Path) -> bool:
     return (path.is_dir() and (path / MANIFEST).is_file()) or path.name == MANIFEST
 
 
+# Each field of a games manifest's entry, with the type it must have and whether it may be missing.
+_ENTRY = {"id": (str, True), "file": (str, True), "sha256": (str, True), "objective": (str, False)}
+_ENTRY |= {"recipe": (str, False), "seed": (int, False), "walkthrough_steps": (int, False)}
+
+
+def _entries(folder: Path, data: dict) -> list[dict]:
+    """The games of a manifest, each checked: its fields' types, an id given once, and a file that is a plain
+    name inside the folder (a path, or a link, could make a run open any file its digest vouches for)."""
+    where, seen = folder / MANIFEST, set()
+    for n, game in enumerate(data["games"], 1):
+        if not isinstance(game, dict):
+            raise DataError(f"{where}: game {n} is not an object with id, file and sha256; was the file edited?")
+        for key, (kind, needed) in _ENTRY.items():
+            if key not in game and needed:
+                raise DataError(f"{where}: game {n} has no {key!r}; each game needs id, file and sha256")
+            value = game.get(key)
+            if key in game and not (isinstance(value, kind) and not isinstance(value, bool)):
+                said = "a string" if kind is str else "a whole number"
+                raise DataError(
+                    f"{where}: game {n} has {key!r} = {json.dumps(value)[:40]}, which is not {said}; was the file "
+                    "edited? make the games again with `rawreact games`"
+                )
+        if not game["id"].strip() or any(c in game["id"] for c in "\r\n\t\0"):
+            raise DataError(f"{where}: game {n} has the id {game['id']!r}: an id is one line of text, not empty")
+        if game["id"] in seen:
+            raise DataError(f"{where}: game {n} repeats the id {game['id']!r}; give each game its own id")
+        seen.add(game["id"])
+        name = game["file"]
+        if name in ("", ".", "..") or Path(name).name != name or "\\" in name or (folder / name).is_symlink():
+            raise DataError(
+                f"{where}: game {n}'s file {name!r} is not a plain file name in {folder}; a game's file lies in "
+                "its games folder, not behind a path or a link"
+            )
+    return data["games"]
+
+
 def read_games(path: str | Path) -> Collection:
     """A games folder (or its games.json) as a collection: one question per game, in the manifest's order.
 
-    Every game file is checked against its digest, so a run names exactly the games it played.
+    Every game file is checked against its digest, and each has TextWorld's `.json` beside it (the
+    objective and the commands the game admits come from it), so a run names exactly the games it plays
+    and fails before any model loads, not at a game's turn.
     """
     path = Path(path)
     folder = path if path.is_dir() else path.parent
     data = _manifest(folder)
     questions, digest = [], hashlib.sha256()
-    for n, game in enumerate(data["games"], 1):
-        if not isinstance(game, dict) or not {"id", "file", "sha256"} <= set(game):
-            raise DataError(f"{folder / MANIFEST}: game {n} needs id, file and sha256")
+    for game in _entries(folder, data):
         file = folder / game["file"]
         if not file.is_file():
             raise DataError(f"{file}: the game is missing; make it again with `rawreact games {folder}`")
         if _sha256(file) != game["sha256"]:
             raise DataError(f"{file}: the game file changed since it was made (its SHA-256 differs); make it again")
+        if not file.with_suffix(".json").is_file():
+            raise DataError(
+                f"{file.with_suffix('.json')}: missing; TextWorld reads a game's objective and admissible commands "
+                f"from the .json tw-make writes beside it: copy it back, or make the game again with `rawreact "
+                f"games {folder}`"
+            )
         digest.update(f"{game['id']}\0{game['sha256']}\0".encode())
         objective = game.get("objective") or game["id"]
         questions.append(Question(game["id"], objective, "", kind=game.get("recipe", ""), task="game", game=str(file)))

@@ -1,0 +1,88 @@
+"""Where a user's code is: an `--env` spec read into its folder, module and function, and the module's
+source file found without importing (so without running) anything.
+
+A spec is `module:function` (`myverbs:with_calculate`, `mypkg.envs:make`), found first in the current
+folder and then where Python finds installed modules; or with a folder before the module
+(`tools/myverbs:with_calculate`, `./myverbs:f`), found first in that folder; or a file
+(`tools/myverbs.py:f`). A settings file's spec is read with the file's own folder before it.
+"""
+
+import hashlib
+import importlib.machinery
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class ModuleSpec:
+    """An `--env` spec read: the folder it is looked up in first (None: the current folder), the module's
+    dotted name, and the function's name."""
+
+    folder: str | None
+    module: str
+    function: str
+
+    @property
+    def root(self) -> Path:
+        """The folder the module is looked up in before the installed ones."""
+        return Path(self.folder or ".").absolute()
+
+    @property
+    def named(self) -> str:
+        """`module:function`, the spec without its folder: what a command line names."""
+        return f"{self.module}:{self.function}"
+
+    def locate(self) -> Path | None:
+        """The module's source file (a package's `__init__.py`), found as an import would find it, without
+        importing anything: no code of the module or its packages runs. None when nothing is found."""
+        search = [str(self.root), *sys.path]
+        parts = self.module.split(".")
+        found = None
+        for depth in range(len(parts)):
+            name = ".".join(parts[: depth + 1])
+            try:
+                found = importlib.machinery.PathFinder.find_spec(name, search)
+            except (ImportError, ValueError):
+                return None
+            if found is None:
+                return None
+            search = list(found.submodule_search_locations or [])
+        origin = getattr(found, "origin", None)
+        return Path(origin) if origin and Path(origin).is_file() else None
+
+
+def module_problem(spec: str) -> str | None:
+    """What stops `spec` from naming a module and a function, in words, or None."""
+    try:
+        read_module(spec)
+    except ValueError as error:
+        return str(error)
+    return None
+
+
+def read_module(spec: str) -> ModuleSpec:
+    """`[FOLDER/]module:function` or `[FOLDER/]file.py:function` -> ModuleSpec; a spec that names no module
+    and function is a ValueError saying what to give."""
+    where, colon, function = spec.rpartition(":")
+    where, function = where.strip(), function.strip()
+    example = "package.module:factory, as in myverbs:with_calculate"
+    if not colon or not where or not function:
+        raise ValueError(f"env={spec!r} (--env) must be an import path, {example}")
+    folder = None
+    if "/" in where or "\\" in where or where.endswith(".py"):
+        path = Path(where)
+        folder = str(path.parent)
+        where = path.stem if path.suffix == ".py" else path.name
+    if not all(part.isidentifier() for part in where.split(".")):
+        raise ValueError(
+            f"env={spec!r} (--env): {where!r} is not a module's name (letters, digits and _, dotted); {example}"
+        )
+    if not function.isidentifier():
+        raise ValueError(f"env={spec!r} (--env): {function!r} is not a function's name; {example}")
+    return ModuleSpec(folder, where, function)
+
+
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file's bytes, as a run records its `--env` module's source."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
