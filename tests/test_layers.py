@@ -151,3 +151,68 @@ def test_the_verb_check_sees_a_verb_named_in_the_agents(tmp_path):
     )
     word = re.compile(r"\b(" + "|".join(names) + r")\b(?!\s+\w)", re.IGNORECASE)
     assert [text for _, text in _strings(old) if word.fullmatch(text.strip())] == ["search"]
+
+
+def _names_a_task_type(tree: ast.AST, names: set[str]) -> list[str]:
+    """Where a module tests or spells a task type by its name: a comparison of something named like a task
+    with a type's name, a mapping keyed by two or more types' names, `task=NAME` or a `task` default, and a
+    record's `"task": NAME`."""
+
+    def named(node) -> bool:
+        values = node.elts if isinstance(node, ast.Tuple | ast.List | ast.Set) else [node]
+        return any(isinstance(v, ast.Constant) and v.value in names for v in values)
+
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and "task" in ast.unparse(node).lower():
+            if any(named(side) for side in [node.left, *node.comparators]):
+                found.append(ast.unparse(node))
+        elif isinstance(node, ast.Dict):
+            keys = [k.value for k in node.keys if isinstance(k, ast.Constant)]
+            if sum(k in names for k in keys) >= 2:
+                found.append(ast.unparse(node)[:60])
+            for key, value in zip(node.keys, node.values, strict=True):
+                if isinstance(key, ast.Constant) and key.value == "task" and named(value):
+                    found.append(ast.unparse(node)[:60])
+        elif isinstance(node, ast.keyword) and node.arg == "task" and named(node.value):
+            found.append(ast.unparse(node))
+        elif isinstance(node, ast.arguments):
+            positional = node.posonlyargs + node.args
+            pairs = list(zip(positional[len(positional) - len(node.defaults) :], node.defaults, strict=True))
+            pairs += [(a, d) for a, d in zip(node.kwonlyargs, node.kw_defaults, strict=True) if d is not None]
+            found += [f"{a.arg}={ast.unparse(d)}" for a, d in pairs if a.arg == "task" and named(d)]
+    return found
+
+
+def test_no_module_outside_the_task_declarations_names_a_task_type():
+    """Task types are declarations (`core.tasks`), as verbs are: a module that needs what a type does reads
+    its declaration (its scores, its scoring, its unit, its reference files), and never tests its name."""
+    from rawreact.core.tasks import TASK_TYPES
+
+    names = set(TASK_TYPES)
+    found = {
+        name: places
+        for name, path in MODULES.items()
+        if name != "rawreact.core.tasks"
+        and (places := _names_a_task_type(ast.parse(path.read_text(encoding="utf-8")), names))
+    }
+    assert found == {}
+
+
+def test_the_task_type_check_finds_what_it_looks_for():
+    """The check above, on code that names task types in each of the ways it looks for, and on code that
+    reads the declarations instead."""
+    names = {"qa", "fever", "game"}
+    naming = [
+        'if question.task == "game": pass',
+        'x = r.get("task") in ("fever", "game")',
+        'x = {"qa": 1, "fever": 2}[task]',
+        'f(task="fever")',
+        'def f(task: str = "qa"): pass',
+        'record = {"task": "game", "success": 1}',
+    ]
+    for text in naming:
+        assert _names_a_task_type(ast.parse(text), names), text
+    reading = ['if task_type(question.task).scoring == "outcome": pass', 'loop = "game"', 'f(agent="game")']
+    for text in reading:
+        assert not _names_a_task_type(ast.parse(text), names), text

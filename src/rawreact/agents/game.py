@@ -78,8 +78,14 @@ def play(
 def _step(i: int, transcript: str, env, model: Model, grammar, thoughts: bool, max_tokens: int) -> Step:
     """One line of the game: a call, the command or thought it wrote, and what the game said."""
     start = time.perf_counter()
-    admissible = {" ".join(c.lower().split()) for c in env.admissible}
-    line_grammar = None if grammar is None else grammar.for_commands(env.admissible, thoughts, env.verbs)
+    known = getattr(env, "admissible", None)  # None: a game that does not say what it admits
+    if grammar is not None and known is None:
+        raise GrammarError(
+            f"{getattr(env, 'path', 'this game')}: the game does not say which commands it admits (TextWorld's .json "
+            "is not beside it), so --grammar commands cannot apply; drop it, or put the game's .json beside it"
+        )
+    admissible = {" ".join(c.lower().split()) for c in known or ()}
+    line_grammar = None if grammar is None else grammar.for_commands(known, thoughts, env.verbs)
     call = model.complete(transcript, stop=["\n"], max_tokens=max_tokens, grammar=line_grammar)
     truncated = call.finish_reason == "length"
     action = parse_command(call.text, env.verbs, truncated=truncated)
@@ -88,6 +94,6 @@ def _step(i: int, transcript: str, env, model: Model, grammar, thoughts: bool, m
         error = "truncated" if truncated and shown else "no action"
         return Step(i, None, None, shown, NOTHING, [call], error, time.perf_counter() - start)
     observation, _ = env.step(action)
-    inadmissible = env.verbs[action.name].whole_line and action.arg.lower() not in admissible
+    inadmissible = known is not None and env.verbs[action.name].whole_line and action.arg.lower() not in admissible
     error = "inadmissible" if inadmissible else None
     return Step(i, None, action, env.verbs.format(action), observation, [call], error, time.perf_counter() - start)

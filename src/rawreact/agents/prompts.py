@@ -17,7 +17,7 @@ from rawreact.core.actions import PASSAGE_VERBS, Verbs
 from rawreact.core.errors import PromptError
 from rawreact.core.folders import NAMED, split_named
 from rawreact.core.resources import resource
-from rawreact.core.text import HEADERS
+from rawreact.core.tasks import QA, TASK_TYPES, task_type
 
 _BLOCKS = re.compile(r"\n[ \t]*\n")
 # Where each method's shipped instruction and exemplars are, under prompts/ (ReAct's at the top).
@@ -29,16 +29,17 @@ STARTS = {
     "cot-context": "Context",
     "reflect-game": "Task",
 }  # what an exemplar starts with, where it is not the question's header
-TASKS = {"qa": ("", HEADERS["qa"]), "fever": ("fever/", HEADERS["fever"]), "game": ("games/", HEADERS["game"])}
 
 
 def _relative(method: str, task: str, name: str) -> str:
-    """A shipped prompt file under prompts/: ReAct's QA files at the top, FEVER's in fever/react/ and the like."""
-    if task == "qa":
+    """A shipped prompt file under prompts/: a task type's own folder (`core.tasks`), with each method's in it,
+    ReAct's at the top for questions (fever/react/ and the like for the others)."""
+    folder = task_type(task).prompts
+    if not folder:
         return f"{FOLDERS[method]}{name}"
     if method == "tools":
         raise PromptError("the tools method answers questions; run FEVER claims with the paper's methods")
-    return f"{TASKS[task][0]}{FOLDERS[method] or 'react/'}{name}"
+    return f"{folder}{FOLDERS[method] or 'react/'}{name}"
 
 
 def shipped(method: str, task: str, name: str) -> Path:
@@ -69,11 +70,11 @@ def _read(path: Path) -> str:
         raise PromptError(f"{path}: not UTF-8 text; save the prompt file as UTF-8") from None
 
 
-def read_exemplars(path: str | Path | None = None, method: str = "react", task: str = "qa") -> list[str]:
+def read_exemplars(path: str | Path | None = None, method: str = "react", task: str = QA.name) -> list[str]:
     """The exemplars of a file (by default the method's for the task): blocks separated by blank
     lines, each starting `Question:` (`Claim:` for FEVER)."""
     path = Path(path) if path else shipped(method, task, "exemplars.txt")
-    header = STARTS.get(method, TASKS[task][1])
+    header = STARTS.get(method, task_type(task).header)
     text = _read(path).replace("\r\n", "\n").strip("\n")
     exemplars, line = [], 1
     for block in _BLOCKS.split(text):
@@ -87,7 +88,7 @@ def read_exemplars(path: str | Path | None = None, method: str = "react", task: 
     return exemplars
 
 
-def read_instruction(path: str | Path | None = None, method: str = "react", task: str = "qa") -> str:
+def read_instruction(path: str | Path | None = None, method: str = "react", task: str = QA.name) -> str:
     """The instruction text (by default the method's for the task), ending with one newline; an empty file gives "".
 
     `NOTEBOOK.ipynb#NAME` is the string a code cell of that notebook assigns to NAME, taken as it is:
@@ -156,11 +157,11 @@ def load_prompt(
     key: str | None = None,
     order: int | None = None,
     method: str = "react",
-    task: str = "qa",
+    task: str = QA.name,
 ) -> Prompt:
     """Build a prompt: instruction, then the first `k` exemplars (all when k is None).
 
-    The files default to the `method`'s shipped ones for the `task` (see FOLDERS and TASKS: FEVER's
+    The files default to the `method`'s shipped ones for the `task` (see FOLDERS and core.tasks: FEVER's
     are under prompts/fever/); an empty instruction file means no instruction.
 
     `order` = S shuffles the chosen exemplars with `random.Random(S)`, for order ablations.
@@ -174,8 +175,8 @@ def load_prompt(
     """
     if method not in FOLDERS:
         raise PromptError(f"no prompt for method {method!r}; the methods with prompts are {', '.join(FOLDERS)}")
-    if task not in TASKS:
-        raise PromptError(f"no prompts for task {task!r}; the tasks are {', '.join(TASKS)}")
+    if task not in TASK_TYPES:
+        raise PromptError(f"no prompts for task {task!r}; the tasks are {', '.join(TASK_TYPES)}")
     if method == "tools":  # native tool calls: a system message alone, no exemplars
         if exemplars is not None or key is not None or k is not None or order is not None:
             raise PromptError(
@@ -195,7 +196,7 @@ def load_prompt(
     reference = exemplars is not None and str(exemplars).endswith(".json")
     # The reference prepends its instruction to its HotpotQA ReAct prompt only; its other prompts, and
     # its FEVER prompts (which carry their own instruction: FEVER.ipynb sends nothing before them), stand alone.
-    alone = method != "react" or task == "fever"
+    alone = method != "react" or task_type(task).reference.own_instruction
     instruction_text = (
         "" if reference and instruction is None and alone else read_instruction(instruction, method, task)
     )

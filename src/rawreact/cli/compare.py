@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 from rawreact.cli.files import intervals_note, refuse_cache_inputs, shown
-from rawreact.cli.lines import score_cell, verdict
+from rawreact.cli.lines import score_cell
 from rawreact.cli.settings import given_settings
 from rawreact.cli.terminal import Stopper, progress
 from rawreact.config.choices import REFLEXION
@@ -31,7 +31,9 @@ def compare_command(args: argparse.Namespace) -> int:
         own["method"] = "react-reflexion" if own.get("method") in (None, "react") else own["method"]
     base = Variant("base", **own)
     variants = [parse_variant(text, base) for text in args.variant]
-    collection = load_collection(shared.data)  # read once: its task picks the prompt files an ablation counts
+    collection = load_collection(
+        shared.data, own_env=own.get("env") is not None
+    )  # read once: its task picks the prompt files an ablation counts
     for kind in args.ablation:
         variants += ablation(kind, base, orders=args.orders, task=collection.task)
     if not variants:
@@ -48,10 +50,10 @@ def compare_command(args: argparse.Namespace) -> int:
             bar.set_postfix_str(variant.name, refresh=False)
             bar.update()
             if not args.quiet:
-                if result.question.task == "game":  # a game's scores: won or not, and its reward
+                if result.task.scoring == "outcome":  # judged by the environment: won or not, and its reward
                     scores = game_score(result.success, result.reward)
                 else:
-                    scores = f"{verdict(result.em)}, F1 {score_cell(result.f1, '{:.2f}')}"
+                    scores = f"{result.task.outcome(result.scores)}, F1 {score_cell(result.f1, '{:.2f}')}"
                 line = f"{variant.name} {inline(result.question.id)}: {scores}"
                 bar.write(printable(line), file=sys.stdout)
 

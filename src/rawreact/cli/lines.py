@@ -135,19 +135,15 @@ def reasoning_text(question: Question, reasoning: Reasoning) -> str:
     return text
 
 
-def verdict(em: float | None) -> str:
-    return "not scored (no gold answer)" if em is None else "correct" if em else "wrong"
-
-
 def score_cell(value: float | None, form: str) -> str:
     return "-" if value is None else form.format(value)
 
 
 def result_line(n: int, total: int, result: Result) -> str:
     out = result.outcome
-    if result.question.task == "game":
+    if result.task.scoring == "outcome":  # the environment judged it: won or not, and its reward
         return (
-            f"result [{n}/{total}] {inline(result.question.id)}: {'won' if result.success else 'not won'} "
+            f"result [{n}/{total}] {inline(result.question.id)}: {result.task.outcome(result.scores)} "
             f"(reward {result.reward or 0.0:.2f}); "
             f"ended by {out.ended} after {plural(len(out.steps), 'step')}, {plural(out.model_calls, 'call')}, "
             f"{out.invalid_actions} invalid, {plural(out.repeats, 'repeat')}, {out.seconds:.1f} s"
@@ -157,7 +153,7 @@ def result_line(n: int, total: int, result: Result) -> str:
         verdict_of = "passed" if out.trials[-1].passed else "failed"
         branch = f" (trial {len(out.trials)}, {verdict_of} by {(out.reflexion or {}).get('evaluator', '?')})"
     return (
-        f"result [{n}/{total}] {inline(result.question.id)}: {verdict(result.em)} "
+        f"result [{n}/{total}] {inline(result.question.id)}: {result.task.outcome(result.scores)} "
         f"(EM {score_cell(result.em, '{:.0f}')}, F1 {score_cell(result.f1, '{:.2f}')}) "
         f"answer {out.answer!r}{branch}, gold {result.question.answer!r}; ended by {out.ended} after "
         f"{plural(len(out.steps), 'step')}, {plural(out.model_calls, 'call')}, {out.invalid_actions} invalid, "

@@ -16,17 +16,17 @@ from rawreact.cli.app import main
 from rawreact.cli.parser import parser
 from rawreact.config.paper import SAMPLE, SHUFFLE_RANGE, SHUFFLE_SEED
 from rawreact.core.errors import DataError
+from rawreact.core.tasks import task_type
 
 # The protocol without the reference checkout: both notebooks' sample and the reference loop's defaults.
 _SAMPLE = ["--shuffle", "--shuffle-seed", str(SHUFFLE_SEED), "--limit", str(SAMPLE), "--n-first", "5"]
-PROTOCOL = {"qa": _SAMPLE, "fever": [*_SAMPLE, "--shuffle-range", str(SHUFFLE_RANGE)]}
-NAMES = {"qa": "hotpotqa", "fever": "fever"}
 LOOPS_SAID = {"tolerant": "rawreact's", "reference": "the reference notebook's, byte for byte"}
 
 
 def reproduce(task: str, argv: list[str], usage: str) -> int:
     """Run the protocol with `argv` (data file and options), resuming a run already started."""
-    name = f"reproduce_{NAMES[task]}"
+    declared = task_type(task)  # its benchmark's name, and whether the protocol shuffles over range(7405)
+    name = f"reproduce_{declared.benchmark}"
     if not argv or argv[0].startswith("-"):
         print(usage, file=sys.stderr)
         return 2
@@ -36,7 +36,7 @@ def reproduce(task: str, argv: list[str], usage: str) -> int:
         args = parser().parse_args(["run", *options])
     except SystemExit as exit:  # argparse has said what is wrong, with the usage
         return exit.code if isinstance(exit.code, int) else 2
-    data, out = args.data, args.out or f"{NAMES[task]}-500.jsonl"
+    data, out = args.data, args.out or f"{declared.benchmark}-500.jsonl"
     reference = args.reference is not None
     loop = args.loop or ("reference" if reference else "tolerant")
     said = f" in the {loop} loop ({LOOPS_SAID[loop]})" if loop in LOOPS_SAID else ""
@@ -51,7 +51,8 @@ def reproduce(task: str, argv: list[str], usage: str) -> int:
         if (stale or not Path(store).exists()) and main(["index", data, "--out", store, "--force"]) != 0:
             return 2
         options += ["--passages", store]
-    protocol = [] if reference else PROTOCOL[task]
+    ranged = ["--shuffle-range", str(SHUFFLE_RANGE)] if declared.reference.shuffle_range else []
+    protocol = [] if reference else [*_SAMPLE, *ranged]
     # Options given after the protocol's win, so `--limit 20` makes a first, short try; the last --out wins.
     code = main(["run", data, *protocol, *options[1:], "--out", out, "--resume", "-q"])
     if code == 0:

@@ -27,6 +27,7 @@ from rawreact.config.files import manifest_settings, recorded_env
 from rawreact.config.settings import PATHS
 from rawreact.core.errors import DataError, GrammarError
 from rawreact.core.folders import check_parents, split_named
+from rawreact.core.tasks import task_type
 from rawreact.core.text import inline, plural, printable
 from rawreact.environments.custom import check_recorded
 from rawreact.models import cores, load_model
@@ -125,10 +126,10 @@ def run(args: argparse.Namespace) -> int:
     sink = RunFile(args.out, config, resume=args.resume, details=details) if args.out else None
     ids = {q.id for q in questions}
     done = [] if sink is None else [r for r in sink.done.values() if r["id"] in ids]
-    unit = "game" if collection.task == "game" else "question"
-    loop = game_loop_said(settings, collection.task) if unit == "game" else loop_said(settings)
+    task = task_type(collection.task)
+    loop = game_loop_said(settings, task.name) if task.style == "commands" else loop_said(settings)
     print(
-        f"rawreact {__version__}: {plural(len(questions), unit)} from {collection.name}, model {model.name}, "
+        f"rawreact {__version__}: {plural(len(questions), task.unit)} from {collection.name}, model {model.name}, "
         f"method {settings.method}{sampling_said(settings)}{loop}, prompt {prompt.source} "
         f"({plural(prompt.exemplars, 'exemplar')}), grammar {parts.config['grammar'] or 'off'}{passages_said(settings)}"
         + (f"; {len(done)} already in {args.out}" if done else ""),
@@ -152,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
                 say(f"reflection on trial {trial.n} of {inline(question.id)}: {trial.reflection.text}")
 
         def print_step(question: Question, step: Step) -> None:
-            if question.task == "game":  # the game's own lines: `> command`, then what the game said
+            if task_type(question.task).style == "commands":  # a game's lines: `> command`, then what it said
                 text = f"> {step.action_text}\n{step.observation}{step.note}\n"
             elif step.action_text or step.observation:
                 text = step.render()

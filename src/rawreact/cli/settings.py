@@ -12,6 +12,7 @@ from rawreact.config.files import read_settings, recorded_env
 from rawreact.config.settings import KEYS, OPTIONS, Settings, in_shard
 from rawreact.core.errors import DataError, EnvironmentSetupError
 from rawreact.core.modules import module_problem, read_module
+from rawreact.core.tasks import task_type
 from rawreact.core.text import plural
 from rawreact.environments.custom import check_recorded
 from rawreact.tasks.collection import Collection, Question, choose_questions
@@ -97,8 +98,12 @@ def choose(args: argparse.Namespace) -> Chosen:
     """The settings of `rawreact run`, and its questions, checked before any model loads."""
     given = given_settings(args)
     collection = _collection(given)
-    if collection.task == "game" and given.get("method") in REFLEXION and "evaluator" not in given:
-        given["evaluator"] = "won"  # a game's trial is judged by the game
+    if (
+        task_type(collection.task).scoring == "outcome"
+        and given.get("method") in REFLEXION
+        and "evaluator" not in given
+    ):
+        given["evaluator"] = "won"  # a trial of a game is judged by the game
     options = {}
     if args.reference:
         method = given.get("method", "react")
@@ -121,7 +126,7 @@ def _collection(given: dict) -> Collection:
     runs.setup.collection_of), else the demo's."""
     if given.get("question") is not None:
         return Collection("--question", {}, ()) if given.get("passages") else load_collection().pooled()
-    return load_collection(given.get("data"))
+    return load_collection(given.get("data"), own_env=given.get("env") is not None)
 
 
 def _chosen(settings: Settings, collection: Collection) -> list[Question]:
@@ -141,8 +146,9 @@ def _chosen(settings: Settings, collection: Collection) -> list[Question]:
 def say_paper(chosen: Chosen) -> list[str]:
     """What of this run's setup is the paper's and what is not, part by part, as lines to print."""
     settings, info = chosen.settings, chosen.paper
+    task = task_type(chosen.collection.task)
     store = f"the store {settings.passages}" if settings.passages else None
-    own = "each question's own paragraphs (the distractor setting)" if chosen.collection.task == "qa" else "none"
+    own = "each question's own paragraphs (the distractor setting)" if task.own_passages else "none"
     parts = {
         "task": info["task"],
         "method": settings.method,

@@ -15,13 +15,10 @@ from pathlib import Path
 
 from rawreact.config.choices import BACKOFFS, METHODS, REASONING, REFLEXION
 from rawreact.core.errors import DataError
+from rawreact.core.tasks import QA, Reference, task_type
 
-PROMPT_FILES = {"qa": "prompts/prompts_naive.json", "fever": "prompts/fever.json"}
-NOTEBOOKS = {"qa": "hotpotqa.ipynb", "fever": "FEVER.ipynb"}
-# Games: the ALFWorld notebook's prompt file. Its exemplars are ALFWorld's household; over TextWorld games
-# they give the paper's format, not its task. The notebook joins two exemplars of the game's kind; a
-# TextWorld game's nearest kind is `put` (find an object, act on it).
-PROMPT_FILES["game"], NOTEBOOKS["game"] = "prompts/alfworld_3prompts.json", "alfworld.ipynb"
+# Each task type declares its reference files (`core.tasks.Reference`): the prompt file and notebook. A game's
+# exemplars are ALFWorld's household; over TextWorld games they give the paper's format, not its task.
 SHUFFLE_SEED, SHUFFLE_RANGE, SAMPLE = 233, 7405, 500  # both notebooks: random.Random(233) over range(7405), first 500
 OPTIONS = (
     "loop",
@@ -38,10 +35,13 @@ OPTIONS = (
 )
 
 
+def _reference(task: str) -> Reference:
+    return task_type(task).reference
+
+
 def _key(task: str, part: str) -> str:
-    """The reference's prompt key of one part (a method's `reference_key`); FEVER's end `_simple3`."""
-    key = METHODS[part].reference_key
-    return key if task == "qa" else key.replace("_simple6", "_simple3")
+    """The reference's prompt key of one part (a method's `reference_key`), as the task's file spells it."""
+    return _reference(task).prompt_key(METHODS[part].reference_key, part)
 
 
 def reference_options(directory: str | Path, task: str, method: str, questions: int) -> dict[str, object]:
@@ -54,29 +54,31 @@ def reference_options(directory: str | Path, task: str, method: str, questions: 
             "--reference sets up the ReAct paper's methods, and Reflexion is not one of them; for the Reflexion "
             "code's prompts give --reflect-prompt, --reflect-key and --reflect-instruction (see docs/reflexion.md)"
         )
-    for needed in (PROMPT_FILES[task], NOTEBOOKS[task]):
+    reference = _reference(task)
+    for needed in (reference.prompt_file, reference.notebook):
         if not (directory / needed).is_file():
             raise DataError(
                 f"--reference {directory}: no {needed} there; give a checkout of the reference repository "
                 "(the ReAct paper's code: its prompts/ folder and notebooks)"
             )
-    if task == "game":
-        if method not in ("react", "act"):
-            raise DataError(f"--reference sets up the paper's ALFWorld rows, react and act, for games, not {method}")
-        return {"prompt": str(directory / PROMPT_FILES[task]), "key": f"{method}_put_1+{method}_put_0"}
+    if reference.methods is not None:  # a task the paper ran some methods on: their prompts, and nothing else
+        if method not in reference.methods:
+            rows = " and ".join(reference.methods)
+            raise DataError(f"--reference sets up the paper's rows {rows} for this task ({task}), not {method}")
+        return {"prompt": str(directory / reference.prompt_file), "key": reference.prompt_key("", method)}
     first, second = BACKOFFS.get(method, (method, None))
-    prompt = str(directory / PROMPT_FILES[task])
-    instruction = f"{directory / NOTEBOOKS['qa']}#instruction"  # the HotpotQA notebook's, before its ReAct prompt
+    prompt = str(directory / reference.prompt_file)
+    instruction = f"{directory / _reference(QA.name).notebook}#instruction"  # HotpotQA's, before its ReAct prompt
     options: dict[str, object] = {"prompt": prompt, "key": _key(task, first)}
     if method not in REASONING:  # Standard, CoT and CoT-SC take no action, so run in no loop
         options["loop"] = "reference"
-    if task == "qa" and first == "react":
+    if reference.notebook_instruction and first == "react":
         options["instruction"] = instruction
     if second is not None:
         options |= {"backoff_prompt": prompt, "backoff_key": _key(task, second)}
-        if task == "qa" and second == "react":
+        if reference.notebook_instruction and second == "react":
             options["backoff_instruction"] = instruction
-    options |= {"shuffle": True, "shuffle_seed": SHUFFLE_SEED, "limit": SAMPLE}
+    options |= {"shuffle": True, "shuffle_seed": SHUFFLE_SEED, "limit": SAMPLE} if reference.sampled else {}
     if questions >= SHUFFLE_RANGE:
         options["shuffle_range"] = SHUFFLE_RANGE
     return options
@@ -85,9 +87,10 @@ def reference_options(directory: str | Path, task: str, method: str, questions: 
 def files(directory: str | Path, task: str) -> dict[str, str]:
     """The reference files the setup reads, by their path in the checkout, with their SHA-256."""
     directory = Path(directory).expanduser()
+    reference = _reference(task)
     return {
         name: hashlib.sha256((directory / name).read_bytes()).hexdigest()
-        for name in (PROMPT_FILES[task], NOTEBOOKS[task])
+        for name in (reference.prompt_file, reference.notebook)
     }
 
 
@@ -101,9 +104,9 @@ def describe(options: dict[str, object], given: dict[str, object], chosen: dict[
     def part(name: str, paper: str, yours: str | None) -> str:
         return f"  paper's: {name}: {paper}" if yours is None else f"  yours:   {name}: {yours} (the paper's: {paper})"
 
-    key = options.get("key")
+    key, reference = options.get("key"), _reference(chosen["task"])
     lines = [part("prompt", f"{options['prompt']}#{key}", _given(given, "prompt", "key"))]
-    if chosen["task"] == "game":
+    if reference.methods is not None:  # the paper's decision-making rows (ALFWorld's): a game
         return lines + [
             f"  not the paper's: instruction: {given.get('instruction') or 'rawreact games instruction'} (the "
             "notebook's is a string inside its loop cell), and `Task: ` before the game's opening",
@@ -114,7 +117,7 @@ def describe(options: dict[str, object], given: dict[str, object], chosen: dict[
             "  not the paper's: scoring: success and reward of TextWorld's games",
             f"  not the paper's: model: {chosen['model']} (the paper's: PaLM-540B; the notebook: text-davinci-002)",
         ]
-    instruction = options.get("instruction", "none (the prompt file's own)" if chosen["task"] == "fever" else "none")
+    instruction = options.get("instruction", "none (the prompt file's own)" if reference.own_instruction else "none")
     lines.append(part("instruction", str(instruction), _given(given, "instruction")))
     if "backoff_key" in options:
         backoff = f"{options['backoff_prompt']}#{options['backoff_key']}"
@@ -123,7 +126,7 @@ def describe(options: dict[str, object], given: dict[str, object], chosen: dict[
         lines.append(part("loop", "reference (the notebook's webthink and WikiEnv)", _given(given, "loop")))
         n_first = chosen["n_first"]
         lines.append(part("sentences per search", "5", None if n_first in (None, 5) else str(n_first)))
-        paper_steps = 5 if chosen["task"] == "fever" and chosen["method"] == "react-cot-sc" else 7
+        paper_steps = task_type(chosen["task"]).step_limit(chosen["method"])
         steps = chosen["max_steps"]
         lines.append(part("steps", str(paper_steps), None if steps in (None, paper_steps) else str(steps)))
     sample = f"{SAMPLE} questions, indices shuffled by random.Random({SHUFFLE_SEED}) over range({SHUFFLE_RANGE})"

@@ -34,6 +34,7 @@ from rawreact.config.choices import (
 )
 from rawreact.core.errors import DataError
 from rawreact.core.modules import module_problem
+from rawreact.core.tasks import QA, task_type
 from rawreact.core.text import whole_number
 from rawreact.models.specs import DEFAULT_MODEL, DRAFTS_MAX, is_embedded, sequences_problem
 
@@ -231,14 +232,12 @@ class Settings:
         """`shard` as (K, N), or None: the whole of the chosen questions."""
         return None if self.shard is None else parse_shard(self.shard)
 
-    def steps(self, task: str = "qa") -> int:
-        """The step limit: `max_steps`, or the paper's, 7, and 5 for the ReAct part of FEVER's ReAct -> CoT-SC;
-        49 for a game, as the ALFWorld notebook."""
+    def steps(self, task: str = QA.name) -> int:
+        """The step limit: `max_steps`, or the task type's for the method (`core.tasks`): the paper's, 7, and 5
+        for the ReAct part of FEVER's ReAct -> CoT-SC; 49 for a game, as the ALFWorld notebook."""
         if self.max_steps is not None:
             return self.max_steps
-        if task == "game":
-            return 49  # alfworld.ipynb's `range(1, 50)`
-        return 5 if task == "fever" and self.method == "react-cot-sc" else 7
+        return task_type(task).step_limit(self.method)
 
     @property
     def sentences(self) -> int:

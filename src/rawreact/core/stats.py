@@ -19,6 +19,8 @@ from statistics import NormalDist
 
 import numpy as np
 
+from rawreact.core.tasks import TASK_TYPES
+
 RESAMPLES = 10_000
 FEW = 30  # fewer questions than this and an interval is too wide to tell most variants apart
 _CELLS = 4_000_000  # resampled indices drawn at once, to bound memory on a full dev set
@@ -68,7 +70,8 @@ def wilson(successes: int, n: int, level: float = 0.95) -> Interval:
 
 
 # The scores that are shares of questions (each question 0 or 1): they get Wilson's interval.
-SHARES = ("em", "success")
+# The scores that are shares of 0/1 outcomes, as the task types declare them (EM, a game's success).
+SHARES = tuple(dict.fromkeys(s.key for t in TASK_TYPES.values() for s in t.scores if s.share))
 
 
 def interval(

@@ -56,7 +56,3 @@ def say(text: str) -> None:
 def plural(n: int, word: str) -> str:
     """`n word`, with an s unless n is 1, and n's thousands separated (`5,233,329 pages`)."""
     return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
-
-
-# The word each task's question lines start with, in prompts and transcripts.
-HEADERS = {"qa": "Question", "fever": "Claim", "game": "Task"}

@@ -31,10 +31,12 @@ class Factory:
     make: Callable[[object], object]
     sha256: str | None
 
-    def __call__(self, env: object) -> object:
-        """The environment to run, from the run's own `env`; one that lacks the interface is an error."""
+    def __call__(self, env: object, row: dict | None = None) -> object:
+        """The environment to run, from the run's own `env` and, for a factory that takes a second argument,
+        the question's `row` (its file's fields, with its id, question and answer); one that lacks the
+        interface is an error."""
         try:
-            made = self.make(env)
+            made = self.make(env, row) if _takes_two(self.make) else self.make(env)
         except SystemExit as error:  # sys.exit() in the factory: the run must not end without a word
             raise EnvironmentSetupError(
                 f"--env {self.spec} called sys.exit({error.code!r}); a factory returns an environment"
@@ -48,6 +50,16 @@ class Factory:
                 "environment, such as env.with_verbs(your_function)"
             )
         return made
+
+
+def _takes_two(make: Callable) -> bool:
+    """Whether a factory takes the question's row beside the environment: `def make(env, row)`."""
+    try:
+        parameters = list(inspect.signature(make).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+    return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in positional)
 
 
 def import_factory(spec: str) -> Factory:

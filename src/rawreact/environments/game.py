@@ -36,6 +36,10 @@ THOUGHT_SEEN = "OK."  # what a thought is answered, as in alfworld.ipynb
 # games in flight take turns at it, one command at a time (a command costs milliseconds, a model call far more).
 _INTERPRETER = threading.Lock()
 _END = "*** The End ***"
+_LOST = "*** You lost! ***"
+_SCORE = re.compile(r"(\d+)/(\d+)\s*$")  # the status bar's score, at the end of every reply
+_FINAL = re.compile(r"You scored (\d+) out of a possible (\d+)")
+_WORDS = re.compile(r"[A-Za-z]{2}")  # a line of text, not of the banner's drawing
 _STATUS = re.compile(r"\n>[^\n]*$")  # the game's prompt and status bar after it, which every reply ends with
 
 
@@ -48,7 +52,13 @@ def clean(feedback: str) -> str:
 
 
 class GameEnv:
-    """One TextWorld game (a `.z8` or `.ulx` file that `tw-make` made, with its `.json` beside it)."""
+    """One TextWorld game: a `.z8` or `.ulx` file, made by `tw-make` or anyone else.
+
+    With TextWorld's `.json` beside it, the game says its objective, its score, whether it was won or lost,
+    and the commands it admits. Without one, the interpreter's text is all there is: the opening is its
+    first text without the banner, the score is read from its status bar (`0/1`), the game is won when
+    it ends (`*** The End ***`) with every point scored and lost when it says so, and no command list is
+    known (so `--grammar commands` cannot apply: `described` is False)."""
 
     verbs = GAME_VERBS
     style = "commands"
@@ -58,9 +68,10 @@ class GameEnv:
         if not self.path.is_file():
             raise DataError(f"{self.path}: no such game file; make games with `rawreact games`")
         self._game = None
+        self.described = self.path.with_suffix(".json").is_file()
         self.answer: str | None = None
         self.opening = ""
-        self.admissible: list[str] = []
+        self.admissible: list[str] | None = [] if self.described else None  # None: not known without the .json
         self.score, self.max_score, self.won, self.lost, self.moves = 0, 1, False, False, 0
         self.obs = ""
 
@@ -75,9 +86,11 @@ class GameEnv:
             raise DataError(
                 "text games need textworld: pip install 'rawreact[games]' (or pip install textworld)"
             ) from None
+        known = self.described  # without the .json, TextWorld knows none of these
         infos = textworld.EnvInfos(
-            admissible_commands=True, score=True, max_score=True, won=True, lost=True, objective=True, description=True
-        )
+            admissible_commands=known, score=known, max_score=known, won=known, lost=known, objective=known,
+            description=known,
+        )  # fmt: skip
         try:
             with warnings.catch_warnings():  # jericho's "not fully supported": TextWorld keeps the score itself
                 warnings.simplefilter("ignore")
@@ -94,11 +107,22 @@ class GameEnv:
             with warnings.catch_warnings():  # jericho's "not fully supported": TextWorld keeps the score itself
                 warnings.simplefilter("ignore")
                 state = self._game.reset()
-        self.opening = f"{' '.join(state['objective'].split())}\n{clean(state['description'])}"
+        if self.described:
+            self.opening = f"{' '.join(state['objective'].split())}\n{clean(state['description'])}"
+        else:  # the interpreter's first text, without the banner's drawing
+            self.opening = clean("\n".join(line for line in state.feedback.splitlines() if _WORDS.search(line)))
         self._update(state)
         self.answer, self.obs = None, ""
 
     def _update(self, state) -> None:
+        if not self.described:  # what the text says: the status bar's score, and how the game ended
+            feedback = state.feedback or ""
+            found = _FINAL.search(feedback) or _SCORE.search(feedback)  # the status bar can lag the last points
+            if found:
+                self.score, self.max_score = int(found.group(1)), int(found.group(2)) or 1
+            self.won = _END in feedback and self.score >= self.max_score
+            self.lost = _LOST in feedback or (_END in feedback and not self.won)
+            return
         self.admissible = sorted(state["admissible_commands"] or [])
         self.score, self.max_score = state["score"] or 0, state["max_score"] or 1
         self.won, self.lost = bool(state["won"]), bool(state["lost"])

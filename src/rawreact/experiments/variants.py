@@ -10,6 +10,7 @@ from rawreact.agents.prompts import Prompt, read_exemplars, shipped
 from rawreact.config.choices import LOOPS, PAPER, REASONING, REFLEXION, REPEATS, STRATEGIES, first_method, loop_problem
 from rawreact.config.settings import VARIANT_KEYS, Settings, parse_spec
 from rawreact.core.errors import DataError
+from rawreact.core.tasks import QA
 from rawreact.runs.setup import (
     backoff_prompt_of,
     collection_of,
@@ -52,11 +53,11 @@ class Variant(Settings):
         """The questions over this variant's passages (`collection_of`)."""
         return collection_of(self, collection)
 
-    def load_prompt(self, task: str = "qa") -> Prompt:
+    def load_prompt(self, task: str = QA.name) -> Prompt:
         """The prompt this variant sends (`prompt_of`)."""
         return prompt_of(self, task)
 
-    def load_backoff_prompt(self, task: str = "qa") -> Prompt | None:
+    def load_backoff_prompt(self, task: str = QA.name) -> Prompt | None:
         """The prompt of a back-off's second part (`backoff_prompt_of`)."""
         return backoff_prompt_of(self, task)
 
@@ -64,7 +65,7 @@ class Variant(Settings):
         """The grammar this variant applies (`grammar_of`)."""
         return grammar_of(self)
 
-    def solve_options(self, grammar: Grammar | None, backoff: Prompt | None, task: str = "qa") -> dict:
+    def solve_options(self, grammar: Grammar | None, backoff: Prompt | None, task: str = QA.name) -> dict:
         """The keyword arguments of `solve` (`solve_options`)."""
         return solve_options(self, grammar, backoff, task)
 
@@ -90,7 +91,7 @@ def parse_variant(text: str, base: Variant | None = None) -> Variant:
 _ONLY_ACTING = {"grammar": None, "grammar_file": None, "repeats": "off", "budget": None}
 
 
-def ablation(kind: str, base: Variant, *, orders: int = 3, task: str = "qa") -> list[Variant]:
+def ablation(kind: str, base: Variant, *, orders: int = 3, task: str = QA.name) -> list[Variant]:
     """The built-in ablations, on top of `base`: exemplars (k = 0..N), orders (the file's order and
     `orders` shuffles), instructions (every prompts/instruction*.txt), grammar (off, step, titles),
     methods (the paper's seven, PAPER, each with its shipped prompts), loops (the tolerant loop and

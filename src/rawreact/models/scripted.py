@@ -9,7 +9,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from rawreact.core.errors import DataError, ModelError
-from rawreact.core.text import HEADERS, one_line
+from rawreact.core.tasks import TASK_TYPES
+from rawreact.core.text import one_line
 from rawreact.models.base import ChatReply, Completion, cut_at_stop
 from rawreact.models.chatml import END, START, ChatML
 
@@ -34,7 +35,7 @@ class _ByQuestion:
                 raise ModelError(f"{self.name} has no 'reflection' for a Reflexion reflection call; add one")
             return self.reflection
         # The start of the last Question (or FEVER's Claim) line of the prompt.
-        line, header = max((("\n" + prompt).rfind(f"\n{h}: "), h) for h in HEADERS.values())
+        line, header = max((("\n" + prompt).rfind(f"\n{h}: "), h) for h in {t.header for t in TASK_TYPES.values()})
         question = prompt[line + len(header) + 2 :].split("\n", 1)[0] if line >= 0 else ""
         question = one_line(question.removesuffix(END))  # a ChatML user turn ends with <|im_end|>
         step = _STEP.search(prompt)

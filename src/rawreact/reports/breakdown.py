@@ -5,6 +5,7 @@ question ended, with counts and 95% intervals (`stats.interval`). (FEVER's label
 import re
 
 from rawreact.core.stats import RESAMPLES, score_interval
+from rawreact.core.tasks import of_records
 from rawreact.core.text import plural
 
 # HotpotQA's kind is `type/level` (`bridge/hard`); a game's is its recipe, `kind:level` (`coin:2`).
@@ -37,19 +38,16 @@ def breakdown(runs: dict[str, list[dict]], *, resamples: int = RESAMPLES, seed: 
 
 
 def _scores(records: list[dict], resamples: int, seed: int) -> dict[str, str]:
-    if all(r.get("task") == "game" for r in records):  # a game's scores: success and reward
-        cells = {"scored": str(len(records))}
-        for metric in ("success", "reward"):
-            values = [r.get(metric) or 0.0 for r in records]
-            cells[metric] = str(score_interval(metric, values, resamples=resamples, seed=seed))
-        return cells
-    scored = [r for r in records if r["em"] is not None]
+    """The scores the records' task type declares (EM and F1, or success and reward), each with its interval,
+    over the scored records."""
+    task = of_records(records)
+    scored = [r for r in records if task.scored(r)]
     if not scored:
-        return {"scored": "0", "EM": "-", "F1": "-"}
+        return {"scored": "0"} | {score.label: "-" for score in task.scores}
     cells = {"scored": str(len(scored))}
-    for metric in ("em", "f1"):
-        found = score_interval(metric, [r[metric] for r in scored], resamples=resamples, seed=seed)
-        cells[metric.upper()] = str(found)  # "mean [low, high]"
+    for score in task.scores:  # "mean [low, high]"; a reward not known counts 0
+        values = [r.get(score.key) or 0.0 for r in scored]
+        cells[score.label] = str(score_interval(score.key, values, resamples=resamples, seed=seed))
     return cells
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from rawreact.core.errors import DataError
 from rawreact.core.stats import RESAMPLES, Interval, paired, score_interval
+from rawreact.core.tasks import of_records
 from rawreact.reports.summary import COLUMNS, _branch_cell, _cell, _endings_cell, drop_unused, summarize, table
 from rawreact.runs.records import read_run
 
@@ -26,8 +27,12 @@ class Comparison:
     def metrics(self) -> tuple[str, str]:
         """What is compared: EM and F1 for questions (a FEVER claim's label accuracy is its EM), success and
         reward for games, whose records say their task."""
-        first = self.records[self.names[0]]
-        return ("success", "reward") if first and all(r.get("task") == "game" for r in first) else ("em", "f1")
+        return of_records(self.records[self.names[0]]).keys
+
+    @cached_property
+    def labels(self) -> dict[str, str]:
+        """Each compared score's name in a table, as its task type declares it: EM, F1, success, reward."""
+        return {s.key: s.label for s in of_records(self.records[self.names[0]]).scores}
 
     @cached_property
     def ids(self) -> list[str]:
@@ -71,8 +76,7 @@ class Comparison:
                 "loop": summary["loop"],
                 "n": str(summary["questions"]),
             }
-            for metric in self.metrics:
-                label = metric.upper() if metric in ("em", "f1") else metric
+            for metric, label in self.labels.items():
                 mean = self.interval(name, metric)
                 diff = self.difference(name, metric) if name != self.names[0] else None
                 if style == "csv":

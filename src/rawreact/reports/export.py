@@ -38,6 +38,7 @@ from rawreact import __version__
 from rawreact.agents.record import Step, Trajectory
 from rawreact.agents.tools import shipped_tools
 from rawreact.core.errors import DataError
+from rawreact.core.tasks import task_type
 from rawreact.models.base import openai_message
 from rawreact.runs.records import manifest_path, read_run
 from rawreact.runs.runfile import refuse_existing, write_whole
@@ -66,7 +67,7 @@ def selected(record: dict, min_f1: float | None = None) -> bool:
     A question without a gold answer has no score (null), so it is never selected. A game is selected when
     it was won (`min_f1` then asks its reward to be at least that).
     """
-    if record.get("task") == "game":
+    if task_type(record.get("task")).scoring == "outcome":  # judged by the environment: exported when won
         return bool(record.get("success")) and (min_f1 is None or (record.get("reward") or 0.0) >= min_f1)
     if min_f1 is None:
         return record["em"] == 1
@@ -201,7 +202,7 @@ def export(
         sources.append({"run_file": str(path), "sha256": hashlib.sha256(Path(path).read_bytes()).hexdigest()})
         for record in found:
             records += 1
-            games += record.get("task") == "game"
+            games += task_type(record.get("task")).scoring == "outcome"
             acting = record.get("trajectory") is not None and record.get("branch", "react") in _ACTING
             # A tools episode is a chat history: it has no prompt/completion steps.
             if not acting or (record.get("branch") == "tools" and layout not in _CHATS):

@@ -16,6 +16,7 @@ from rawreact import __version__
 from rawreact.agents.guardrails import ENDINGS
 from rawreact.core.errors import DataError
 from rawreact.core.stats import RESAMPLES, intervals_said, score_interval
+from rawreact.core.tasks import TASK_TYPES, of_records, task_type
 from rawreact.core.text import plural
 from rawreact.reports import svg
 from rawreact.reports.breakdown import breakdown, breakdown_note
@@ -37,6 +38,10 @@ ENDING_COLOURS = dict(
         strict=True,
     )
 )
+
+
+# The scores a chart is drawn of, in the order the task types declare them, each by its label.
+SCORES = {s.key: s.label[:1].upper() + s.label[1:] for t in TASK_TYPES.values() for s in t.scores}
 
 
 def page(runs: dict[str, str | Path], *, resamples: int = RESAMPLES, seed: int = 0) -> str:
@@ -214,8 +219,8 @@ def _trials(records: dict[str, list[dict]]) -> str:
     rows = trial_rows(records)
     if not rows:
         return ""
-    games = all(r.get("task") == "game" for found in records.values() for r in found)
-    metric, label = ("success", "Success") if games else ("em", "EM")  # a game's trials: the share won
+    headline = of_records([r for found in records.values() for r in found]).headline  # EM; a game's: success
+    metric, label = headline.key, headline.label[:1].upper() + headline.label[1:]
     series = [
         (name, [(s["trial"], s[metric]) for s in trial_stats(found) if s.get(metric) is not None])
         for name, found in records.items()
@@ -236,7 +241,7 @@ def _charts(records: dict[str, list[dict]], resamples: int, seed: int) -> str:
         return '<p class="note">No question has finished yet.</p>'
     summaries = {name: summarize(found) for name, found in filled.items()}
     charts = []
-    for metric in ("em", "f1", "success", "reward"):  # a game's scores are its success and reward
+    for metric, label in SCORES.items():  # every score a task type declares: EM and F1, a game's success and reward
         rows = []
         for name, found in filled.items():
             scored = [r[metric] for r in found if r.get(metric) is not None]  # no gold answer, no score
@@ -244,7 +249,6 @@ def _charts(records: dict[str, list[dict]], resamples: int, seed: int) -> str:
                 drawn = score_interval(metric, scored, resamples=resamples, seed=seed)
                 rows.append((name, drawn.mean, drawn.low, drawn.high))
         if rows:  # a run whose questions have no gold answer has no score to chart
-            label = metric.upper() if metric in ("em", "f1") else metric.capitalize()
             charts.append(svg.intervals(f"{label} per run, with its 95% interval", rows))
     steps = [(name, Counter(r["steps"] for r in found)) for name, found in filled.items()]
     charts.append(svg.histogram("Questions by steps taken", steps))
@@ -260,7 +264,7 @@ def _charts(records: dict[str, list[dict]], resamples: int, seed: int) -> str:
     charts += _distributions(filled)
     unscored = (
         ""
-        if any(r["em"] is not None or r.get("task") == "game" for found in filled.values() for r in found)
+        if any(task_type(r.get("task")).scored(r) for found in filled.values() for r in found)
         else ('<p class="note">No question has a gold answer, so there is no EM or F1 to chart.</p>')
     )
     return unscored + '<div class="charts">' + "".join(f"<figure>{c}</figure>" for c in charts) + "</div>"

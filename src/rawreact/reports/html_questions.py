@@ -10,6 +10,7 @@ from html import escape
 from rawreact.agents.reasoning import Reasoning
 from rawreact.agents.record import Step, Trajectory
 from rawreact.config.choices import BACKOFFS
+from rawreact.core.tasks import of_records, task_type
 from rawreact.reports.show import reasoning_text
 from rawreact.reports.summary import game_score, score
 from rawreact.runs.records import read_trial
@@ -43,7 +44,7 @@ def questions_table(records: dict[str, list[dict]]) -> str:
     """The filter controls and the table of questions, each row followed by its hidden transcript."""
     several = len(records) > 1
     columns = [c for c in _COLUMNS if several or c[0] != "run"]
-    if all(r.get("task") == "game" for found in records.values() for r in found):  # games: won and reward
+    if of_records([r for found in records.values() for r in found]).scoring == "outcome":  # won, and reward
         columns = [_GAME_COLUMNS.get(name, (name, kind)) for name, kind in columns]
     runs = "".join(f'<option value="{escape(name)}">{escape(name)}</option>' for name in records)
     controls = [
@@ -69,7 +70,7 @@ def questions_table(records: dict[str, list[dict]]) -> str:
 
 
 def _question_row(run: str, record: dict, several: bool, width: int) -> str:
-    game = record.get("task") == "game"
+    game = task_type(record.get("task")).scoring == "outcome"
     em = record.get("success") if game else record["em"]  # a game is right when won
     right = em == 1
     cells = [("run", run, None)] if several else []
@@ -131,7 +132,7 @@ def transcript(record: dict) -> str:
         f"gold {escape(repr(record['answer']))} (EM {score(record['em'], '{:.0f}')}, "
         f"F1 {score(record['f1'], '{:.2f}')}).</p>"
     )
-    if record.get("task") == "game":
+    if task_type(record.get("task")).scoring == "outcome":
         scores = game_score(record.get("success"), record.get("reward"))
         ending = f'<p class="ending">Ended by {escape(record["ended"])}: {scores}.</p>'
     return f'<div class="transcript">{"".join(parts)}{ending}</div>'

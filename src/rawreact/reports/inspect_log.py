@@ -18,6 +18,7 @@ from pathlib import Path
 
 from rawreact import __version__
 from rawreact.core.errors import DataError
+from rawreact.core.tasks import task_type
 
 VERSION = 2  # inspect-ai's log format version
 
@@ -27,10 +28,12 @@ def _iso(seconds: float | None) -> str | None:
 
 
 def _scores(record: dict) -> dict[str, float]:
-    """A record's scores by name: a game's success and reward, else EM and F1 (those it has)."""
-    if record.get("task") == "game":
-        return {"success": float(bool(record.get("success"))), "reward": float(record.get("reward") or 0.0)}
-    return {name: float(record[name]) for name in ("em", "f1") if record.get(name) is not None}
+    """A record's scores by name, as its task type declares them: EM and F1 (those it has), or an outcome's
+    success and reward (a reward not known counts 0)."""
+    task = task_type(record.get("task"))
+    if task.scoring == "outcome":
+        return {key: float(record.get(key) or 0.0) for key in task.keys}
+    return {key: float(record[key]) for key in task.keys if record.get(key) is not None}
 
 
 def _messages(record: dict) -> list[dict]:
@@ -41,9 +44,10 @@ def _messages(record: dict) -> list[dict]:
     if prompt:
         messages.append({"role": "system", "content": prompt})
     messages.append({"role": "user", "content": record["question"]})
+    commands = task_type(record.get("task")).style == "commands"  # a game's lines, `> command` and what it said
     for step in (trajectory or {}).get("steps", []):
         i = step["i"]
-        if record.get("task") == "game":
+        if commands:
             turn = f"> {step['action_text']}"
         else:
             turn = f"Action {i}: {step['action_text']}"
@@ -51,7 +55,7 @@ def _messages(record: dict) -> list[dict]:
         messages.append({"role": "assistant", "content": turn, "source": "generate"})
         if step.get("observation") or step.get("note"):
             said = f"{step.get('observation') or ''}{step.get('note') or ''}"
-            said = said if record.get("task") == "game" else f"Observation {i}: {said}"
+            said = said if commands else f"Observation {i}: {said}"
             messages.append({"role": "user", "content": said})
     if reasoning is not None:
         texts = [reasoning["call"]["text"]] if reasoning.get("call") else []

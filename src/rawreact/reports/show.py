@@ -3,6 +3,7 @@
 from rawreact.agents.reasoning import Reasoning
 from rawreact.agents.record import Trajectory, history_text
 from rawreact.config.choices import BACKOFFS
+from rawreact.core.tasks import of_records, task_type
 from rawreact.core.text import one_line, plural
 from rawreact.reports.summary import game_score, score, table
 from rawreact.runs.records import read_trial
@@ -11,7 +12,7 @@ from rawreact.runs.records import read_trial
 def listing(records: list[dict], width: int | None = None) -> str:
     """The questions of a run, one row each: id, EM, F1, how it ended, steps, then the question, the
     prediction and the gold answer (one line each), cut with "…" to fit `width` columns if given."""
-    if records and all(r.get("task") == "game" for r in records):
+    if records and of_records(records).scoring == "outcome":  # judged by the environment: won, and reward
         return _games_listing(records)
     rows = [
         {"id": r["id"], "EM": score(r["em"], "{:.0f}"), "F1": score(r["f1"], "{:.2f}"), "ended": r["ended"]}
@@ -61,7 +62,7 @@ def show(record: dict, with_prompt: bool = False) -> str:
     method, branch = record.get("method", "react"), record.get("branch", "react")
     answered = f"; answered by {branch}" if method in BACKOFFS else ""
     loop = f", {record['loop']} loop" if record.get("loop") else ""
-    if record.get("task") == "game":
+    if task_type(record.get("task")).scoring == "outcome":
         head = (
             f"id {record['id']}: {game_score(record.get('success'), record.get('reward'))}; ended by {record['ended']} "
             f"after {plural(record['steps'], 'step')}, {plural(record['model_calls'], 'call')}, "

@@ -7,6 +7,7 @@ the first step where the two differ, which it tells by each step's key (`html_qu
 
 from html import escape
 
+from rawreact.core.tasks import task_type
 from rawreact.reports.html_questions import question_anchor
 from rawreact.reports.summary import game_score, score
 
@@ -73,7 +74,7 @@ def _answer(run: str, record: dict | None) -> str:
     """One run's cell: its prediction, EM and F1 and how it ended, or a dash when it has no such question."""
     if record is None:
         return f'<td class="answer missing" data-run="{escape(run)}">-</td>'
-    game = record.get("task") == "game"
+    game = task_type(record.get("task")).scoring == "outcome"
     em = record.get("success") if game else record["em"]  # a game is right when won
     verdict = "right" if em == 1 else "wrong" if em is not None else "unscored"
     scores = (

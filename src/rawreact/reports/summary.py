@@ -9,6 +9,7 @@ from collections import Counter
 from rawreact.agents.guardrails import ENDINGS
 from rawreact.config.choices import BACKOFFS
 from rawreact.core.errors import DataError
+from rawreact.core.tasks import task_type
 from rawreact.core.text import plural
 
 
@@ -23,7 +24,8 @@ def summarize(records: list[dict]) -> dict:
 
     endings = _endings(records)
     scored = [r for r in records if r["em"] is not None]  # a question without a gold answer has no score
-    games = [r for r in records if r.get("task") == "game"]  # a game is scored by success and reward instead
+    # A task whose outcome the environment judges (a game) is scored by success and reward instead
+    games = [r for r in records if task_type(r.get("task")).scoring == "outcome"]
 
     searches = sum(r.get("searches", 0) for r in records)
     evaluated = [r["tokens"].get("evaluated") for r in records]
@@ -40,7 +42,8 @@ def summarize(records: list[dict]) -> dict:
             if scored
             else {}
         ),
-        "finished": sum(r["ended"] == "finish" for r in records) / n,
+        # The share that gave an answer by finish, over the questions that answer (a game ends won or lost instead)
+        **_finished([r for r in records if task_type(r.get("task")).scoring != "outcome"]),
         "invalid_per_question": mean("invalid_actions"),
         "fallback_per_question": _known_mean(records, "fallback_calls"),
         "repeats_per_question": _known_mean(records, "repeats"),
@@ -79,6 +82,10 @@ def _games(games: list[dict]) -> dict:
         **({"reward": sum(rewards) / len(rewards)} if rewards else {}),
         "invalid_per_step": sum(r["invalid_actions"] for r in games) / steps if steps else 0.0,
     }
+
+
+def _finished(answering: list[dict]) -> dict:
+    return {"finished": sum(r["ended"] == "finish" for r in answering) / len(answering)} if answering else {}
 
 
 def _throughput(records: list[dict]) -> dict:

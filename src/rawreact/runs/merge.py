@@ -20,6 +20,7 @@ from pathlib import Path
 from rawreact.config.settings import parse_shard
 from rawreact.core.errors import DataError
 from rawreact.core.folders import check_parents, make_parents, remove_made
+from rawreact.core.tasks import of_layout
 from rawreact.core.text import plural
 from rawreact.runs.records import existing_manifest, manifest_path, read_run, trials_path
 from rawreact.runs.run import cached_counts, served_counts
@@ -35,7 +36,7 @@ class Merged:
     out: Path
     questions: int
     notes: list[str] = field(default_factory=list)
-    unit: str = "question"  # what the run's records are: "game" for a run of games
+    unit: str = "question"  # what the run's records are, as their task type says: "game" for a run of games
 
 
 def merge(files: list[str | Path], out: str | Path, *, duplicates: str = "refuse") -> Merged:
@@ -66,7 +67,7 @@ def merge(files: list[str | Path], out: str | Path, *, duplicates: str = "refuse
     whole = (
         n > 0 and not absent and all(isinstance(count, int) for count in asked.values())
     )  # a shard given twice counts once
-    unit = "game" if any(manifest.get("layout") == "games" for manifest, _ in read) else "question"
+    unit = of_layout(first.get("layout") or "").unit
     records, kept_from, notes = _joined(files, read, duplicates, unit)
     notes += _missing(files, read, absent, unit)
     held, under_way = _under_way(files, {r["id"] for r in records})

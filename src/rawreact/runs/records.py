@@ -12,6 +12,7 @@ from rawreact.agents.reasoning import Reasoning
 from rawreact.agents.record import Trajectory
 from rawreact.agents.reflexion import Trial
 from rawreact.core.errors import DataError
+from rawreact.core.tasks import TASK_TYPES, TaskType, task_type
 
 
 def trials_path(out: str | Path) -> Path:
@@ -304,26 +305,24 @@ def _problem(record: object) -> str | None:
     return _trials_problem(record)
 
 
-TASKS = ("qa", "fever", "game")
-# A game's own fields (runs.run.Result._game): whether it was won, the share of its points, and its recipe.
-_GAME = {"success": _NUMBER, "reward": (*_NUMBER, None)}
-
-
-def _task_problem(record: dict, where: str = "") -> str | None:
-    """What is wrong with a record's task and, for a game, its game fields (also a trial's: `where`), or None."""
-    task = record.get("task", "qa") if not where else "game"
-    if task not in TASKS:
-        return f"has 'task' = {json.dumps(task)[:40]}, which is not {', '.join(TASKS[:-1])} or {TASKS[-1]}"
-    if task != "game":
-        return None
-    problem = _wrong(record, _GAME, {} if where else {"game": (str,)}, where)
-    if problem:
-        return problem
-    if record["success"] not in (0, 1):
-        return f"has {where}'success' = {json.dumps(record['success'])}, where a game is won (1) or not (0)"
-    if record["reward"] is not None and not 0 <= record["reward"] <= 1:
-        return f"has {where}'reward' = {json.dumps(record['reward'])}, where a reward is a share of points, 0 to 1"
-    return None
+def _task_problem(record: dict, task: TaskType | None = None, where: str = "") -> str | None:
+    """What is wrong with a record's task and the fields its task type declares (`core.tasks`), or None; for a
+    trial (`where`, of a record of type `task`), its own outcome. A score lies in its declared range."""
+    if task is None:
+        name = record.get("task")
+        if name is not None and name not in TASK_TYPES:
+            names = list(TASK_TYPES)
+            return f"has 'task' = {json.dumps(name)[:40]}, which is not {', '.join(names[:-1])} or {names[-1]}"
+        task = task_type(name)
+    if task.scoring != "outcome":
+        return _wrong(record, {}, dict(task.fields))
+    required = {k: v for k, v in task.fields.items() if k in task.keys}
+    problem = _wrong(record, required, {} if where else dict(task.fields), where)
+    for score in task.scores if problem is None else []:
+        value = record[score.key]
+        if value is not None and not (value in (0, 1) if score.share else score.low <= value <= score.high):
+            return f"has {where}'{score.key}' = {json.dumps(value)}, where {score.said}"
+    return problem
 
 
 _TRIAL = {"trial": (int,), "passed": (bool,), "answer": (str,), "em": (*_NUMBER, None), "model_calls": (int,)}
@@ -336,8 +335,9 @@ def _trials_problem(record: dict) -> str | None:
         if not isinstance(trial, dict):
             return f"has trial {k} that is not an object"
         problem = _wrong(trial, _TRIAL, {"tokens": (dict,)}, f"trial {k} ")
-        if record.get("task") == "game":
-            problem = problem or _task_problem(trial, f"trial {k} ")
+        task = task_type(record.get("task"))
+        if task.scoring == "outcome":  # a trial the environment judged has the outcome's own scores
+            problem = problem or _task_problem(trial, task, f"trial {k} ")
         if problem:
             return problem
         try:

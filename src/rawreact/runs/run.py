@@ -21,6 +21,7 @@ from rawreact.agents.tools import check_model
 from rawreact.config.choices import BACKOFFS, REFLEXION, first_method
 from rawreact.core.errors import DataError, EpisodeLost, ModelError
 from rawreact.core.metrics import scores
+from rawreact.core.tasks import TaskType, task_type
 from rawreact.environments.env import PassageEnv
 from rawreact.models.base import WORKER, Model
 from rawreact.runs.records import manifest_path, read_manifest, read_run
@@ -44,27 +45,37 @@ class Result:
     lost_on: tuple[str, ...] = ()  # the servers that failed under the episode, once per start over
 
     @property
+    def task(self) -> TaskType:
+        """The question's task type (`core.tasks`): what its scores are, and where they come from."""
+        return task_type(self.question.task)
+
+    @property
+    def scores(self) -> dict[str, float | None]:
+        """Its task type's scores by name, the headline first: EM and F1, or success and reward."""
+        return {key: getattr(self, key) for key in self.task.keys}
+
+    @property
     def em(self) -> float | None:
-        """Exact match of the prediction against the gold answer (for a FEVER claim, against its label, as
-        the reference's reward); None when the question has no gold answer: it is not scored."""
-        if self.question.task == "fever":
+        """Exact match of the prediction against the gold answer (for a claim, against its label, as the
+        reference's reward); None when the question has no gold answer (it is not scored), and for a task
+        whose outcome the environment judges (a game: `success` and `reward`)."""
+        scoring = self.task.scoring
+        if scoring == "label":
             return label_score(self.outcome.answer, self.question.answer)
-        if self.question.task == "game":  # a game is scored by success and reward (`_game`)
-            return None
-        return scores(self.outcome.answer, self.question.answer)[0]
+        return None if scoring == "outcome" else scores(self.outcome.answer, self.question.answer)[0]
 
     @property
     def f1(self) -> float | None:
-        """Token F1 of the prediction against the gold answer (for a FEVER claim, label accuracy again);
-        None when the question has no gold answer."""
-        if self.question.task in ("fever", "game"):
+        """Token F1 of the prediction against the gold answer (for a label, label accuracy again); None when
+        the question has no gold answer."""
+        if self.task.scoring != "answer":
             return self.em
         return scores(self.outcome.answer, self.question.answer)[1]
 
     @property
     def supported(self) -> bool | None:
-        """Whether the answer occurs in what the episode saw; None for a FEVER label, which never would."""
-        return self.outcome.supported if self.question.task == "qa" else None
+        """Whether the answer occurs in what the episode saw; None for a task that does not look (a label)."""
+        return self.outcome.supported if self.task.supported else None
 
     def _times(self) -> dict:
         if self.started is None or self.finished is None:
@@ -125,7 +136,7 @@ class Result:
                 **({"kind": self.question.kind} if self.question.kind else {}),
                 **({} if self.endpoint is None else self._served()),
             }
-            | {"qa": dict, "fever": self._claim, "game": self._game}[self.question.task]()
+            | self._own()
             | self._trials()
         )
 
@@ -148,7 +159,7 @@ class Result:
             calls = trial.calls
             cost = {"model_calls": len(calls), "tokens": token_totals(calls), "seconds": sum(c.seconds for c in calls)}
             won = {}
-            if self.question.task == "game":  # a game's trial: whether it was won, and its reward
+            if self.task.scoring == "outcome":  # a trial the environment judged: whether it was won, its reward
                 won = {"success": float(trial.ended == "won"), "reward": trial.part.reward}
             trials.append(
                 {"answer": trial.answer, "ended": trial.ended, "em": em, "f1": f1, **won, **cost} | trial.to_dict()
@@ -157,20 +168,24 @@ class Result:
 
     @property
     def success(self) -> float | None:
-        """1.0 when the game was won, 0.0 when not; None for a question."""
-        if self.question.task != "game":
+        """1.0 when the game was won, 0.0 when not; None for a task scored by its answer."""
+        if self.task.scoring != "outcome":
             return None
         return float(self.outcome.ended == "won")
 
     @property
     def reward(self) -> float | None:
-        """A game's reward (the share of its points scored); None for a question."""
+        """A game's reward (the share of its points scored); None for a task scored by its answer."""
         traj = self.outcome.trajectory
-        return None if self.question.task != "game" or traj is None else traj.reward
+        return None if self.task.scoring != "outcome" or traj is None else traj.reward
 
-    def _game(self) -> dict:
-        """A game's own fields: its task, whether it was won (`success`), and its reward (the share of its points)."""
-        return {"task": "game", "success": self.success, "reward": self.reward, "game": self.question.kind}
+    def _own(self) -> dict:
+        """The fields the task type adds to a record (`TaskType.fields`), with its name: none for a question."""
+        if self.task.scoring == "label":
+            return self._claim()
+        if self.task.scoring == "outcome":  # whether it was won (`success`), its reward, and its kind (a recipe)
+            return {"task": self.task.name, "success": self.success, "reward": self.reward, "game": self.question.kind}
+        return {}
 
     def _claim(self) -> dict:
         """A claim's own fields: the label read leniently from the answer, and that reading's score. Where
@@ -180,7 +195,7 @@ class Result:
         answer = out.answer
         if out.branch == "cot-sc" and out.reasoning is not None:
             answer = out.reasoning.lenient_vote.answer
-        return {"task": self.question.task, "label": read_label(answer), "lenient_em": lenient_score(answer, gold)}
+        return {"task": self.task.name, "label": read_label(answer), "lenient_em": lenient_score(answer, gold)}
 
 
 def refuse_workers(name: str, workers: int) -> ModelError:

@@ -19,16 +19,18 @@ from rawreact.config.choices import BACKOFFS, CALL_STOPS, REFLECTING, REFLEXION,
 from rawreact.config.settings import Settings
 from rawreact.core.errors import DataError, GrammarError
 from rawreact.core.folders import split_named
+from rawreact.core.tasks import QA, task_type
 from rawreact.environments.custom import Factory, import_factory
 from rawreact.environments.env import bound_verbs
 from rawreact.models.cores import threads_problem
 from rawreact.models.specs import model_sha256
 from rawreact.runs.run import unrunnable
 from rawreact.tasks.collection import Collection, Passages, Question
+from rawreact.tasks.games import undescribed
 from rawreact.tasks.loading import open_passages
 
 
-def prompt_of(settings: Settings, task: str = "qa") -> Prompt:
+def prompt_of(settings: Settings, task: str = QA.name) -> Prompt:
     """The prompt the settings send (a back-off's first part's) for the task ("qa" or "fever")."""
     return _load_prompt(
         settings.prompt,
@@ -41,7 +43,7 @@ def prompt_of(settings: Settings, task: str = "qa") -> Prompt:
     )
 
 
-def reflect_prompt_of(settings: Settings, task: str = "qa") -> ReflectPrompt | None:
+def reflect_prompt_of(settings: Settings, task: str = QA.name) -> ReflectPrompt | None:
     """The reflection prompt of a Reflexion method whose strategy writes reflections, or None (a game's
     reflections have their own shipped prompt)."""
     if settings.method not in REFLEXION or settings.strategy not in REFLECTING:
@@ -50,11 +52,11 @@ def reflect_prompt_of(settings: Settings, task: str = "qa") -> ReflectPrompt | N
         settings.reflect_prompt,
         key=settings.reflect_key,
         instruction=settings.reflect_instruction,
-        agent="game" if task == "game" else REFLEXION[settings.method],
+        agent="game" if task_type(task).style == "commands" else REFLEXION[settings.method],
     )
 
 
-def backoff_prompt_of(settings: Settings, task: str = "qa") -> Prompt | None:
+def backoff_prompt_of(settings: Settings, task: str = QA.name) -> Prompt | None:
     """The prompt of a back-off's second part, or None for a method that is not a back-off."""
     if settings.method not in BACKOFFS:
         return None
@@ -79,7 +81,7 @@ def grammar_of(settings: Settings) -> Grammar | CommandGrammar | None:
 
 def game_problem(settings: Settings, task: str) -> str | None:
     """What stops these settings from running on the task's questions, games or not, or None."""
-    if task != "game":
+    if task_type(task).style != "commands":
         if settings.grammar == "commands":
             return "--grammar commands is a game's (its admissible commands); questions take step, action or titles"
         if settings.evaluator == "won":
@@ -104,15 +106,11 @@ def game_problem(settings: Settings, task: str) -> str | None:
 def collection_of(settings: Settings, collection: Collection) -> Collection:
     """The questions over the settings' passages: their own, or those of `passages`."""
     if settings.passages is None:
-        if collection.task == "fever" and settings.method in REFLEXION:
-            raise DataError(
-                f"{settings.where}the Reflexion methods answer questions; run FEVER claims by other methods"
-            )
-        if collection.task == "fever" and acts(settings.method):
-            raise DataError(
-                f"{settings.where}FEVER claims are checked against Wikipedia: build a store of FEVER's wiki-pages "
-                "(rawreact index wiki-pages/ --out fever.sqlite) and give it with --passages fever.sqlite"
-            )
+        refused = task_type(collection.task).refused  # what a task type cannot be run by, in its own words
+        if settings.method in REFLEXION and "reflexion" in refused:
+            raise DataError(f"{settings.where}{refused['reflexion']}")
+        if acts(settings.method) and "acting" in refused:
+            raise DataError(f"{settings.where}{refused['acting']}")
         return collection
     passages = shared_passages(settings.passages)
     if settings.grammar == "titles" and passages.kind == "store":
@@ -132,7 +130,7 @@ def envs_of(settings: Settings, collection: Collection) -> Callable[[Question], 
 
     def env(question: Question) -> object:
         made = collection.env(question, n_first=settings.sentences, loop=settings.loop)
-        return made if factory is None else factory(made)
+        return made if factory is None else factory(made, None if question is None else question.row_fields())
 
     return env
 
@@ -163,7 +161,7 @@ def check_env(settings: Settings, collection: Collection, grammar: Grammar | Non
 
 
 def solve_options(
-    settings: Settings, grammar: Grammar | CommandGrammar | None, backoff: Prompt | None, task: str = "qa"
+    settings: Settings, grammar: Grammar | CommandGrammar | None, backoff: Prompt | None, task: str = QA.name
 ) -> dict:
     """The keyword arguments of `solve` (through `run_questions`) for these settings, on the task's questions."""
     return {
@@ -181,7 +179,7 @@ def solve_options(
     } | _reflexion_options(settings, task)
 
 
-def _reflexion_options(settings: Settings, task: str = "qa") -> dict:
+def _reflexion_options(settings: Settings, task: str = QA.name) -> dict:
     """A Reflexion method's part of `solve`'s keyword arguments (the rest come per question in run_questions)."""
     if settings.method not in REFLEXION:
         return {}
@@ -245,7 +243,7 @@ def manifest_config(
     } | _reflexion_config(settings, collection.task)
 
 
-def _reflexion_config(settings: Settings, task: str = "qa") -> dict:
+def _reflexion_config(settings: Settings, task: str = QA.name) -> dict:
     """A Reflexion method's part of the manifest config: its settings and its reflection prompt, by content."""
     if settings.method not in REFLEXION:
         return {}
@@ -289,6 +287,12 @@ def load_parts(settings: Settings, collection: Collection, **run) -> Parts:
     problem = game_problem(settings, task) or threads_problem(settings.threads)
     if problem:
         raise DataError(f"{settings.where}{problem}")
+    blind = undescribed(collection) if settings.grammar == "commands" else []
+    if blind:
+        raise DataError(
+            f"{settings.where}{blind[0]}: the game does not say which commands it admits (TextWorld's .json is not "
+            "beside it), so --grammar commands cannot apply; drop it, or put the game's .json beside it"
+        )
     prompt, grammar, backoff = prompt_of(settings, task), grammar_of(settings), backoff_prompt_of(settings, task)
     collection_of(settings, collection)  # opens the passages now: a bad store fails before any model loads
     config = manifest_config(settings, collection, prompt, grammar, backoff, **run)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from rawreact.config.choices import LOOPS
 from rawreact.core.errors import DataError
-from rawreact.core.text import HEADERS
+from rawreact.core.tasks import QA, of_layout, task_type
 from rawreact.environments.env import PassageEnv
 from rawreact.environments.game import GameEnv
 from rawreact.environments.reference import ReferenceEnv
@@ -38,13 +38,18 @@ class Question:
     supporting: tuple[str, ...] = ()
     passages: Mapping[str, Sequence[str]] | None = None
     kind: str = ""  # HotpotQA's type and level, such as "bridge/hard", when known (a game's recipe)
-    task: str = "qa"  # "qa"; "fever": a claim whose answer is a label (fever.py); "game": a text game (games.py)
-    game: str = ""  # a game's file, for task "game"
+    task: str = QA.name  # its task type's name (core.tasks): a question, a FEVER claim (fever.py), a game (games.py)
+    game: str = ""  # a game's file, for a game
+    row: Mapping | None = field(default=None, compare=False, hash=False)  # its file's row, for an --env of one's own
+
+    def row_fields(self) -> dict:
+        """What an `--env` factory is given of the question: its row's fields, then its id, question and answer."""
+        return dict(self.row or {}) | {"id": self.id, "question": self.question, "answer": self.answer}
 
     @property
     def header(self) -> str:
-        """The word the question line starts with: "Question", or "Claim" for a FEVER claim."""
-        return HEADERS[self.task]
+        """The word the question line starts with: its task type's ("Question", "Claim", "Task")."""
+        return task_type(self.task).header
 
 
 @dataclass(frozen=True)
@@ -77,8 +82,8 @@ class Collection:
 
     @property
     def task(self) -> str:
-        """The task of its questions: "fever" for FEVER claims, "game" for text games, else "qa"."""
-        return {"fever": "fever", "games": "game"}.get(self.layout, "qa")
+        """The task type of its questions (its name), from its layout: a question unless a type declares it."""
+        return of_layout(self.layout).name
 
     def env(
         self, question: Question | None = None, *, n_first: int | None = None, loop: str = "tolerant"

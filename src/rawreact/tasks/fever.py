@@ -14,6 +14,7 @@ from pathlib import Path
 
 from rawreact.core.errors import DataError
 from rawreact.core.metrics import exact_match
+from rawreact.core.tasks import FEVER
 from rawreact.tasks.collection import Collection, Question, check_unique_ids
 
 LABELS = ("SUPPORTS", "REFUTES", "NOT ENOUGH INFO")
@@ -58,7 +59,7 @@ def label_table(runs: dict[str, list[dict]]) -> list[dict[str, str]]:
     """
     rows = []
     for name, records in runs.items():
-        claims = [r for r in records if r.get("task") == "fever"]
+        claims = [r for r in records if r.get("task") == FEVER.name]
         for gold in LABELS:
             of_label = [r for r in claims if r["answer"] == gold]
             if not of_label:
@@ -103,6 +104,6 @@ def from_rows(path: Path, digest: str, rows: list[tuple[int, object]], unit: str
                 "(FEVER's train and dev files, not its unlabelled test file)"
             )
         raw_id = row.get("id")
-        questions.append(Question(str(number) if raw_id is None else str(raw_id), row["claim"], label, task="fever"))
+        questions.append(Question(str(number) if raw_id is None else str(raw_id), row["claim"], label, task=FEVER.name))
     check_unique_ids(path, questions)
-    return Collection(path.stem, {}, tuple(questions), "fever", str(path), digest)
+    return Collection(path.stem, {}, tuple(questions), FEVER.layout, str(path), digest)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rawreact.core.errors import DataError
+from rawreact.core.tasks import GAME
 from rawreact.core.text import whole_number
 from rawreact.tasks.collection import Collection, Question
 
@@ -206,10 +207,52 @@ def _manifest(folder: Path) -> dict:
     return data
 
 
+GAME_FILES = (".z8", ".ulx")  # what TextWorld compiles a game to (Inform 7's Z-machine and Glulx)
+
+
 def is_games(path: str | Path) -> bool:
-    """Whether `path` is a folder of games (it holds games.json), or games.json itself."""
+    """Whether `path` is games: a folder with games.json (or games.json itself), a game file, or a folder of them."""
     path = Path(path)
-    return (path.is_dir() and (path / MANIFEST).is_file()) or path.name == MANIFEST
+    if path.is_dir():
+        return (path / MANIFEST).is_file() or any(p.suffix in GAME_FILES for p in path.iterdir())
+    return path.name == MANIFEST or path.suffix in GAME_FILES
+
+
+def read_game_files(path: str | Path) -> Collection:
+    """Game files as a collection, made by TextWorld's `tw-make` or anyone else, without a games.json: a `.z8` or
+    `.ulx` file, or a folder of them (in the order of their names). Each game's id is its file's name without
+    the ending, its task TextWorld's objective (from the `.json` beside it, where there is one; else its id),
+    and its SHA-256 is recorded, so a resume refuses a game changed since."""
+    path = Path(path)
+    files = sorted(p for p in path.iterdir() if p.suffix in GAME_FILES) if path.is_dir() else [path]
+    folder = path if path.is_dir() else path.parent
+    seen: dict[str, Path] = {}
+    questions, digest = [], hashlib.sha256()
+    for file in files:
+        if not file.is_file():
+            raise DataError(f"{file}: no such game file")
+        if file.stem in seen:
+            raise DataError(f"{file} and {seen[file.stem]} would both be the game {file.stem!r}; keep one of them")
+        seen[file.stem] = file
+        sha256 = _sha256(file)
+        digest.update(f"{file.stem}\0{sha256}\0".encode())
+        questions.append(Question(file.stem, _objective(file) or file.stem, "", task=GAME.name, game=str(file)))
+    return Collection(folder.name, {}, tuple(questions), GAME.layout, str(path), digest.hexdigest())
+
+
+def undescribed(collection: Collection) -> list[str]:
+    """The game files of a collection without TextWorld's `.json` beside them: they do not say which commands
+    they admit, so `--grammar commands` cannot apply to them."""
+    return [q.game for q in collection.questions if q.game and not Path(q.game).with_suffix(".json").is_file()]
+
+
+def _objective(game: Path) -> str:
+    """The objective TextWorld's `.json` beside a game gives, on one line, or "" (no such file, or none in it)."""
+    try:
+        info = json.loads(game.with_suffix(".json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ""
+    return " ".join(str(info.get("objective", "")).split()) if isinstance(info, dict) else ""
 
 
 # Each field of a games manifest's entry, with the type it must have and whether it may be missing.
@@ -256,6 +299,8 @@ def read_games(path: str | Path) -> Collection:
     and fails before any model loads, not at a game's turn.
     """
     path = Path(path)
+    if path.suffix in GAME_FILES or (path.is_dir() and not (path / MANIFEST).is_file()):
+        return read_game_files(path)
     folder = path if path.is_dir() else path.parent
     data = _manifest(folder)
     questions, digest = [], hashlib.sha256()
@@ -273,7 +318,8 @@ def read_games(path: str | Path) -> Collection:
             )
         digest.update(f"{game['id']}\0{game['sha256']}\0".encode())
         objective = game.get("objective") or game["id"]
-        questions.append(Question(game["id"], objective, "", kind=game.get("recipe", ""), task="game", game=str(file)))
+        questions.append(Question(game["id"], objective, "", kind=game.get("recipe", ""), task=GAME.name,
+                                  game=str(file)))  # fmt: skip
     if not questions:
         raise DataError(f"{folder / MANIFEST} lists no games; make some with `rawreact games {folder}`")
-    return Collection(folder.name, {}, tuple(questions), "games", str(folder), digest.hexdigest())
+    return Collection(folder.name, {}, tuple(questions), GAME.layout, str(folder), digest.hexdigest())

@@ -28,10 +28,15 @@ def jsonl_rows(path: Path, text: str) -> list[tuple[int, object]]:
     return rows
 
 
-def from_rows(path: Path, digest: str, rows: list[tuple[int, object]], unit: str = "row") -> Collection:
+def from_rows(
+    path: Path, digest: str, rows: list[tuple[int, object]], unit: str = "row", own_env: bool = False
+) -> Collection:
     """A collection of HotpotQA questions, each with its own paragraphs.
 
-    `rows` are (number, row) pairs, numbered as `unit` says ("row" of a JSON list, "line" of JSONL).
+    `rows` are (number, row) pairs, numbered as `unit` says ("row" of a JSON list, "line" of JSONL). For an
+    environment of one's own (`own_env`: `--env`) a row needs its question alone: its paragraphs, if it has
+    any, are read as HotpotQA's, and its answer is "" when it has none (no score); each question keeps its
+    row, which the factory is given.
     """
     if not rows:
         raise DataError(f"{path} has no rows; a HotpotQA file is a list of question rows")
@@ -39,7 +44,7 @@ def from_rows(path: Path, digest: str, rows: list[tuple[int, object]], unit: str
     questions = []
     for number, row in rows:
         where = f"{path} {unit} {number}"
-        question = _row(where, row)
+        question = _row(where, row, own_env)
         if not question.id:  # derived ids repeat only for repeated rows: number the repeats
             base = _derived_id(row)
             counted[base] = counted.get(base, 0) + 1
@@ -63,13 +68,19 @@ def _titles(row: dict) -> list:
     return [pair[0] if isinstance(pair, list) and pair else None for pair in context or []]
 
 
-def _row(where: str, row: object) -> Question:
+def _row(where: str, row: object, own_env: bool = False) -> Question:
     if not isinstance(row, dict):
-        raise DataError(f"{where}: a row must be an object with 'question', 'answer' and 'context'")
-    for name in ("question", "answer"):
+        needs = "'question'" if own_env else "'question', 'answer' and 'context'"
+        raise DataError(f"{where}: a row must be an object with {needs}")
+    for name in ("question",) if own_env else ("question", "answer"):
         if not isinstance(row.get(name), str):
             state = "has no" if name not in row else "has a non-string"
             raise DataError(f"{where} {state} {name!r}; every HotpotQA row needs its question and gold answer")
+    if own_env and not isinstance(row.get("answer", ""), str):
+        raise DataError(f"{where} has a non-string 'answer'; a gold answer is text (or leave it out: no score)")
+    if own_env and "context" not in row:  # the environment of one's own reads the row itself
+        raw_id = row.get("_id", row.get("id"))
+        return Question("" if raw_id is None else str(raw_id), row["question"], row.get("answer", ""), row=row)
     if "context" not in row:
         raise DataError(f"{where} has no 'context'; rawreact answers over each row's own paragraphs")
     context = row["context"]
@@ -79,7 +90,10 @@ def _row(where: str, row: object) -> Question:
     supporting = _supporting(where, row.get("supporting_facts", []))
     raw_id = row.get("_id", row.get("id"))
     kind = "/".join(str(row[k]) for k in ("type", "level") if row.get(k))
-    return Question("" if raw_id is None else str(raw_id), row["question"], row["answer"], supporting, passages, kind)
+    question = Question(
+        "" if raw_id is None else str(raw_id), row["question"], row["answer"], supporting, passages, kind
+    )
+    return replace(question, row=row) if own_env else question
 
 
 def _official_context(where: str, context: object) -> dict[str, list[str]]:
