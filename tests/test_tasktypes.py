@@ -41,6 +41,22 @@ def made(tmp_path_factory) -> Path:
     return folder
 
 
+UNBUFFERED = {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+
+def _killed_after_the_first(args: list, out: Path, cwd: Path | None = None) -> list[str]:
+    """Run the command, SIGKILL it once its first result is printed, and return the run file's lines then."""
+    with subprocess.Popen(args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                          env=UNBUFFERED) as process:  # fmt: skip
+        for line in process.stdout:
+            if line.startswith("result [1/2]"):
+                process.send_signal(signal.SIGKILL)
+                break
+    first = out.read_text().splitlines()
+    assert len(first) == 1
+    return first
+
+
 def _script(folder: Path, replies: list[str]) -> str:
     (folder / "script.json").write_text(json.dumps(replies))
     return f"scripted:{folder / 'script.json'}"
@@ -162,15 +178,8 @@ def test_a_resume_refuses_a_game_changed_since(made, tmp_path):
 def test_tw_make_games_run_on_the_embedded_model_and_resume_after_a_kill(made, tmp_path):
     out = tmp_path / "real.jsonl"
     args = [str(CONSOLE), "run", str(made), "--method", "act", "--max-steps", "2", "--threads", "1", "--out", str(out)]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env) as process:
-        for line in process.stdout:
-            if line.startswith("result [1/2]"):
-                process.send_signal(signal.SIGKILL)
-                break
-    first = out.read_text().splitlines()
-    assert len(first) == 1
-    done = subprocess.run([*args, "--resume"], capture_output=True, text=True, env=env)
+    first = _killed_after_the_first(args, out)
+    done = subprocess.run([*args, "--resume"], capture_output=True, text=True, env=UNBUFFERED)
     assert done.returncode == 0, done.stderr
     assert "1 already in" in done.stdout and "2 games: success" in done.stdout
     records = [json.loads(line) for line in out.read_text().splitlines()]
@@ -221,16 +230,8 @@ def test_an_own_environment_runs_on_the_embedded_model_and_resumes_after_a_kill(
     out = tmp_path / "real.jsonl"
     args = [str(CONSOLE), "run", str(data), "--env", "glossary:make", "--max-steps", "2", "--threads", "1",
             "--out", str(out)]  # fmt: skip
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    with subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                          env=env) as process:  # fmt: skip
-        for line in process.stdout:
-            if line.startswith("result [1/2]"):
-                process.send_signal(signal.SIGKILL)
-                break
-    first = out.read_text().splitlines()
-    assert len(first) == 1
-    done = subprocess.run([*args, "--resume"], cwd=tmp_path, capture_output=True, text=True, env=env)
+    first = _killed_after_the_first(args, out, cwd=tmp_path)
+    done = subprocess.run([*args, "--resume"], cwd=tmp_path, capture_output=True, text=True, env=UNBUFFERED)
     assert done.returncode == 0, done.stderr
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["id"] for r in records] == ["g1", "g2"] and records[0] == json.loads(first[0])

@@ -24,7 +24,6 @@ class Score:
     share: bool  # a share of 0/1 outcomes (Wilson's interval), or a mean of values in [low, high] (the bootstrap)
     low: float = 0.0
     high: float = 1.0
-    digits: int = 2  # how many digits a question's own value shows with (EM: 0, a 0/1 verdict)
     said: str = "it is 0 to 1"  # its range in words, for a record that holds another value
 
 
@@ -105,7 +104,7 @@ class TaskType:
 
 
 _NUMBER = (int, float)
-EM, F1 = Score("em", "EM", share=True, digits=0), Score("f1", "F1", share=False)
+EM, F1 = Score("em", "EM", share=True), Score("f1", "F1", share=False)
 QA = TaskType(
     "qa",
     unit="question",
