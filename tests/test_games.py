@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rawreact import ScriptedModel, load_collection, load_prompt, solve
+from rawreact import ScriptedModel, load_collection, load_prompt, read_run, solve
 from rawreact.agents.commands import load_commands_grammar
 from rawreact.agents.game import play
 from rawreact.cli.app import main
@@ -253,29 +253,37 @@ def test_real_react_and_act_runs_on_games_are_scored_compared_and_resumed_after_
     assert compared.returncode == 0 and "Δsuccess" in compared.stdout.splitlines()[0]
 
 
-def test_reference_over_games_sends_the_notebooks_two_exemplars_and_says_it_is_not_the_task(games, tmp_path, capsys):
+def test_reference_over_games_sends_the_notebooks_frame_and_two_exemplars_and_says_it_is_not_the_task(
+    games, tmp_path, capsys
+):
     """--reference DIR over games: alfworld_3prompts.json's two `put` exemplars, joined as the notebook joins
-    them (`_1` then `_0`), after rawreact's games instruction; the header says what is not the paper's."""
+    them (`_1` then `_0`), inside the words the notebook's loop cell puts around them, in the notebook's own
+    loop; the header says what is not the paper's. (The checkout here is a stand-in in the reference's layout,
+    written for this test, not its text.)"""
     checkout = tmp_path / "ReAct"
     (checkout / "prompts").mkdir(parents=True)
     keys = {f"{m}_put_{n}": f"You are in room {m}{n}.\nYour task is to: put a {m}{n}.\n> go to shelf {n}\nOK.\n"
             for m in ("react", "act") for n in (0, 1)}  # fmt: skip
     (checkout / "prompts" / "alfworld_3prompts.json").write_text(json.dumps(keys))
-    (checkout / "alfworld.ipynb").write_text(json.dumps({"cells": []}))
+    framed = "prompt = 'Play as shown.\\n' + d[f'react_{v}_1'] + d[f'react_{v}_0'] + '\\nNow yours.\\n'"
+    cell = f"for game in games:\n    {framed}\n"
+    (checkout / "alfworld.ipynb").write_text(json.dumps({"cells": [{"cell_type": "code", "source": cell}]}))
     out = tmp_path / "ref.jsonl"
     model = _script(tmp_path, [" take coin"] * 5)
     args = ["run", str(games), "--reference", str(checkout), "--model", model, "--limit", "1", "--out", str(out)]
     assert main(args) == 0
     printed = capsys.readouterr()
-    assert (
-        "its exemplars are ALFWorld's household, so this is the paper's format, not its task"
-        in printed.out + printed.err
-    )
+    assert "its exemplars are ALFWorld's household, so this is the paper's format, not its task" in printed.out
+    assert "paper's: loop: alfworld.ipynb's alfworld_run, byte for byte" in printed.out
     manifest = json.loads((tmp_path / "ref.jsonl.manifest.json").read_text())
     [prompt] = manifest["prompts"].values()
-    assert prompt.endswith(keys["react_put_1"] + keys["react_put_0"])
-    assert prompt.startswith("Play a text game to finish a task.")
+    assert prompt == "Play as shown.\n" + keys["react_put_1"] + keys["react_put_0"] + "\nNow yours.\n"
     assert manifest["config"]["prompt"].endswith("alfworld_3prompts.json#react_put_1+react_put_0")
+    assert manifest["config"]["loop"] == "reference"
+    [record] = read_run(out)[1]
+    opening = record["trajectory"]["question"]
+    assert "\nYour task is to: " in opening and opening.index("-= ") < opening.index("Your task is to: ")
+    assert record["trajectory"]["steps"][0]["action_text"] == "take coin"
 
 
 def test_a_game_run_exports_its_won_games_and_shows_on_the_page(games, tmp_path, capsys):

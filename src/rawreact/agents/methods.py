@@ -11,6 +11,7 @@ methods (`reflexion.trials`) keep every trial in the outcome; its answering part
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from rawreact.agents.alfworld import alfworld_run
 from rawreact.agents.game import play
 from rawreact.agents.guardrails import supported
 from rawreact.agents.loop import react
@@ -216,9 +217,13 @@ def _play(env, model: Model, prompt: Prompt | str, method: str, max_tokens: int,
         raise ValueError(
             f"games are played by react or act (the paper's ALFWorld rows) or react-reflexion, not {method}"
         )
-    if loop != "tolerant":
-        raise ValueError("a game runs in the game loop, the notebook's ALFWorld loop; drop --loop reference")
     grammar = options.get("grammar")
+    if loop == "reference":  # the notebook's own loop, byte for byte: no grammar, no guardrail
+        if method not in ("react", "act") or grammar is not None:
+            raise ValueError("the reference game loop (alfworld.ipynb's) plays react and act, with no grammar")
+        steps = {"max_steps": options["max_steps"]} if "max_steps" in options else {}
+        trajectory = alfworld_run(env, model, prompt, max_tokens=max_tokens, on_step=on_step, **steps)
+        return Outcome(method, method, trajectory=trajectory)
     if grammar is not None and getattr(grammar, "mode", None) != "commands":
         raise ValueError(f"a game's grammar is its admissible commands (--grammar commands), not {grammar.mode}")
     known = {k: options[k] for k in ("max_steps", "repeats", "budget", "preamble") if k in options}

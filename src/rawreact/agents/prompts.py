@@ -10,7 +10,7 @@ import hashlib
 import json
 import random
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rawreact.core.actions import PASSAGE_VERBS, Verbs
@@ -105,7 +105,16 @@ def read_instruction(path: str | Path | None = None, method: str = "react", task
 
 
 def notebook_string(path: Path, name: str) -> str:
-    """The string that a code cell of the Jupyter notebook `path` assigns to `name` (`name = "..."`)."""
+    """The string that a code cell of the Jupyter notebook `path` assigns to `name` (`name = "..."`), or, where
+    the cell joins strings around other values (`prompt = '...' + d[...] + '...'`, as alfworld.ipynb frames
+    its exemplars), the strings before the first value (`notebook_frame` gives both ends)."""
+    return notebook_frame(path, name)[0]
+
+
+def notebook_frame(path: Path, name: str) -> tuple[str, str]:
+    """What a code cell of the notebook `path` assigns to `name`, as (before, after): a string is (it, ""); a
+    sum of strings and other values (`'head' + d[a] + d[b] + 'tail'`) is the strings before its first value
+    and those after its last. The first such assignment counts, at any depth of the cell (inside its loops)."""
     try:
         cells = json.loads(_read(path)).get("cells", [])
     except (json.JSONDecodeError, AttributeError):
@@ -118,15 +127,31 @@ def notebook_string(path: Path, name: str) -> str:
             tree = ast.parse("".join(source) if isinstance(source, list) else str(source))
         except SyntaxError:  # a cell of shell or magic commands
             continue
-        for node in tree.body:
-            if (
-                isinstance(node, ast.Assign)
-                and [getattr(t, "id", None) for t in node.targets] == [name]
-                and isinstance(node.value, ast.Constant)
-                and isinstance(node.value.value, str)
-            ):
-                return node.value.value
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == [name]:
+                found = _frame(node.value)
+                if found is not None:
+                    return found
     raise PromptError(f"{path}: no code cell assigns a string to {name!r}; is it the reference's notebook?")
+
+
+def _frame(value: ast.expr) -> tuple[str, str] | None:
+    """A string's (it, ""), or a sum's strings before its first other value and after its last; None for
+    anything else."""
+    parts, stack = [], [value]
+    while stack:  # the terms of `a + b + c`, left to right
+        node = stack.pop()
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            stack += [node.right, node.left]
+        else:
+            parts.append(node)
+    strings = [isinstance(p, ast.Constant) and isinstance(p.value, str) for p in parts]
+    if all(strings):
+        return "".join(p.value for p in parts), ""
+    if not strings[0]:
+        return None
+    first, last = strings.index(False), len(strings) - strings[::-1].index(False)
+    return "".join(p.value for p in parts[:first]), "".join(p.value for p in parts[last:])
 
 
 def python_string(path: Path, name: str) -> str:
@@ -203,7 +228,11 @@ def load_prompt(
     if reference:
         if order is not None:
             raise PromptError(f"order={order}: a reference prompt ({exemplars}) is used whole and cannot be shuffled")
-        return _reference_prompt(Path(exemplars), key, k, instruction_text)
+        made = _reference_prompt(Path(exemplars), key, k, instruction_text)
+        file, name = split_named(str(instruction)) if instruction else ("", None)
+        if name is not None and file.endswith(".ipynb"):  # a notebook's frame: what it writes after the exemplars
+            made = replace(made, text=made.text + notebook_frame(Path(file), name)[1])
+        return made
     if key is not None:
         raise PromptError(f"--key {key!r} applies to a reference JSON prompt file, not to {exemplars}")
     blocks = read_exemplars(exemplars, method, task)

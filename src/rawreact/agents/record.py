@@ -180,7 +180,8 @@ class Trajectory:
             return history_text(self.messages)
         if self.loop == "game":  # alfworld.ipynb's: `> command` lines, each followed by what the game said
             lines = "".join(f" {s.action_text}\n{s.observation}{s.note}\n>" for s in self.steps[:steps])
-            return self.prompt + self.preamble + f"{self.header}: {self.question}\n>" + lines
+            head = f"{self.header}: " if self.header else ""  # none in the notebook's own loop: its prompt ends in it
+            return self.prompt + self.preamble + f"{head}{self.question}\n>" + lines
         shown = "".join(s.render() for s in self.steps[:steps] if s.calls)  # not the closing finish[]
         return self.prompt + self.preamble + f"{self.header}: {self.question}\n" + shown
 

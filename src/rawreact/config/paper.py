@@ -65,7 +65,10 @@ def reference_options(directory: str | Path, task: str, method: str, questions: 
         if method not in reference.methods:
             rows = " and ".join(reference.methods)
             raise DataError(f"--reference sets up the paper's rows {rows} for this task ({task}), not {method}")
-        return {"prompt": str(directory / reference.prompt_file), "key": reference.prompt_key("", method)}
+        options = {"prompt": str(directory / reference.prompt_file), "key": reference.prompt_key("", method)}
+        if reference.frame is not None:  # the notebook's own loop, with the notebook's words around the exemplars
+            options |= {"instruction": f"{directory / reference.notebook}#{reference.frame}", "loop": "reference"}
+        return options
     first, second = BACKOFFS.get(method, (method, None))
     prompt = str(directory / reference.prompt_file)
     instruction = f"{directory / _reference(QA.name).notebook}#instruction"  # HotpotQA's, before its ReAct prompt
@@ -107,13 +110,15 @@ def describe(options: dict[str, object], given: dict[str, object], chosen: dict[
     key, reference = options.get("key"), _reference(chosen["task"])
     lines = [part("prompt", f"{options['prompt']}#{key}", _given(given, "prompt", "key"))]
     if reference.methods is not None:  # the paper's decision-making rows (ALFWorld's): a game
+        frame = options.get("instruction", "none")
+        loop = "alfworld.ipynb's alfworld_run, byte for byte (--loop reference)"
         return lines + [
-            f"  not the paper's: instruction: {given.get('instruction') or 'rawreact games instruction'} (the "
-            "notebook's is a string inside its loop cell), and `Task: ` before the game's opening",
-            "  not the paper's: games: TextWorld's, made here (the paper's: ALFWorld's 134 unseen games); its "
-            "exemplars are ALFWorld's household, so this is the paper's format, not its task",
-            f"  paper's: loop: alfworld.ipynb's, one line a call, stopped at its line break; steps: "
-            f"{chosen['max_steps'] or 49} (the notebook's: 49)",
+            part("frame", f"{frame}: its words before the two exemplars and after them", _given(given, "instruction")),
+            part("loop", loop, _given(given, "loop")),
+            "  not the paper's: games: TextWorld's (the paper's: ALFWorld's 134 unseen games), each opening laid out "
+            "as ALFWorld's (its room, then `Your task is to: ` and its objective); its exemplars are ALFWorld's "
+            "household, so this is the paper's format, not its task",
+            f"  paper's: steps: {chosen['max_steps'] or 49} (the notebook's: 49)",
             "  not the paper's: scoring: success and reward of TextWorld's games",
             f"  not the paper's: model: {chosen['model']} (the paper's: PaLM-540B; the notebook: text-davinci-002)",
         ]

@@ -185,7 +185,7 @@ class Settings:
         if problem is None and backoff and self.method not in BACKOFFS:
             return f"the backoff prompt settings apply to {' and '.join(BACKOFFS)} only"
         if problem is None and self.env is not None:
-            problem = env_problem(self.env, self.loop, self.method)
+            problem = env_problem(self.env, self.method)
         if problem is None and self.verb_timeout != _DEFAULTS["verb_timeout"] and self.env is None:
             return f"verb_timeout={self.verb_timeout:g} (--verb-timeout) bounds the verbs of --env; give --env too"
         if problem is None and self.threads is not None and not is_embedded(self.model):
@@ -345,13 +345,11 @@ def value_problem(key: str, value: object) -> str | None:
     return None
 
 
-def env_problem(env: str, loop: str, method: str) -> str | None:
-    """What stops an `--env` import path from running with this loop and method, or None."""
+def env_problem(env: str, method: str) -> str | None:
+    """What stops an `--env` import path from running with this method, or None (a loop: `runs.setup.game_problem`)."""
     problem = module_problem(env)
     if problem:
         return problem
-    if loop == "reference":
-        return "the reference loop answers the notebook's four verbs only; run --env in the tolerant loop"
     if not acts(method):
         return f"--env gives the actions an episode takes, and method {method} takes none; drop --env"
     return None

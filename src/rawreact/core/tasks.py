@@ -42,6 +42,7 @@ class Reference:
     sampled: bool = True  # the notebooks' 500-question sample, shuffled by random.Random(233)
     shuffle_range: bool = False  # the reproduction protocol shuffles over the notebook's range(7405)
     paper_steps: Mapping[str, int] = field(default_factory=dict)  # step limits the paper gives by method
+    frame: str | None = None  # the notebook's string that frames the exemplars (`frame = '...' + d[...] + '...'`)
 
     def prompt_key(self, key: str, method: str) -> str:
         """The key of `method`'s prompt in this file, from its HotpotQA reference key."""
@@ -165,6 +166,7 @@ GAME = TaskType(
         key="{method}_put_1+{method}_put_0",
         methods=("react", "act"),
         sampled=False,
+        frame="prompt",  # alfworld.ipynb's `prompt = '<instruction>' + d[...] + d[...] + '<the task follows>'`
     ),
 )
 TASK_TYPES: dict[str, TaskType] = {t.name: t for t in (QA, FEVER, GAME)}

@@ -35,6 +35,7 @@ THOUGHT_SEEN = "OK."  # what a thought is answered, as in alfworld.ipynb
 # TextWorld's interpreter (jericho's frotz) is not safe to drive from two threads at once: under --workers,
 # games in flight take turns at it, one command at a time (a command costs milliseconds, a model call far more).
 _INTERPRETER = threading.Lock()
+ALFWORLD_TASK = "Your task is to: "  # how an ALFWorld game's opening states its task, after its room
 _END = "*** The End ***"
 _LOST = "*** You lost! ***"
 _SCORE = re.compile(r"(\d+)/(\d+)\s*$")  # the status bar's score, at the end of every reply
@@ -63,8 +64,9 @@ class GameEnv:
     verbs = GAME_VERBS
     style = "commands"
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, opening: str = "textworld") -> None:
         self.path = Path(path)
+        self.layout = opening  # "textworld": its objective, then its room; "alfworld": the room, then the task
         if not self.path.is_file():
             raise DataError(f"{self.path}: no such game file; make games with `rawreact games`")
         self._game = None
@@ -77,7 +79,7 @@ class GameEnv:
 
     def fresh(self) -> "GameEnv":
         """The same game, not yet started."""
-        return GameEnv(self.path)
+        return GameEnv(self.path, self.layout)
 
     def _start(self):
         try:
@@ -107,7 +109,9 @@ class GameEnv:
             with warnings.catch_warnings():  # jericho's "not fully supported": TextWorld keeps the score itself
                 warnings.simplefilter("ignore")
                 state = self._game.reset()
-        if self.described:
+        if self.described and self.layout == "alfworld":  # as ALFWorld opens, after the notebook drops its banner
+            self.opening = f"{clean(state['description'])}\n{ALFWORLD_TASK}{' '.join(state['objective'].split())}"
+        elif self.described:
             self.opening = f"{' '.join(state['objective'].split())}\n{clean(state['description'])}"
         else:  # the interpreter's first text, without the banner's drawing
             self.opening = clean("\n".join(line for line in state.feedback.splitlines() if _WORDS.search(line)))

@@ -82,6 +82,8 @@ def grammar_of(settings: Settings) -> Grammar | CommandGrammar | None:
 def game_problem(settings: Settings, task: str) -> str | None:
     """What stops these settings from running on the task's questions, games or not, or None."""
     if task_type(task).style != "commands":
+        if settings.env is not None and settings.loop == "reference":  # a game's reference loop sends any line
+            return "the reference loop answers the notebook's four verbs only; run --env in the tolerant loop"
         if settings.grammar == "commands":
             return "--grammar commands is a game's (its admissible commands); questions take step, action or titles"
         if settings.evaluator == "won":
@@ -96,8 +98,8 @@ def game_problem(settings: Settings, task: str) -> str | None:
         return f"a game's trial is judged by the game: --evaluator won, not {settings.evaluator}"
     if settings.grammar not in (None, "commands"):
         return f"a game's grammar is its admissible commands: --grammar commands, not {settings.grammar}"
-    if settings.loop != "tolerant":
-        return "a game runs in the game loop (the notebook's ALFWorld loop); drop --loop reference"
+    if settings.loop == "reference" and settings.method not in ("react", "act"):
+        return "the reference game loop (alfworld.ipynb's) plays react and act; drop --loop reference"
     if settings.passages is not None:
         return "a game is its own environment; drop --passages"
     return None

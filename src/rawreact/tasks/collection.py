@@ -97,8 +97,8 @@ class Collection:
         """
         if loop not in LOOPS:
             raise ValueError(f"unknown loop {loop!r}; the loops are {', '.join(LOOPS)}")
-        if question is not None and question.game:  # a text game is its own environment
-            return GameEnv(question.game)
+        if question is not None and question.game:  # a text game is its own environment, laid out for the loop
+            return GameEnv(question.game, opening="alfworld" if loop == "reference" else "textworld")
         n_first = LOOPS[loop] if n_first is None else n_first
         gold = None if question is None else question.answer
         if question is not None and question.passages is not None and self.own:

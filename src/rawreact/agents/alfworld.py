@@ -1,0 +1,94 @@
+"""The reference game loop, byte for byte: `alfworld.ipynb`'s `alfworld_run`, over any environment of command
+lines (`--loop reference` on games, which `--reference DIR` chooses).
+
+Its rules, restated: the first prompt is the prompt (the notebook's frame around two exemplars) and the
+environment's opening, then `\\n>`. Each of up to 49 calls continues the whole text, stops at a line
+break and may write 100 tokens; its text, stripped of white space at both ends, is the action, whatever
+it holds (empty, cut at the token limit, `> go north`, two spaces inside): it is sent to the environment
+as it is, and echoed as it is. The observation loses a leading `You arrive at loc N. ` (the notebook's
+`process_ob`); an action that starts with `think:` (in that case) is answered `OK.`, although the
+environment was sent it too. ` {action}\\n{observation}\\n>` is appended. The episode ends when the
+environment says it is done, and succeeds when it was won. No grammar, no guardrail, no rewriting: where
+rawreact's own game loop (`game.play`) differs, docs/reference.md lists it.
+"""
+
+import time
+from collections.abc import Callable
+
+from rawreact.agents.prompts import Prompt
+from rawreact.agents.record import Step, Trajectory
+from rawreact.config.choices import MAX_TOKENS
+from rawreact.core.actions import Action
+from rawreact.core.errors import ContextLengthExceeded
+from rawreact.models.base import Model, keep_prefix
+
+STEPS = 49  # `for i in range(1, 50)`
+THOUGHT = "think:"  # `action.startswith('think:')`
+SEEN = "OK."
+ARRIVED = "You arrive at loc "
+
+
+def process_ob(observation: str) -> str:
+    """The notebook's `process_ob`: an observation that starts `You arrive at loc N. ` loses that sentence."""
+    if observation.startswith(ARRIVED):
+        observation = observation[observation.find(". ") + 2 :]
+    return observation
+
+
+def alfworld_run(
+    env,
+    model: Model,
+    prompt: Prompt | str,
+    *,
+    max_steps: int = STEPS,
+    max_tokens: int = MAX_TOKENS,
+    on_step: Callable[[Step], None] | None = None,
+) -> Trajectory:
+    """Play one episode as `alfworld_run` does; the trajectory's transcript is the text of its last call plus
+    the last step, and `ended` is "won", "lost" (done, not won) or "max_steps"."""
+    text = prompt if isinstance(prompt, str) else prompt.text
+    keep_prefix(model, text)
+    env.reset()
+    traj = Trajectory(env.opening, text, header="", loop="game", verbs=env.verbs)
+    transcript = traj.transcript()  # init_prompt: the prompt, the opening, then "\n>"
+    try:
+        for i in range(1, max_steps + 1):
+            start = time.perf_counter()
+            call = model.complete(transcript, stop=["\n"], max_tokens=max_tokens)
+            line = call.text.strip()
+            observation, done = env.step(Action("command", line))  # sent as written: no command is rewritten
+            observation = process_ob(observation)
+            thought = line.startswith(THOUGHT)
+            if thought:
+                observation = SEEN
+            action = Action("think", line[len(THOUGHT) :].strip()) if thought else Action("command", line)
+            error = _error(env, line, thought, call.finish_reason)
+            step = Step(i, None, action, line, observation, [call], error, time.perf_counter() - start)
+            traj.steps.append(step)
+            transcript += f" {line}\n{observation}\n>"
+            if on_step is not None:
+                on_step(step)
+            if done:
+                traj.ended = "won" if getattr(env, "won", False) else "lost"
+                break
+        else:
+            traj.ended = "max_steps"
+    except ContextLengthExceeded:
+        traj.ended = "context"
+    traj.reward = getattr(env, "reward", None)
+    return traj
+
+
+def _error(env, line: str, thought: bool, finish_reason: str) -> str | None:
+    """What a step's record says went wrong (it changes nothing that is sent): a line cut at the token limit,
+    an empty line, or a command the environment does not admit, where it says what it admits."""
+    if finish_reason == "length":
+        return "truncated"
+    if not line:
+        return "no action"
+    admissible = getattr(env, "admissible", None)
+    if thought or admissible is None:
+        return None
+    return (
+        None if " ".join(line.lower().split()) in {" ".join(c.lower().split()) for c in admissible} else "inadmissible"
+    )
