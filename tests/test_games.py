@@ -200,7 +200,8 @@ def test_a_game_run_refuses_what_a_game_cannot_take(games, tmp_path, capsys):
     for args, message in (
         (["--method", "cot"], "games are played by react or act"),
         (["--grammar", "step"], "a game's grammar is its admissible commands: --grammar commands"),
-        (["--loop", "reference"], "drop --loop reference"),
+        # the Reflexion code's loop (--loop reference) needs its reflection query; rawreact's shipped one is not it
+        (["--method", "react-reflexion", "--loop", "reference"], "reflects as the Reflexion code's alfworld_runs"),
     ):
         assert main(["run", str(games), "--model", model, *args]) == 2
         assert message in capsys.readouterr().err

@@ -275,3 +275,143 @@ def test_rawreacts_own_game_loop_never_sends_an_empty_line_which_the_reference_l
     play(own, ScriptedModel(["", "   ", " wait"]), "", max_steps=3)
     solve("", reference, ScriptedModel(["", "   ", " wait"]), "", method="react", loop="reference", max_steps=3)
     assert own.sent == ["wait"] and reference.sent == ["", "", "wait"]
+
+
+# Reflexion over games as the Reflexion code's alfworld_runs plays them (`--method react-reflexion --loop
+# reference`), its rules restated here in this test's own words, over a stand-in checkout in its layout.
+
+CODE_BASE = "Do the chores as the two examples show.\n"
+CODE_EXAMPLES = "Here a trial went wrong.\nNew plan: look in the box first.\n\nHere another did.\nNew plan: ask.\n"
+
+
+def _code_checkout(folder: Path) -> Path:
+    runs = folder / "alfworld_runs"
+    (runs / "prompts").mkdir(parents=True)
+    (runs / "prompts" / "alfworld_3prompts.json").write_text(json.dumps(EXEMPLARS))
+    (runs / "alfworld_trial.py").write_text(
+        "def run_trial(name, d, v):\n"
+        f"    base_prompt = {CODE_BASE!r} + d[f'react_{{v}}_1'] + d[f'react_{{v}}_0']\n"
+        "    return base_prompt\n"
+    )
+    (runs / "generate_reflections.py").write_text(
+        "def query_of(FEW_SHOT_EXAMPLES, scenario):\n"
+        '    query: str = f"""Say what went wrong, and plan anew. Examples:\n\n{FEW_SHOT_EXAMPLES}\n\n{scenario}"""\n'
+        "    return query\n"
+    )
+    (runs / "reflexion_few_shot_examples.txt").write_text(CODE_EXAMPLES)
+    return runs
+
+
+def code_run(env, replies: list[str], trials: int) -> list[tuple[str, list[str], int]]:
+    """The Reflexion code's trials with memory on one game, restated: every call, as (prompt, stop, max_tokens)."""
+    base = CODE_BASE + EXEMPLARS["react_put_1"] + EXEMPLARS["react_put_0"]
+    calls, replies, memory = [], iter(replies), []
+
+    def llm(prompt: str) -> str:  # tried again, hotter, while short
+        for _ in range(6):
+            text = next(replies).split("\n")[0]
+            calls.append((prompt, ["\n"], 256))
+            if len(text.strip()) >= 5:
+                return text
+        return ""
+
+    for _ in range(trials):
+        shown = memory[-3:]
+        query = base
+        if shown:
+            query += "\n\nYour memory for the task below:" + "".join(
+                f"\nTrial {i}:\n{m.strip()}" for i, m in enumerate(shown)
+            )
+        query += f"\nHere is the task:\n{env.opening}"
+        env.reset()
+        history, last, exhausted, success = [], "", False, False
+        for _ in range(49):
+            action = llm(query + "\n" + "\n".join(history) + ">").strip()
+            history.append(f"> {action}")
+            exhausted, last = exhausted or action == last, action
+            observation, done = env.step(action)
+            if observation.startswith("You arrive at loc "):
+                observation = observation[observation.find(". ") + 2 :]
+            history.append("OK." if action.startswith("think:") else observation)
+            if done:
+                success = True
+                break
+            if exhausted:
+                break
+        if success:
+            return calls
+        totals = "\n-----\nSUCCESS: 0\nADDITIONAL SUCCESS: 0\nFAIL: 1\nTOTAL: 1\nACCURACY: 0.0\n-----"
+        log = f"\n#####\n\nEnvironment #0:\n{query}\n" + "\n".join(history) + "\n\nSTATUS: FAIL\n\n#####\n" + totals
+        scenario = log.split("Here is the task:")[-1].strip()
+        ask = f"Say what went wrong, and plan anew. Examples:\n\n{CODE_EXAMPLES}\n\n{scenario}"
+        if memory[-3:]:
+            ask += "\n\nPlans from past attempts:\n" + "".join(f"Trial #{i}: {m}\n" for i, m in enumerate(memory[-3:]))
+        ask += "\n\nNew plan:"
+        calls.append((ask, [], 256))
+        memory.append(next(replies))
+    return calls
+
+
+# Four failed trials (a repeated action, a short line made again, a line empty after six tries) and a fifth
+# that wins; each failed trial is followed by its reflection, whose text keeps its line breaks.
+CODE_REPLIES = (
+    [" go to shelf 1", " go to shelf 1", "Plan: take the key.\nThen the box.  "]
+    + [" ok", " think: first the key", " look around", " look around", "Plan 2."]
+    + ["", "", "", "", "", "", "Plan 3: no empty lines."]
+    + [" take key 2 from shelf 1", " take key 2 from shelf 1", " Plan 4"]
+    + [" go to shelf 1", " take key 2 from shelf 1", " go to box 1", " put key 2 in/on box 1"]
+)
+
+
+def test_reflexion_over_games_makes_every_call_the_reflexion_codes_makes(games, tmp_path, monkeypatch):
+    checkout = _code_checkout(tmp_path / "reflexion")
+    stub = _household(tmp_path)
+    expected = code_run(stub.Household("coin1-s3"), CODE_REPLIES, trials=5)
+    assert sum(stop == [] for _, stop, _ in expected) == 4  # four reflections
+
+    (tmp_path / "script.json").write_text(json.dumps(CODE_REPLIES))
+    monkeypatch.chdir(tmp_path)
+    args = ["run", str(games), "--limit", "1", "--method", "react-reflexion", "--loop", "reference", "--trials", "5",
+            "--prompt", str(checkout / "prompts" / "alfworld_3prompts.json"), "--key", "react_put_1+react_put_0",
+            "--instruction", f"{checkout / 'alfworld_trial.py'}#base_prompt",
+            "--reflect-prompt", str(checkout / "reflexion_few_shot_examples.txt"),
+            "--reflect-instruction", f"{checkout / 'generate_reflections.py'}#query",
+            "--env", "alfworld_stub:make", "--model", "scripted:script.json", "--out", "r.jsonl", "-q"]  # fmt: skip
+    assert main(args) == 0
+    [record] = read_run(tmp_path / "r.jsonl")[1]
+    assert [t["passed"] for t in record["trials"]] == [False] * 4 + [True] and record["success"] == 1.0
+    from rawreact.agents.reflexion import Trial
+
+    made = [Trial.from_dict(t, record["trajectory"]["prompt"]) for t in record["trials"]]
+    prompts = []
+    for trial in made:  # every call of each trial (each try of a step), then its reflection's
+        for k, step in enumerate(trial.part.steps):
+            prompts += [trial.part.transcript(k)] * len(step.calls)
+        if trial.reflection is not None:
+            prompts.append(None)  # a reflection's prompt is not kept whole in the record: checked below
+    assert [p for p in prompts if p is not None] == [p for p, stop, _ in expected if stop]
+    assert [t.reflection.text for t in made[:4]] == ["Plan: take the key.\nThen the box.  ", "Plan 2.",
+                                                     "Plan 3: no empty lines.", " Plan 4"]  # fmt: skip
+
+    # The Python API, recording every call the model is sent: prompt, stop and token limit, in order.
+    from rawreact.agents.reflexion import load_reflect_prompt
+
+    query = f"{checkout / 'generate_reflections.py'}#query"
+    reflect = load_reflect_prompt(str(checkout / "reflexion_few_shot_examples.txt"), instruction=query, agent="game")
+    frame = CODE_BASE + EXEMPLARS["react_put_1"] + EXEMPLARS["react_put_0"]
+    model = ScriptedModel(CODE_REPLIES)
+    solve("", stub.Household("coin1-s3"), model, frame, method="react-reflexion", loop="reference",
+          reflexion={"trials": 5, "reflect_prompt": reflect})  # fmt: skip
+    assert [(h["prompt"], h["stop"], h["max_tokens"]) for h in model.history] == expected
+    temperatures = [h.get("temperature", 0.0) for h in model.history]
+    assert temperatures[3:5] == [0.0, 0.2] and temperatures[8:14] == [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
+
+
+def test_reflexion_over_questions_is_still_refused_the_reference_loop_before_any_model(tmp_path, capsys):
+    """The reference loop of Reflexion is the Reflexion code's over games; questions run their trials in the
+    tolerant loop, as before (the setting is refused where the task is known: before any model loads)."""
+    (tmp_path / "s.json").write_text(json.dumps([" x"]))
+    code = main(["run", "--question", "q?", "--answer", "a", "--method", "react-reflexion", "--loop", "reference",
+                 "--model", f"scripted:{tmp_path / 's.json'}", "--out", str(tmp_path / "r.jsonl")])  # fmt: skip
+    assert code == 2 and "runs its trials in the tolerant loop" in capsys.readouterr().err
+    assert not (tmp_path / "r.jsonl").exists()

@@ -236,7 +236,6 @@ def test_the_reference_code_s_layout_works_from_the_user_s_own_files(tmp_path):
         ({"method": "react-reflexion", "context": "gold"}, "applies to cot-reflexion only"),
         ({"method": "cot-reflexion", "evaluator": "supported"}, "CoT without context reads nothing"),
         ({"method": "cot-reflexion", "grammar": "step"}, "writes none; drop the grammar"),
-        ({"method": "react-reflexion", "loop": "reference"}, "runs its trials in the tolerant loop"),
         ({"method": "react-reflexion", "strategy": "all"}, r"strategy='all' \(--strategy\); use one of base"),
         ({"method": "react-reflexion", "evaluator": "gold"}, "use one of em, supported"),
         ({"method": "react-reflexion", "trials": 0}, r"trials=0 \(--trials\) must be at least 1"),

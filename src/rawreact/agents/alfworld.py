@@ -23,7 +23,6 @@ from rawreact.core.errors import ContextLengthExceeded
 from rawreact.models.base import Model, keep_prefix
 
 STEPS = 49  # `for i in range(1, 50)`
-THOUGHT = "think:"  # `action.startswith('think:')`
 SEEN = "OK."
 ARRIVED = "You arrive at loc "
 
@@ -33,6 +32,23 @@ def process_ob(observation: str) -> str:
     if observation.startswith(ARRIVED):
         observation = observation[observation.find(". ") + 2 :]
     return observation
+
+
+def line_verbs(verbs) -> tuple[object, str | None]:
+    """The environment's verb of whole command lines, and what a thought line starts with (its verb of
+    `name: ...` lines, as `think:`), or None: the notebook's loop sends lines, and answers thoughts itself."""
+    command = next((v for v in verbs if v.whole_line), None)
+    if command is None:
+        raise ValueError("the reference game loop sends whole lines, and the environment declares no command verb")
+    thought = next((v for v in verbs if v.arg == "prefix"), None)
+    return command, None if thought is None else f"{thought.shown}:"
+
+
+def read_line(line: str, command, thought: str | None, verbs) -> tuple[Action, bool]:
+    """The action a line is recorded as (sent whole either way), and whether it is a thought."""
+    if thought is not None and line.startswith(thought):
+        return Action(verbs[thought[:-1].lower()].name, line[len(thought) :].strip()), True
+    return Action(command.name, line), False
 
 
 def alfworld_run(
@@ -51,17 +67,17 @@ def alfworld_run(
     env.reset()
     traj = Trajectory(env.opening, text, header="", loop="game", verbs=env.verbs)
     transcript = traj.transcript()  # init_prompt: the prompt, the opening, then "\n>"
+    command, thought_mark = line_verbs(env.verbs)
     try:
         for i in range(1, max_steps + 1):
             start = time.perf_counter()
             call = model.complete(transcript, stop=["\n"], max_tokens=max_tokens)
             line = call.text.strip()
-            observation, done = env.step(Action("command", line))  # sent as written: no command is rewritten
+            observation, done = env.step(Action(command.name, line))  # sent as written: no command is rewritten
             observation = process_ob(observation)
-            thought = line.startswith(THOUGHT)
+            action, thought = read_line(line, command, thought_mark, env.verbs)
             if thought:
                 observation = SEEN
-            action = Action("think", line[len(THOUGHT) :].strip()) if thought else Action("command", line)
             error = _error(env, line, thought, call.finish_reason)
             step = Step(i, None, action, line, observation, [call], error, time.perf_counter() - start)
             traj.steps.append(step)

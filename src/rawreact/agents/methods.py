@@ -20,8 +20,17 @@ from rawreact.agents.reasoning import Reasoning, reason
 from rawreact.agents.record import Step, Trajectory, token_totals
 from rawreact.agents.reference import reference_react
 from rawreact.agents.reflexion import Trial, trials
+from rawreact.agents.reflexion_games import code_trials
 from rawreact.agents.tools import tool_react
-from rawreact.config.choices import BACKOFFS, METHODS, REASONING, REFLEXION, guard_problem, loop_problem
+from rawreact.config.choices import (
+    BACKOFFS,
+    METHODS,
+    REASONING,
+    REFLEXION,
+    guard_problem,
+    loop_problem,
+    reflexion_loop_problem,
+)
 from rawreact.core.metrics import is_answer
 from rawreact.environments.env import PassageEnv
 from rawreact.models.base import Completion, Model
@@ -161,6 +170,7 @@ def solve(
         raise ValueError(f"method {method} needs the prompt of its second part: backoff_prompt")
     repeats = loop_options.get("repeats", "off")
     problem = loop_problem(loop, method, loop_options.get("grammar") is not None, repeats)
+    problem = problem or (reflexion_loop_problem(method) if method in REFLEXION and loop == "reference" else None)
     problem = problem or guard_problem(method, repeats, loop_options.get("budget"))
     if problem:
         raise ValueError(problem)
@@ -218,10 +228,13 @@ def _play(env, model: Model, prompt: Prompt | str, method: str, max_tokens: int,
             f"games are played by react or act (the paper's ALFWorld rows) or react-reflexion, not {method}"
         )
     grammar = options.get("grammar")
-    if loop == "reference":  # the notebook's own loop, byte for byte: no grammar, no guardrail
-        if method not in ("react", "act") or grammar is not None:
-            raise ValueError("the reference game loop (alfworld.ipynb's) plays react and act, with no grammar")
+    if loop == "reference":  # the reference code's own loop, byte for byte: no grammar, no guardrail
+        if grammar is not None:
+            raise ValueError("the reference game loops send what the model wrote, with no grammar")
         steps = {"max_steps": options["max_steps"]} if "max_steps" in options else {}
+        if method == "react-reflexion":  # the Reflexion code's alfworld_runs
+            made = code_trials(env, model, prompt, on_step=on_step, **steps, **_code_options(reflexion or {}))
+            return Outcome(method, "react", trajectory=made[-1].part, trials=made)
         trajectory = alfworld_run(env, model, prompt, max_tokens=max_tokens, on_step=on_step, **steps)
         return Outcome(method, method, trajectory=trajectory)
     if grammar is not None and getattr(grammar, "mode", None) != "commands":
@@ -235,3 +248,9 @@ def _play(env, model: Model, prompt: Prompt | str, method: str, max_tokens: int,
     trajectory = play(env, model, prompt, max_tokens=max_tokens, grammar=grammar, thoughts=method == "react",
                       on_step=on_step, header=header, **known)  # fmt: skip
     return Outcome(method, method, trajectory=trajectory)
+
+
+def _code_options(reflexion: dict) -> dict:
+    """What the Reflexion code's game trials take of a Reflexion method's options (`reflexion_games`)."""
+    keys = ("trials", "reflect_prompt", "done", "on_trial", "seed")
+    return {k: reflexion[k] for k in keys if k in reflexion}

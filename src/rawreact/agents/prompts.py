@@ -61,6 +61,11 @@ class Prompt:
         return hashlib.sha256(self.text.encode()).hexdigest()
 
 
+def read_text(path: Path) -> str:
+    """A prompt file's text as it is (the Reflexion code reads its examples file whole)."""
+    return _read(path)
+
+
 def _read(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8-sig")
@@ -168,10 +173,33 @@ def python_string(path: Path, name: str) -> str:
             for target in node.targets:
                 if isinstance(target, ast.Name):
                     found[target.id] = node.value.value
-    if name not in found:
-        names = ", ".join(sorted(found)) or "none"
-        raise PromptError(f"{path}: no top-level string named {name!r}; its strings are: {names}")
-    return found[name]
+    if name in found:
+        return found[name]
+    inner = _inner_string(tree, name)  # the Reflexion code's alfworld_runs builds its prompts inside functions
+    if inner is not None:
+        return inner
+    names = ", ".join(sorted(found)) or "none"
+    raise PromptError(f"{path}: no top-level string named {name!r}; its strings are: {names}")
+
+
+def _inner_string(tree: ast.AST, name: str) -> str | None:
+    """What an assignment to `name` anywhere in the code makes of strings: a string; an f-string, with each
+    value it puts in kept as `{expression}` (a template: `f"...{FEW_SHOT_EXAMPLES}..."`); or a sum of strings
+    and other values, its strings before the first value (`'...' + d[a] + d[b]`: the words before them)."""
+    for node in ast.walk(tree):
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
+        if [getattr(t, "id", None) for t in targets] != [name] or node.value is None:
+            continue
+        if isinstance(node.value, ast.JoinedStr):
+            return "".join(
+                v.value if isinstance(v, ast.Constant) else "{" + ast.unparse(v.value) + "}" for v in node.value.values
+            )
+        found = _frame(node.value)
+        if found is not None:
+            return found[0]
+    return None
 
 
 def load_prompt(

@@ -24,6 +24,11 @@ def token_totals(calls: list[Completion]) -> dict[str, int | None]:
     }
 
 
+# The loops whose steps are a game's command lines: rawreact's and the notebook's game loop, and the Reflexion
+# code's (`reflexion_games`), whose transcript is laid out as its EnvironmentHistory.
+COMMAND_LOOPS = ("game", "alfworld_runs")
+
+
 @dataclass
 class Step:
     """One Thought / Action / Observation step, with the model calls that produced it.
@@ -171,6 +176,11 @@ class Trajectory:
         """Wall time of all steps."""
         return sum(step.seconds for step in self.steps)
 
+    @property
+    def commands(self) -> bool:
+        """Whether its steps are a game's command lines (`> command`, then what the game said), not ReAct's."""
+        return self.loop in COMMAND_LOOPS
+
     def transcript(self, steps: int | None = None) -> str:
         """The prompt text after the first `steps` steps (all by default), as the model saw it.
 
@@ -178,6 +188,9 @@ class Trajectory:
         """
         if self.messages is not None:
             return history_text(self.messages)
+        if self.loop == "alfworld_runs":  # the Reflexion code's EnvironmentHistory: `> action` and what was said
+            lines = [line for s in self.steps[:steps] for line in (f"> {s.action_text}", s.observation)]
+            return self.prompt + self.preamble + self.header + self.question + "\n" + "\n".join(lines) + ">"
         if self.loop == "game":  # alfworld.ipynb's: `> command` lines, each followed by what the game said
             lines = "".join(f" {s.action_text}\n{s.observation}{s.note}\n>" for s in self.steps[:steps])
             head = f"{self.header}: " if self.header else ""  # none in the notebook's own loop: its prompt ends in it

@@ -22,7 +22,7 @@ from pathlib import Path
 from rawreact.agents.game import play
 from rawreact.agents.guardrails import supported
 from rawreact.agents.loop import react
-from rawreact.agents.prompts import Prompt, json_string, python_string, read_exemplars, read_instruction
+from rawreact.agents.prompts import Prompt, json_string, python_string, read_exemplars, read_instruction, read_text
 from rawreact.agents.reasoning import Reasoning, reason
 from rawreact.agents.record import Trajectory
 from rawreact.agents.reflexion_code import format_step, reference_cot
@@ -113,6 +113,8 @@ def load_reflect_prompt(
         examples, source = python_string(Path(exemplars), key), f"{exemplars}#{key}"
     elif exemplars is not None and str(exemplars).endswith(".json"):
         examples, source = json_string(Path(exemplars), key, "--reflect-key"), f"{exemplars}#{key}"
+    elif exemplars is not None and "{FEW_SHOT_EXAMPLES}" in instruction_text:  # the code's alfworld_runs: whole
+        examples, source = read_text(Path(exemplars)), str(exemplars)
     else:
         if key is not None:
             raise PromptError(f"--reflect-key {key!r} names a string of a .py or .json file, not of {exemplars}")
@@ -195,7 +197,7 @@ class Trial:
 def scratchpad(part: Trajectory | Reasoning) -> str:
     """A trial as the model wrote it after the question line: its steps (a game's `> line` and what the game
     said), or CoT's thought and answer."""
-    if isinstance(part, Trajectory) and part.loop == "game":
+    if isinstance(part, Trajectory) and part.commands:
         return "".join(f"> {step.action_text}\n{step.observation}\n" for step in part.steps)
     if isinstance(part, Trajectory):
         return "".join(step.render() for step in part.steps if step.calls)
@@ -248,7 +250,7 @@ def memory(
     if not history or strategy == "base":
         return ""
     last = history[-1]
-    game = isinstance(last.part, Trajectory) and last.part.loop == "game"
+    game = isinstance(last.part, Trajectory) and last.part.commands
     shown = cut_to_fit(scratchpad(last.part), limit, count)[0].strip("\n")
     opening = GAME_LAST_TRIAL if game else LAST_TRIAL
     last_trial = f"{opening}{header}: {question}\n{shown}\n{END_OF_LAST}"  # without CoT's context, as the reference

@@ -92,6 +92,11 @@ def guard_problem(method: str, repeats: str, budget: int | None) -> str | None:
     return None
 
 
+def reflexion_loop_problem(method: str) -> str:
+    """Why a Reflexion method cannot run questions in the reference loop (a game's is the Reflexion code's)."""
+    return f"method {method} runs its trials in the tolerant loop; drop the reference loop"
+
+
 def loop_problem(loop: str, method: str, grammar: bool, repeats: str = "off") -> str | None:
     """What is wrong with running `method` in `loop` (with a grammar or not, and a repeat policy), or None."""
     if loop not in LOOPS:
@@ -109,8 +114,6 @@ def loop_problem(loop: str, method: str, grammar: bool, repeats: str = "off") ->
         return None
     if repeats == "note":
         return "the reference loop shows the notebook's observations, so repeats=note cannot add to them; use stop"
-    if method in REFLEXION:
-        return f"method {method} runs its trials in the tolerant loop; drop the reference loop"
     if method in REASONING:
         return (
             f"the reference loop runs ReAct and Act (the notebook's webthink, and its Act steps), and method "

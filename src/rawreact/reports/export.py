@@ -92,7 +92,7 @@ def _answer(step: Step) -> str:
 def completion_examples(traj: Trajectory, with_prompt: bool = False) -> list[dict]:
     """One prompt/completion pair per step that ran a valid, new action."""
     skip = 0 if with_prompt else len(traj.prompt)
-    if traj.loop == "game":  # the transcript ends with `>`, and the model wrote the line after it
+    if traj.commands:  # the transcript ends with `>`, and the model wrote the line after it
         return [
             {"prompt": traj.transcript(k)[skip:], "completion": f" {step.action_text}"}
             for k, step in enumerate(traj.steps)
@@ -118,7 +118,7 @@ def chat_example(traj: Trajectory, with_prompt: bool = False) -> dict:
     messages.append({"role": "user", "content": f"{traj.preamble}{traj.header}: {traj.question}"})
     shown = [s for s in traj.steps if s.calls]  # not the reference loop's closing finish[]
     for n, step in enumerate(shown):
-        game = traj.loop == "game"  # a game's lines: the command or thought, then what the game said
+        game = traj.commands  # a game's lines: the command or thought, then what the game said
         message = {"role": "assistant", "content": step.action_text if game else (_cue(step) + _answer(step))}
         if not _target(step):
             message["weight"] = 0

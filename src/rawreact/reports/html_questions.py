@@ -8,7 +8,7 @@ import hashlib
 from html import escape
 
 from rawreact.agents.reasoning import Reasoning
-from rawreact.agents.record import Step, Trajectory
+from rawreact.agents.record import COMMAND_LOOPS, Step, Trajectory
 from rawreact.config.choices import BACKOFFS
 from rawreact.core.tasks import of_records, task_type
 from rawreact.reports.show import reasoning_text
@@ -228,7 +228,7 @@ def _step(step: Step, loop: str) -> str:
     if step.thought is not None:
         lines.append(_line("thought", f"Thought {step.i}", f'<span class="text">{escape(step.thought)}</span>'))
     said, seen_as = (
-        (f"> {step.i}", f"Game {step.i}") if loop == "game" else (f"Action {step.i}", f"Observation {step.i}")
+        (f"> {step.i}", f"Game {step.i}") if loop in COMMAND_LOOPS else (f"Action {step.i}", f"Observation {step.i}")
     )
     lines.append(_line("action", said, f"<code>{escape(step.action_text)}</code>{''.join(badges)}"))
     note = f'<span class="guard-note">{escape(step.note)}</span>' if step.note else ""

@@ -15,7 +15,17 @@ from rawreact.agents.grammar import Grammar, load_grammar, validate
 from rawreact.agents.prompts import Prompt
 from rawreact.agents.prompts import load_prompt as _load_prompt
 from rawreact.agents.reflexion import ReflectPrompt, load_reflect_prompt
-from rawreact.config.choices import BACKOFFS, CALL_STOPS, REFLECTING, REFLEXION, SAMPLING, acts, first_method
+from rawreact.agents.reflexion_games import check as check_code_reflection
+from rawreact.config.choices import (
+    BACKOFFS,
+    CALL_STOPS,
+    REFLECTING,
+    REFLEXION,
+    SAMPLING,
+    acts,
+    first_method,
+    reflexion_loop_problem,
+)
 from rawreact.config.settings import Settings
 from rawreact.core.errors import DataError, GrammarError
 from rawreact.core.folders import split_named
@@ -82,6 +92,8 @@ def grammar_of(settings: Settings) -> Grammar | CommandGrammar | None:
 def game_problem(settings: Settings, task: str) -> str | None:
     """What stops these settings from running on the task's questions, games or not, or None."""
     if task_type(task).style != "commands":
+        if settings.method in REFLEXION and settings.loop == "reference":  # a game's: the Reflexion code's loop
+            return reflexion_loop_problem(settings.method)
         if settings.env is not None and settings.loop == "reference":  # a game's reference loop sends any line
             return "the reference loop answers the notebook's four verbs only; run --env in the tolerant loop"
         if settings.grammar == "commands":
@@ -98,8 +110,8 @@ def game_problem(settings: Settings, task: str) -> str | None:
         return f"a game's trial is judged by the game: --evaluator won, not {settings.evaluator}"
     if settings.grammar not in (None, "commands"):
         return f"a game's grammar is its admissible commands: --grammar commands, not {settings.grammar}"
-    if settings.loop == "reference" and settings.method not in ("react", "act"):
-        return "the reference game loop (alfworld.ipynb's) plays react and act; drop --loop reference"
+    if settings.loop == "reference" and settings.method == "react-reflexion" and settings.strategy != "reflexion":
+        return "the Reflexion code's alfworld_runs (--loop reference) keeps reflections: --strategy reflexion"
     if settings.passages is not None:
         return "a game is its own environment; drop --passages"
     return None
@@ -296,6 +308,8 @@ def load_parts(settings: Settings, collection: Collection, **run) -> Parts:
             "beside it), so --grammar commands cannot apply; drop it, or put the game's .json beside it"
         )
     prompt, grammar, backoff = prompt_of(settings, task), grammar_of(settings), backoff_prompt_of(settings, task)
+    if task_type(task).style == "commands" and settings.loop == "reference" and settings.method in REFLEXION:
+        check_code_reflection(reflect_prompt_of(settings, task))  # the Reflexion code's query, before any model
     collection_of(settings, collection)  # opens the passages now: a bad store fails before any model loads
     config = manifest_config(settings, collection, prompt, grammar, backoff, **run)
     return Parts(prompt, grammar, backoff, config | check_env(settings, collection, grammar))
