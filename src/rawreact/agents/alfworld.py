@@ -44,11 +44,14 @@ def line_verbs(verbs) -> tuple[object, str | None]:
     return command, None if thought is None else f"{thought.shown}:"
 
 
-def read_line(line: str, command, thought: str | None, verbs) -> tuple[Action, bool]:
-    """The action a line is recorded as (sent whole either way), and whether it is a thought."""
+def send(env, line: str, command, thought: str | None) -> tuple[Action, bool, str, bool]:
+    """One line sent as the notebook sends it (whole, as written) and what the loop makes of the reply: the
+    action the line is recorded as, whether it is a thought, the observation (`process_ob`'s, or `OK.` after
+    a thought) and whether the environment is done. The Reflexion code's loop, adapted from it, does the same."""
+    observation, done = env.step(Action(command.name, line))
     if thought is not None and line.startswith(thought):
-        return Action(verbs[thought[:-1].lower()].name, line[len(thought) :].strip()), True
-    return Action(command.name, line), False
+        return Action(env.verbs[thought[:-1].lower()].name, line[len(thought) :].strip()), True, SEEN, done
+    return Action(command.name, line), False, process_ob(observation), done
 
 
 def alfworld_run(
@@ -73,11 +76,7 @@ def alfworld_run(
             start = time.perf_counter()
             call = model.complete(transcript, stop=["\n"], max_tokens=max_tokens)
             line = call.text.strip()
-            observation, done = env.step(Action(command.name, line))  # sent as written: no command is rewritten
-            observation = process_ob(observation)
-            action, thought = read_line(line, command, thought_mark, env.verbs)
-            if thought:
-                observation = SEEN
+            action, thought, observation, done = send(env, line, command, thought_mark)  # no command is rewritten
             error = _error(env, line, thought, call.finish_reason)
             step = Step(i, None, action, line, observation, [call], error, time.perf_counter() - start)
             traj.steps.append(step)

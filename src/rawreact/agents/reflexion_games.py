@@ -20,11 +20,10 @@ the last three of them as `Trial #i: ...`, and `New plan:`. Its text is kept as 
 import time
 from collections.abc import Callable
 
-from rawreact.agents.alfworld import SEEN, line_verbs, process_ob, read_line
+from rawreact.agents.alfworld import line_verbs, send
 from rawreact.agents.prompts import Prompt
 from rawreact.agents.record import Step, Trajectory
 from rawreact.agents.reflexion import Reflection, ReflectPrompt, Trial
-from rawreact.core.actions import Action
 from rawreact.core.errors import ContextLengthExceeded, PromptError
 from rawreact.models.base import Completion, Model, keep_prefix
 
@@ -72,11 +71,7 @@ def play_trial(
             start = time.perf_counter()
             calls = _tries(model, traj.transcript(), seed)
             line = calls[-1].text.strip() if len(calls[-1].text.strip()) >= SHORT else ""
-            observation, done = env.step(Action(command.name, line))
-            observation = process_ob(observation)
-            action, thought = read_line(line, command, thought_mark, env.verbs)
-            if thought:
-                observation = SEEN
+            action, _, observation, done = send(env, line, command, thought_mark)
             traj.steps.append(Step(i, None, action, line, observation, calls, None, time.perf_counter() - start))
             if on_step is not None:
                 on_step(traj.steps[-1])
