@@ -107,8 +107,11 @@ def notebook_run(frame: str, env, replies: list[str], steps: int = 49) -> list[s
 def _checkout(folder: Path) -> Path:
     (folder / "prompts").mkdir(parents=True)
     (folder / "prompts" / "alfworld_3prompts.json").write_text(json.dumps(EXEMPLARS))
+    # As in the notebook, its loop function sets `prompt = ''` before the loop cell frames the exemplars.
+    runner = "def alfworld_run(prompt, ob=''):\n    init_prompt = prompt + ob + '\\n>'\n    prompt = ''\n"
     cell = f"for _ in range(134):\n    prompt = {BEFORE!r} + d[f'react_{{v}}_1'] + d[f'react_{{v}}_0'] + {AFTER!r}\n"
-    (folder / "alfworld.ipynb").write_text(json.dumps({"cells": [{"cell_type": "code", "source": cell}]}))
+    cells = [{"cell_type": "code", "source": source} for source in (runner, cell)]
+    (folder / "alfworld.ipynb").write_text(json.dumps({"cells": cells}))
     return folder
 
 

@@ -119,11 +119,14 @@ def notebook_string(path: Path, name: str) -> str:
 def notebook_frame(path: Path, name: str) -> tuple[str, str]:
     """What a code cell of the notebook `path` assigns to `name`, as (before, after): a string is (it, ""); a
     sum of strings and other values (`'head' + d[a] + d[b] + 'tail'`) is the strings before its first value
-    and those after its last. The first such assignment counts, at any depth of the cell (inside its loops)."""
+    and those after its last. Assignments count at any depth of a cell (inside its loops and functions); the
+    first sum that frames values wins over plain strings (alfworld.ipynb also sets `prompt = ''` in its loop
+    function), else the first string."""
     try:
         cells = json.loads(_read(path)).get("cells", [])
     except (json.JSONDecodeError, AttributeError):
         raise PromptError(f"{path}: not a Jupyter notebook (JSON with 'cells')") from None
+    plain = None
     for cell in cells:
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
@@ -135,8 +138,11 @@ def notebook_frame(path: Path, name: str) -> tuple[str, str]:
         for node in ast.walk(tree):
             if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == [name]:
                 found = _frame(node.value)
-                if found is not None:
+                if found is not None and not isinstance(node.value, ast.Constant):
                     return found
+                plain = plain if plain is not None else found
+    if plain is not None:
+        return plain
     raise PromptError(f"{path}: no code cell assigns a string to {name!r}; is it the reference's notebook?")
 
 
