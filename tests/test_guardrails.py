@@ -91,7 +91,8 @@ def test_the_policies_apply_to_act_and_the_reference_loop():
     traj, _, record = episode(REPEATING, method="act", repeats="stop")
     assert record["ended"] == "repeat" and [s.thought for s in traj.steps] == [None, None]
     traj, _, record = episode(["search[Orlo]", "search[Orlo]", "finish[Orlo]"], loop="reference", repeats="stop")
-    assert record["ended"] == "repeat" and record["steps"] == 3  # the reference's closing finish[] is logged
+    assert record["ended"] == "repeat" and record["steps"] == 2  # the reference's closing finish[] is no step taken
+    assert len(traj.steps) == 3 and traj.steps[-1].calls == []  # it is logged, with no call
     _, _, record = episode(["search[Orlo]", "search[Orlo]", "finish[Orlo]"], loop="reference")
     assert (record["repeats"], record["ended"], record["em"]) == (1, "finish", 1.0)
     with pytest.raises(ValueError, match="repeats=note"):

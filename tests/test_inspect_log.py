@@ -43,7 +43,8 @@ def test_inspect_ai_reads_the_log_of_a_run_with_its_scores_and_transcripts(tmp_p
     [path] = (tmp_path / "logs").glob("*.json")
     log = inspect_log.read_eval_log(str(path))
     manifest, records = read_run(run)
-    assert (log.status, log.eval.task) == ("success", "rawreact/react")
+    data = Path(manifest["data"]).stem  # the task type and the data's name tell runs apart (issue 60 item 8)
+    assert (log.status, log.eval.task) == ("success", f"rawreact/qa/{data}/react")
     assert log.eval.model == f"rawreact/{manifest['model_name']}"
     assert log.eval.metadata["rawreact_config"] == manifest["config"]  # traced back to the run's inputs
     assert [s.id for s in log.samples] == ["q1", "q2"] and [s.target for s in log.samples] == ["Tam", "Calvora"]
@@ -70,7 +71,8 @@ def test_a_reasoning_method_s_reply_is_its_one_turn(tmp_path):
     [path] = (tmp_path / "logs").glob("*.json")
     sample = inspect_log.read_eval_log(str(path)).samples[0]
     assert sample.messages[-1].role == "assistant" and sample.messages[-1].text == "Tam won it, so the answer is Tam."
-    assert sample.scores["em"].value == 1.0 and log_task(path) == "rawreact/cot"
+    assert sample.scores["em"].value == 1.0 and log_task(path).startswith("rawreact/qa/")
+    assert log_task(path).endswith("/cot")
 
 
 def log_task(path: Path) -> str:

@@ -134,7 +134,8 @@ def test_fever_takes_the_fever_prompt_whole_and_five_steps_for_its_back_off(chec
         assert {r[part].get("header") for r in records} == {"Claim"}
     assert manifest["config"]["max_steps"] == (5 if method == "react-cot-sc" else 7)
     if method == "react-cot-sc":
-        assert {r["steps"] for r in records} == {6}  # five steps, then the closing finish[]
+        assert {r["steps"] for r in records} == {5}  # five steps taken (the closing finish[] is logged, not counted)
+        assert {len(r["trajectory"]["steps"]) for r in records} == {6}
     assert set(manifest["reference"]["files"]) == {"prompts/fever.json", "FEVER.ipynb"}
     assert "instruction: none (the prompt file's own)" in done.stdout
 

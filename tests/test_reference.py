@@ -362,7 +362,7 @@ def test_closing_step():
     assert (closing.i, closing.action_text, closing.observation, closing.calls) == (
         2, "finish[]", "Episode finished, reward = 0\n", []
     )  # fmt: skip
-    assert rr["steps"] == 2 and rr["model_calls"] == 1 and len(th) == len(rh) == 1
+    assert rr["steps"] == 1 and rr["model_calls"] == 1 and len(th) == len(rh) == 1  # the steps the model took
     assert "finish[]" not in ref.transcript()  # logged, never shown to the model
 
 

@@ -67,6 +67,12 @@ class Outcome:
         return [] if self.trajectory is None else self.trajectory.steps
 
     @property
+    def taken(self) -> int:
+        """How many steps the model took: the reference loop's closing `finish[]` after its last step, which no
+        call wrote, is not one of them (the notebook's 7 steps are 7)."""
+        return sum(1 for step in self.steps if step.calls)
+
+    @property
     def calls(self) -> list[Completion]:
         """Every model call, in order (of every trial and reflection, for a Reflexion method)."""
         if self.trials is not None:

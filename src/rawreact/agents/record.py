@@ -144,8 +144,13 @@ class Trajectory:
 
     @property
     def evidence(self) -> list[str]:
-        """What the episode's searches and lookups showed: the text an answer can be found in."""
-        return [s.observation for s in self.steps if self._is(s, "evidence")]
+        """What the episode's searches and lookups showed: the text an answer can be found in. A search that
+        opened nothing shows only the model's own query back (`Could not find 2000.`), which is no evidence."""
+        return [s.observation for s in self.steps if self._is(s, "evidence") and not self._missed(s)]
+
+    def _missed(self, step: Step) -> bool:
+        """Whether the step is a search that opened nothing."""
+        return self._is(step, "opens") and step.observation.startswith(NOT_FOUND)
 
     def _is(self, step: Step, flag: str) -> bool:
         """Whether the step's action is of a verb with that flag (see `verbs.Verb`)."""

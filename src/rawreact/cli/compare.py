@@ -32,7 +32,7 @@ def compare_command(args: argparse.Namespace) -> int:
     base = Variant("base", **own)
     variants = [parse_variant(text, base) for text in args.variant]
     collection = load_collection(
-        shared.data, own_env=own.get("env") is not None
+        shared.data, questions_only=own.get("env") is not None or own.get("passages") is not None
     )  # read once: its task picks the prompt files an ablation counts
     for kind in args.ablation:
         variants += ablation(kind, base, orders=args.orders, task=collection.task)

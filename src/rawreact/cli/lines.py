@@ -11,6 +11,7 @@ from pathlib import Path
 from rawreact.agents.reasoning import Reasoning
 from rawreact.config.choices import REASONING, REFLEXION, SAMPLING
 from rawreact.config.settings import Settings
+from rawreact.core.actions import PASSAGE_VERBS
 from rawreact.core.text import inline, plural
 from rawreact.models import cores
 from rawreact.models.cache import CachedModel
@@ -104,6 +105,12 @@ def _with_guards(first: str, settings: Settings) -> str:
     return ", ".join(parts)
 
 
+def verbs_said(config: dict) -> str:
+    """The verbs an `--env` run offers beyond the passage set, for its header (nothing for other runs)."""
+    extra = [v["shown"] or v["name"] for v in config.get("verbs", []) if PASSAGE_VERBS.get(v["name"]) is None]
+    return f", with the verbs of --env {config['env']}: {', '.join(extra)}" if extra else ""
+
+
 def passages_said(settings: Settings) -> str:
     """Where searches look, for a run's header when it is not each question's own paragraphs."""
     if settings.passages is None:
@@ -145,7 +152,7 @@ def result_line(n: int, total: int, result: Result) -> str:
         return (
             f"result [{n}/{total}] {inline(result.question.id)}: {result.task.outcome(result.scores)} "
             f"(reward {result.reward or 0.0:.2f}); "
-            f"ended by {out.ended} after {plural(len(out.steps), 'step')}, {plural(out.model_calls, 'call')}, "
+            f"ended by {out.ended} after {plural(out.taken, 'step')}, {plural(out.model_calls, 'call')}, "
             f"{out.invalid_actions} invalid, {plural(out.repeats, 'repeat')}, {out.seconds:.1f} s"
         )
     branch = f" (answered by {out.branch})" if out.branch != out.method else ""
@@ -156,7 +163,7 @@ def result_line(n: int, total: int, result: Result) -> str:
         f"result [{n}/{total}] {inline(result.question.id)}: {result.task.outcome(result.scores)} "
         f"(EM {score_cell(result.em, '{:.0f}')}, F1 {score_cell(result.f1, '{:.2f}')}) "
         f"answer {out.answer!r}{branch}, gold {result.question.answer!r}; ended by {out.ended} after "
-        f"{plural(len(out.steps), 'step')}, {plural(out.model_calls, 'call')}, {out.invalid_actions} invalid, "
+        f"{plural(out.taken, 'step')}, {plural(out.model_calls, 'call')}, {out.invalid_actions} invalid, "
         f"{out.fallback_calls} fallback, {plural(out.repeats, 'repeat')}{support_said(result.supported)}, "
         f"{out.seconds:.1f} s"
     )

@@ -19,6 +19,7 @@ from rawreact.cli.lines import (
     sampling_said,
     say_cache,
     say_first,
+    verbs_said,
 )
 from rawreact.cli.settings import choose, reference_record, say_paper
 from rawreact.cli.terminal import Stopper, progress
@@ -132,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
         f"rawreact {__version__}: {plural(len(questions), task.unit)} from {collection.name}, model {model.name}, "
         f"method {settings.method}{sampling_said(settings)}{loop}, prompt {prompt.source} "
         f"({plural(prompt.exemplars, 'exemplar')}), grammar {parts.config['grammar'] or 'off'}{passages_said(settings)}"
+        + verbs_said(parts.config)
         + (f"; {len(done)} already in {args.out}" if done else ""),
         flush=True,
     )

@@ -126,7 +126,8 @@ def _collection(given: dict) -> Collection:
     runs.setup.collection_of), else the demo's."""
     if given.get("question") is not None:
         return Collection("--question", {}, ()) if given.get("passages") else load_collection().pooled()
-    return load_collection(given.get("data"), own_env=given.get("env") is not None)
+    questions_only = given.get("env") is not None or given.get("passages") is not None  # the run brings the passages
+    return load_collection(given.get("data"), questions_only=questions_only)
 
 
 def _chosen(settings: Settings, collection: Collection) -> list[Question]:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from rawreact import __version__
 from rawreact.core.errors import DataError
-from rawreact.core.tasks import task_type
+from rawreact.core.tasks import of_records, task_type
 
 VERSION = 2  # inspect-ai's log format version
 
@@ -126,7 +126,8 @@ def inspect_log(name: str, manifest: dict | None, records: list[dict]) -> dict:
             "eval_id": digest[:22],
             "run_id": digest[22:44],
             "created": manifest.get("created") or _iso(started) or _iso(time.time()),
-            "task": f"rawreact/{method}",
+            # the task type and the data's name beside the method, so a QA run and a game run are told apart
+            "task": f"rawreact/{of_records(records).name}/{Path(manifest.get('data') or 'demo').stem}/{method}",
             "task_id": digest[:22],
             "task_version": 0,
             "task_display_name": name,

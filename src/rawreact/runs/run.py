@@ -115,7 +115,7 @@ class Result:
                 "branch": out.branch,
                 "loop": out.loop,
                 "ended": out.ended,
-                "steps": len(out.steps),
+                "steps": out.taken,
                 "model_calls": out.model_calls,
                 "invalid_actions": out.invalid_actions,
                 "fallback_calls": out.fallback_calls,

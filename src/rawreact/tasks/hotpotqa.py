@@ -29,14 +29,15 @@ def jsonl_rows(path: Path, text: str) -> list[tuple[int, object]]:
 
 
 def from_rows(
-    path: Path, digest: str, rows: list[tuple[int, object]], unit: str = "row", own_env: bool = False
+    path: Path, digest: str, rows: list[tuple[int, object]], unit: str = "row", questions_only: bool = False
 ) -> Collection:
     """A collection of HotpotQA questions, each with its own paragraphs.
 
-    `rows` are (number, row) pairs, numbered as `unit` says ("row" of a JSON list, "line" of JSONL). For an
-    environment of one's own (`own_env`: `--env`) a row needs its question alone: its paragraphs, if it has
-    any, are read as HotpotQA's, and its answer is "" when it has none (no score); each question keeps its
-    row, which the factory is given.
+    `rows` are (number, row) pairs, numbered as `unit` says ("row" of a JSON list, "line" of JSONL). Where
+    the run brings the environment (`questions_only`: `--env`, or `--passages`), a row needs its question
+    alone: its paragraphs, if it has any, are read as HotpotQA's, and its answer is "" when it has none (no
+    score); each question keeps its row, which an `--env` factory is given. The ReAct paper's own data files
+    (`hotpot_*_v1_simplified.json`) are such rows: questions only, since the paper searched live Wikipedia.
     """
     if not rows:
         raise DataError(f"{path} has no rows; a HotpotQA file is a list of question rows")
@@ -44,7 +45,7 @@ def from_rows(
     questions = []
     for number, row in rows:
         where = f"{path} {unit} {number}"
-        question = _row(where, row, own_env)
+        question = _row(where, row, questions_only)
         if not question.id:  # derived ids repeat only for repeated rows: number the repeats
             base = _derived_id(row)
             counted[base] = counted.get(base, 0) + 1
@@ -68,32 +69,39 @@ def _titles(row: dict) -> list:
     return [pair[0] if isinstance(pair, list) and pair else None for pair in context or []]
 
 
-def _row(where: str, row: object, own_env: bool = False) -> Question:
+def _row(where: str, row: object, questions_only: bool = False) -> Question:
     if not isinstance(row, dict):
-        needs = "'question'" if own_env else "'question', 'answer' and 'context'"
+        needs = "'question'" if questions_only else "'question', 'answer' and 'context'"
         raise DataError(f"{where}: a row must be an object with {needs}")
-    for name in ("question",) if own_env else ("question", "answer"):
+    for name in ("question",) if questions_only else ("question", "answer"):
         if not isinstance(row.get(name), str):
             state = "has no" if name not in row else "has a non-string"
             raise DataError(f"{where} {state} {name!r}; every HotpotQA row needs its question and gold answer")
-    if own_env and not isinstance(row.get("answer", ""), str):
+    if questions_only and not isinstance(row.get("answer", ""), str):
         raise DataError(f"{where} has a non-string 'answer'; a gold answer is text (or leave it out: no score)")
-    if own_env and "context" not in row:  # the environment of one's own reads the row itself
+    kind = "/".join(str(row[k]) for k in ("type", "level") if row.get(k))
+    if questions_only and "context" not in row:  # the run's environment (--env, --passages) is not the row's
         raw_id = row.get("_id", row.get("id"))
-        return Question("" if raw_id is None else str(raw_id), row["question"], row.get("answer", ""), row=row)
+        answer = row.get("answer", "")
+        return Question("" if raw_id is None else str(raw_id), row["question"], answer, kind=kind, row=row)
     if "context" not in row:
-        raise DataError(f"{where} has no 'context'; rawreact answers over each row's own paragraphs")
+        raise DataError(
+            f"{where} has no 'context'; rawreact answers over each row's own paragraphs, and this row holds a "
+            "question without them, as the ReAct paper's own data files do (hotpot_*_simplified.json: the paper "
+            "searched live Wikipedia); give the passages to "
+            "search with --passages (a store from `rawreact index` over a Wikipedia dump, or a HotpotQA file), "
+            "or use HotpotQA's distractor file, whose rows carry their paragraphs"
+        )
     context = row["context"]
     passages = _hf_context(where, context) if isinstance(context, dict) else _official_context(where, context)
     if not passages:
         raise DataError(f"{where}: 'context' has no paragraphs to search")
     supporting = _supporting(where, row.get("supporting_facts", []))
     raw_id = row.get("_id", row.get("id"))
-    kind = "/".join(str(row[k]) for k in ("type", "level") if row.get(k))
     question = Question(
         "" if raw_id is None else str(raw_id), row["question"], row["answer"], supporting, passages, kind
     )
-    return replace(question, row=row) if own_env else question
+    return replace(question, row=row) if questions_only else question
 
 
 def _official_context(where: str, context: object) -> dict[str, list[str]]:

@@ -45,10 +45,10 @@ def open_passages(path: str | Path) -> Passages:
     return Passages(str(path), collection.passages, collection.sha256, "collection")
 
 
-def load_collection(path: str | Path | None = None, own_env: bool = False) -> Collection:
+def load_collection(path: str | Path | None = None, questions_only: bool = False) -> Collection:
     """Read a question file in any known layout, or games (`games.read_games`); the demo collection shipped in
-    `envs/` by default. For an environment of one's own (`own_env`: `--env`), a HotpotQA-style row needs its
-    question alone, and keeps its fields for the factory (`hotpotqa.from_rows`)."""
+    `envs/` by default. Where the run brings the passages or the environment (`questions_only`: `--passages`,
+    `--env`), a HotpotQA-style row needs its question alone (`hotpotqa.from_rows`)."""
     path = Path(path) if path else resource("envs", DEMO)
     if games.is_games(path):
         return games.read_games(path)
@@ -61,7 +61,7 @@ def load_collection(path: str | Path | None = None, own_env: bool = False) -> Co
     except UnicodeDecodeError:
         raise DataError(f"{path}: not UTF-8 text") from None
     digest = hashlib.sha256(raw).hexdigest()
-    collection = _parse(path, text, digest, own_env)
+    collection = _parse(path, text, digest, questions_only)
     if _SURROGATE_ESCAPE.search(text):
         _check_encodable(collection)
     return collection
@@ -96,11 +96,11 @@ def _check_encodable(collection: Collection) -> None:
             )
 
 
-def _parse(path: Path, text: str, digest: str, own_env: bool = False) -> Collection:
+def _parse(path: Path, text: str, digest: str, questions_only: bool = False) -> Collection:
     def rows_of(rows: list[tuple[int, object]], unit: str) -> Collection:
         if rows and fever.is_claim_row(rows[0][1]):
             return fever.from_rows(path, digest, rows, unit)
-        return hotpotqa.from_rows(path, digest, rows, unit, own_env)
+        return hotpotqa.from_rows(path, digest, rows, unit, questions_only)
 
     start = text.lstrip()[:1]
     if not start:
@@ -114,7 +114,7 @@ def _parse(path: Path, text: str, digest: str, own_env: bool = False) -> Collect
             return rows_of(hotpotqa.jsonl_rows(path, text), "line")
         if isinstance(data, dict) and "passages" in data:
             return _envs_layout(path, digest, data)
-        row_keys = ("context", "claim", "question") if own_env else ("context", "claim")
+        row_keys = ("context", "claim", "question") if questions_only else ("context", "claim")
         if isinstance(data, dict) and any(key in data for key in row_keys):  # a JSONL file of one row
             return rows_of([(1, data)], "line")
         raise _unknown(path)

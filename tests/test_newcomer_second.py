@@ -1,0 +1,80 @@
+"""A newcomer's second afternoon (issue 60): the counters and messages that misled them, each checked."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from rawreact import PassageEnv, ScriptedModel, react, read_run
+from rawreact.cli.app import main
+from rawreact.environments.build import build_store
+from rawreact.reports.inspect_log import inspect_log
+from rawreact.tasks.corpus import read_sources
+
+CONSOLE = Path(sys.executable).with_name("rawreact")
+
+
+def test_an_answer_found_only_in_a_failed_searchs_echo_is_not_seen():
+    """Item 3: `Could not find 2000.` echoes the model's own query; it is no evidence for the answer 2000."""
+    env = PassageEnv({"Orlo": "Orlo is a fishing village founded in 1850."})
+    model = ScriptedModel([" Look.\nAction 1: Search[2000]\n", " So.\nAction 2: Finish[2000]\n"])
+    traj = react("When?", env, model, max_steps=3)
+    assert traj.steps[0].observation.startswith("Could not find 2000.")
+    assert traj.evidence == [] and traj.searches == 1 and traj.search_hits == 0
+    model = ScriptedModel([" Look.\nAction 1: Search[Orlo]\n", " So.\nAction 2: Finish[1850]\n"])
+    assert react("When?", env, model, max_steps=3).evidence == ["Orlo is a fishing village founded in 1850."]
+
+
+def test_the_reference_loop_counts_the_steps_the_model_took(tmp_path, capsys):
+    """Item 3: seven steps at the limit are "after 7 steps", not 8 (the closing `finish[]` is logged, not taken)."""
+    (tmp_path / "s.json").write_text(json.dumps([f" Hm.\nAction {i}: Search[Nowhere]\n" for i in range(1, 8)]))
+    out = tmp_path / "r.jsonl"
+    args = ["run", "--question", "Where?", "--loop", "reference", "--model", f"scripted:{tmp_path / 's.json'}"]
+    assert main([*args, "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "ended by max_steps after 7 steps, 7 calls" in printed and "after 8 steps" not in printed
+    [record] = read_run(out)[1]
+    assert record["steps"] == 7 and len(record["trajectory"]["steps"]) == 8
+
+
+def test_the_papers_own_data_file_says_what_it_holds_and_runs_over_passages(tmp_path):
+    """Item 5: the reference's `hotpot_*_simplified.json` rows hold questions only; said in one line, and they
+    run over passages given with --passages."""
+    rows = [{"question": "Which village holds the lantern festival?", "answer": "Orlo", "type": "bridge"}]
+    data = tmp_path / "hotpot_dev_v1_simplified.json"  # the layout of the paper's file, written here
+    data.write_text(json.dumps(rows))
+    (tmp_path / "s.json").write_text(json.dumps([" Look.\nAction 1: Search[Orlo]\n", " So.\nAction 2: Finish[Orlo]\n"]))
+    done = subprocess.run([str(CONSOLE), "run", data, "--model", "scripted:s.json", "--out", "a.jsonl"],
+                          cwd=tmp_path, capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "holds a question without them, as the ReAct paper's own data files do" in done.stderr
+    assert "--passages" in done.stderr and "distractor file" in done.stderr
+    from rawreact.core.resources import resource
+
+    build_store(read_sources([resource("envs", "demo.json")]), tmp_path / "wiki.sqlite")
+    done = subprocess.run([str(CONSOLE), "run", data, "--passages", "wiki.sqlite", "--model", "scripted:s.json",
+                           "--out", "b.jsonl", "-q"], cwd=tmp_path, capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    [record] = read_run(tmp_path / "b.jsonl")[1]
+    assert record["em"] == 1.0 and record["kind"] == "bridge"
+
+
+def test_a_question_run_and_a_game_run_are_told_apart_and_the_header_lists_the_own_verbs(tmp_path):
+    """Item 8: inspect-ai names each run by its task type and data as well as its method; the header of an --env
+    run lists the verbs it adds to the passage set."""
+    records = [{"id": "q1", "question": "q", "answer": "a", "prediction": "a", "em": 1.0, "f1": 1.0, "ended": "finish",
+                "steps": 1, "model_calls": 1, "invalid_actions": 0, "seconds": 0.1, "tokens": {}}]  # fmt: skip
+    game = [dict(records[0], task="game", success=1.0, reward=1.0, em=None, f1=None)]
+    qa_log = inspect_log("a", {"data": "dev.json", "config": {"method": "react"}}, records)
+    game_log = inspect_log("b", {"data": "games", "config": {"method": "react"}}, game)
+    assert (qa_log["eval"]["task"], game_log["eval"]["task"]) == ("rawreact/qa/dev/react", "rawreact/game/games/react")
+    (tmp_path / "myverbs.py").write_text(
+        'def calculate(expression: str) -> str:\n    """works it out."""\n    return expression\n\n\n'
+        "def with_calc(env):\n    return env.with_verbs(calculate)\n"
+    )
+    (tmp_path / "s.json").write_text(json.dumps([" x.\nAction 1: Finish[1]\n"]))
+    done = subprocess.run([str(CONSOLE), "run", "--question", "q", "--env", "myverbs:with_calc", "--model",
+                           "scripted:s.json", "--out", "r.jsonl", "-q"], cwd=tmp_path, capture_output=True,
+                          text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0].endswith(", with the verbs of --env myverbs:with_calc: Calculate")
