@@ -35,6 +35,17 @@ def test_the_reference_pages_name_every_command_option_and_setting():
     assert all(f"| `{key}` |" in settings for key in KEYS)
 
 
+def test_the_python_reference_names_every_public_name_with_its_docstring():
+    """Issue 60 item 2: the Python API reference is generated from the public names, each with its docstring."""
+    import rawreact
+
+    page = pages()["python.md"]
+    for name in rawreact.__all__:
+        assert f"### `{name}" in page, name
+    assert "### `react(" in page and (rawreact.react.__doc__ or "").strip().splitlines()[0] in page
+    assert " at 0x" not in page  # no default's address: the page is the same on every machine
+
+
 def test_the_site_builds_strict(tmp_path):
     """A broken link, a page missing from the navigation or a bad page fails the build."""
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}

@@ -78,3 +78,50 @@ def test_a_question_run_and_a_game_run_are_told_apart_and_the_header_lists_the_o
                           text=True)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0].endswith(", with the verbs of --env myverbs:with_calc: Calculate")
+
+
+def test_compare_says_what_the_cache_did_and_why_a_rerun_reads_nothing(tmp_path, rows):
+    """Item 4: `compare --cache` says, variant by variant, how many calls came from the cache, and a compare run
+    again into the same folder says that nothing was computed, so the cache was not read."""
+    from test_runs import _data, _oracle
+
+    data, model = _data(rows, tmp_path, 2), _oracle(rows[:2], tmp_path / "oracle.json")
+    args = [str(CONSOLE), "compare", data, "--model", model, "--variant", "a=k=1", "--variant", "b=k=2",
+            "--cache", "c.sqlite", "-q"]  # fmt: skip
+    first = subprocess.run([*args, "--out", "one"], cwd=tmp_path, capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    calls = sum(len(s["calls"]) for r in read_run(tmp_path / "one" / "a.jsonl")[1] for s in r["trajectory"]["steps"])
+    assert f"rawreact: variant a: 0 of {calls} model calls came from the cache c.sqlite" in first.stderr
+    again = subprocess.run([*args, "--out", "one"], cwd=tmp_path, capture_output=True, text=True)
+    assert (
+        again.returncode == 0 and "every question was already in one/a.jsonl, so nothing was computed" in again.stderr
+    )
+    elsewhere = subprocess.run([*args, "--out", "two"], cwd=tmp_path, capture_output=True, text=True)
+    assert f"rawreact: variant a: {calls} of {calls} model calls came from the cache c.sqlite" in elsewhere.stderr
+
+
+def test_a_question_the_cache_answered_draws_no_busy_cores_warning(monkeypatch, capsys):
+    """Item 4: the first question's busy-cores warning is about its decoding; a question whose every call came from
+    the cache decoded nothing, so it says nothing of the machine."""
+    from rawreact.agents.methods import Outcome
+    from rawreact.agents.record import Step, Trajectory
+    from rawreact.cli import lines
+    from rawreact.models.base import Completion
+    from rawreact.runs.run import Result
+    from rawreact.tasks.collection import Question
+
+    monkeypatch.setattr(lines.cores, "busy_elsewhere", lambda before, after: 2.0)  # a machine kept busy
+    monkeypatch.setattr(lines.cores, "busy_line", lambda elsewhere, threads, cores: "cores were busy")
+
+    def result(cached: bool) -> Result:
+        call = Completion("x", "stop", 1, 1, 0 if cached else 1, 0.0, cached=cached)
+        traj = Trajectory("q", "", [Step(1, None, None, "x", "y", [call], None, 0.0)])
+        return Result(Question("q1", "q", "a"), Outcome("react", "react", trajectory=traj))
+
+    class Fixed:
+        n_threads = 2
+
+    lines.say_first(result(cached=True), (0.0, None), Fixed(), quiet=True)
+    assert "warning" not in capsys.readouterr().err
+    lines.say_first(result(cached=False), (0.0, None), Fixed(), quiet=True)
+    assert "rawreact: warning: cores were busy" in capsys.readouterr().err

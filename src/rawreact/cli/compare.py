@@ -11,12 +11,12 @@ from rawreact.cli.terminal import Stopper, progress
 from rawreact.config.choices import REFLEXION
 from rawreact.config.settings import SHARED, VARIANT_KEYS, Settings, parse_spec
 from rawreact.core.errors import DataError
-from rawreact.core.text import inline, printable
+from rawreact.core.text import inline, plural, printable
 from rawreact.experiments.compare import compare
 from rawreact.experiments.variants import Variant, ablation, parse_variant
 from rawreact.reports.summary import game_score, table
 from rawreact.reports.trials import TRIALS_NOTE, trial_rows
-from rawreact.runs.run import Result
+from rawreact.runs.run import Result, cached_counts
 from rawreact.tasks.loading import load_collection
 
 
@@ -39,12 +39,15 @@ def compare_command(args: argparse.Namespace) -> int:
     if not variants:
         raise DataError("name the variants to compare: --variant NAME=SPEC (twice or more), or --ablation KIND")
     with Stopper(shared.workers) as stopper, progress(0, 0) as bar:
+        complete: list[str] = []  # the variants whose run files held every question: nothing to compute
 
         def started(variant: Variant, done: int, total: int) -> None:
             bar.total = (bar.total or 0) + total
             bar.resumed(done)
             kept = f"{done} of {total} questions already in its run file" if done else f"{total} questions"
             bar.write(f"variant {variant.name}: {kept}", file=sys.stderr)
+            if done == total:
+                complete.append(variant.name)
 
         def finished(variant: Variant, result: Result) -> None:
             bar.set_postfix_str(variant.name, refresh=False)
@@ -85,6 +88,9 @@ def compare_command(args: argparse.Namespace) -> int:
         )
         return 128 + stopper.signal
     out = Path(args.out)
+    if shared.cache:  # what the cache did, variant by variant, as `run` says it (the manifests count it too)
+        for line in cache_lines(comparison.records, complete, shared.cache, out):
+            print(f"rawreact: {line}", file=sys.stderr)
     for style, name in (("markdown", "comparison.md"), ("csv", "comparison.csv")):
         (out / name).write_text(comparison.table(style), encoding="utf-8")
     print(shown(comparison.rows(args.format), args), end="")
@@ -95,3 +101,20 @@ def compare_command(args: argparse.Namespace) -> int:
         print("\n" + printable(table(trials, args.format)), end="")
         print(f"rawreact: {TRIALS_NOTE}; the table is also in {out / 'trials.md'}", file=sys.stderr)
     return 0
+
+
+def cache_lines(records: dict[str, list[dict]], complete: list[str], cache: str, out: Path) -> list[str]:
+    """One line a variant on the call cache: how many of its calls came from it, or, for a variant whose run file
+    already held every question, that nothing was computed, so the cache was not read."""
+    lines = []
+    for name, found in records.items():
+        if name in complete:
+            lines.append(
+                f"variant {name}: every question was already in {out / (name + '.jsonl')}, so nothing was computed "
+                f"and the cache {cache} was not read; compare into another folder to run it again from the cache"
+            )
+            continue
+        counts = cached_counts(found)
+        total = counts["hits"] + counts["made"]
+        lines.append(f"variant {name}: {counts['hits']} of {plural(total, 'model call')} came from the cache {cache}")
+    return lines

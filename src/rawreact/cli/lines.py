@@ -34,7 +34,7 @@ def say_first(result: Result, started: tuple, model, quiet: bool = False) -> Non
             file=sys.stderr,
             flush=True,
         )
-    if model is not None:
+    if model is not None and any(not call.cached for call in out.calls):  # a cached question computed nothing
         elsewhere = cores.busy_elsewhere(started[1], cores.sample())
         line = cores.busy_line(elsewhere, getattr(model, "n_threads", None), cores.allowed_cores())
         if line:

@@ -4,6 +4,8 @@ them into docs/reference/; tests/test_docs.py fails when a page there is not wha
 """
 
 import argparse
+import inspect
+import re
 
 from rawreact.cli.parser import parser
 from rawreact.cli.settings import RENAMED
@@ -89,6 +91,46 @@ def settings_page() -> str:
     return "\n".join(lines) + "\n"
 
 
+def python_page() -> str:
+    """Every public name of `rawreact` (`from rawreact import ...`), by the module that defines it: its signature
+    and its docstring, as `help()` would show them."""
+    import rawreact
+
+    lines = [
+        "# Python API",
+        "",
+        "Generated from the public names of `rawreact` and their docstrings (`rawreact.cli.reference`); a test fails",
+        "when this page differs from what the code generates. Every name here is imported as",
+        "`from rawreact import NAME`; [From Python](../python.md) shows them at work.",
+        "",
+    ]
+    by_module: dict[str, list[str]] = {}
+    for name in sorted(rawreact.__all__, key=str.lower):
+        module = f"rawreact.{rawreact._WHERE[name]}"  # where it is defined, as the package's table says
+        by_module.setdefault(module, []).append(name)
+    for module in sorted(by_module):
+        lines += [f"## `{module}`", ""]
+        for name in by_module[module]:
+            lines += _python_entry(name, getattr(rawreact, name))
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _python_entry(name: str, found: object) -> list[str]:
+    """One public name: its signature (a class's, as it is called), and its docstring."""
+    if inspect.isclass(found) or callable(found):
+        try:
+            signature = re.sub(r" at 0x[0-9a-f]+", "", str(inspect.signature(found)))  # a default's address
+        except (TypeError, ValueError):
+            signature = "(...)"
+        kind = "class" if inspect.isclass(found) else "function"
+        head = f"### `{name}{signature}`"
+    else:
+        kind, head = type(found).__name__, f"### `{name}`"
+    doc = inspect.getdoc(found) if kind in ("class", "function") else None
+    said = doc or f"A {kind}: {_cell(repr(found))[:200]}"
+    return [head, "", f"*{kind}*", "", said, ""]
+
+
 def pages() -> dict[str, str]:
     """The reference pages, by their name under docs/reference/."""
-    return {"commands.md": commands_page(), "settings.md": settings_page()}
+    return {"commands.md": commands_page(), "settings.md": settings_page(), "python.md": python_page()}
