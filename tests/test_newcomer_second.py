@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 from rawreact import PassageEnv, ScriptedModel, react, read_run
@@ -125,3 +126,69 @@ def test_a_question_the_cache_answered_draws_no_busy_cores_warning(monkeypatch, 
     assert "warning" not in capsys.readouterr().err
     lines.say_first(result(cached=False), (0.0, None), Fixed(), quiet=True)
     assert "rawreact: warning: cores were busy" in capsys.readouterr().err
+
+
+PLUGIN_MODULE = '''
+from pathlib import Path
+
+from rawreact import PassageEnv
+
+
+def make(env, row):
+    """A glossary of the question's own row, as an installed plugin declares it."""
+    return PassageEnv(row["glossary"])
+'''
+
+
+def test_an_installed_plugin_is_listed_and_runs_by_its_name_with_its_package_recorded(tmp_path):
+    """Item 1: a package declares an environment under the entry-point group rawreact.environments; pip installs
+    it; `rawreact plugins` lists it (importing nothing), `--env NAME` runs it, and the manifest records its
+    package and version. A file of the same module name in the current folder is not what runs."""
+    wheel = tmp_path / "glossary_plugin-1.2.0-py3-none-any.whl"  # a package as a registry serves it, made here
+    info = "glossary_plugin-1.2.0.dist-info"
+    files = {
+        "glossary_plugin/__init__.py": PLUGIN_MODULE,
+        f"{info}/METADATA": "Metadata-Version: 2.1\nName: glossary-plugin\nVersion: 1.2.0\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{info}/entry_points.txt": "[rawreact.environments]\nglossary = glossary_plugin:make\n",
+    }
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for name, text in files.items():
+            archive.writestr(name, text)
+        archive.writestr(f"{info}/RECORD", "".join(f"{name},,\n" for name in files) + f"{info}/RECORD,,\n")
+    installed = tmp_path / "site"
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(installed)]
+    done = subprocess.run([*pip, str(wheel)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "glossary_plugin.py").write_text("raise SystemExit('the local file ran')\n")  # must not be imported
+    rows = [
+        {"id": "g1", "question": "What is Orlo?", "answer": "a village", "glossary": {"Orlo": "Orlo is a village."}}
+    ]
+    (work / "q.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    (work / "s.json").write_text(
+        json.dumps([" Look.\nAction 1: Search[Orlo]\n", " So.\nAction 2: Finish[a village]\n"])
+    )
+    env = {**__import__("os").environ, "PYTHONPATH": str(installed)}
+    listed = subprocess.run([str(CONSOLE), "plugins"], cwd=work, capture_output=True, text=True, env=env)
+    assert listed.returncode == 0 and "the local file ran" not in listed.stderr
+    assert ["glossary", "glossary_plugin:make", "glossary-plugin", "1.2.0"] in [
+        line.split() for line in listed.stdout.splitlines()
+    ]
+    run = [str(CONSOLE), "run", "q.jsonl", "--env", "glossary", "--model", "scripted:s.json", "--out", "r.jsonl", "-q"]
+    done = subprocess.run(run, cwd=work, capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    [record] = read_run(work / "r.jsonl")[1]
+    assert record["em"] == 1.0 and record["trajectory"]["steps"][0]["observation"] == "Orlo is a village."
+    config = json.loads((work / "r.jsonl.manifest.json").read_text())["config"]
+    assert config["env"] == "glossary"
+    assert config["env_plugin"] == {"name": "glossary", "package": "glossary-plugin", "version": "1.2.0"}
+    rerun = [str(CONSOLE), "run", "--config", "r.jsonl", "--out", "again.jsonl"]
+    refused = subprocess.run(rerun, cwd=work, capture_output=True, text=True, env=env)
+    assert refused.returncode == 2 and "add --env glossary" in refused.stderr  # a manifest imports nothing itself
+    missing = subprocess.run([*run[:4], "nothing-here", *run[5:8], "x.jsonl"], cwd=work, capture_output=True,
+                             text=True, env=env)  # fmt: skip
+    assert (
+        missing.returncode == 2 and "no installed plugin is named nothing-here (installed: glossary" in missing.stderr
+    )

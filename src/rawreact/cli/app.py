@@ -12,6 +12,7 @@ from rawreact.cli.files import (
     games_command,
     index_command,
     merge_command,
+    plugins_command,
     report,
     show_command,
 )
@@ -42,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         "export": export_command,
         "index": index_command,
         "games": games_command,
+        "plugins": plugins_command,
         "merge": merge_command,
     }
     try:

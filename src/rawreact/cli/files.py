@@ -268,3 +268,17 @@ def parse_seeds(text: str) -> list[int]:
     if not seeds:
         raise DataError(f"--seeds {text!r}: give at least one seed, such as 1 or 1-5")
     return seeds
+
+
+def plugins_command(args: argparse.Namespace) -> int:
+    """`rawreact plugins`: the environments installed packages declare, read from their metadata (none is imported)."""
+    from rawreact.core.modules import PLUGINS, plugins
+
+    found = plugins()
+    if not found:
+        print(f"no plugins: no installed package declares an entry point in the group {PLUGINS}")
+        return 0
+    rows = [{"name": n, "factory": v, "package": p, "version": ver} for n, v, p, ver in found]
+    print(printable(table(rows)), end="")
+    print("rawreact: run one with --env NAME; a run records its package and version", file=sys.stderr)
+    return 0

@@ -337,6 +337,10 @@ def parser() -> argparse.ArgumentParser:
     games.add_argument(
         "--seeds", default="1", metavar="A-B|A,B,...", help="the seeds of each recipe, as 1-5 or 1,3,7 (default: 1)"
     )
+    commands.add_parser(
+        "plugins",
+        help="the environments installed packages offer (entry points of rawreact.environments), for --env NAME",
+    )
     show_ = commands.add_parser("show", help="a run's questions, or one question's transcript")
     show_.add_argument("run", help="a run file (RUN.jsonl)")
     which = show_.add_mutually_exclusive_group()

@@ -4,11 +4,16 @@ source file found without importing (so without running) anything.
 A spec is `module:function` (`myverbs:with_calculate`, `mypkg.envs:make`), found first in the current
 folder and then where Python finds installed modules; or with a folder before the module
 (`tools/myverbs:with_calculate`, `./myverbs:f`), found first in that folder; or a file
-(`tools/myverbs.py:f`). A settings file's spec is read with the file's own folder before it.
+(`tools/myverbs.py:f`). A settings file's spec is read with the file's own folder before it. A bare
+name (`glossary`) is a plugin: an installed package's entry point in the group `rawreact.environments`,
+found from the installed packages' metadata (nothing is imported to find it), and looked up among the
+installed modules only, never in the current folder.
 """
 
 import hashlib
 import importlib.machinery
+import importlib.metadata
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,21 +27,27 @@ class ModuleSpec:
     folder: str | None
     module: str
     function: str
+    plugin: tuple[str, str, str] | None = None  # an installed plugin's (name, package, version)
 
     @property
     def root(self) -> Path:
-        """The folder the module is looked up in before the installed ones."""
+        """The folder the module is looked up in before the installed ones (none for a plugin: installed only)."""
         return Path(self.folder or ".").absolute()
 
     @property
+    def search(self) -> list[str]:
+        """Where its module is looked for, in order: its folder, then the installed modules."""
+        return list(sys.path) if self.plugin is not None else [str(self.root), *sys.path]
+
+    @property
     def named(self) -> str:
-        """`module:function`, the spec without its folder: what a command line names."""
-        return f"{self.module}:{self.function}"
+        """What a command line names: a plugin's name, else `module:function` without its folder."""
+        return self.plugin[0] if self.plugin is not None else f"{self.module}:{self.function}"
 
     def locate(self) -> Path | None:
         """The module's source file (a package's `__init__.py`), found as an import would find it, without
         importing anything: no code of the module or its packages runs. None when nothing is found."""
-        search = [str(self.root), *sys.path]
+        search = self.search
         parts = self.module.split(".")
         found = None
         for depth in range(len(parts)):
@@ -67,6 +78,8 @@ def read_module(spec: str) -> ModuleSpec:
     where, colon, function = spec.rpartition(":")
     where, function = where.strip(), function.strip()
     example = "package.module:factory, as in myverbs:with_calculate"
+    if not colon and _PLUGIN.fullmatch(spec.strip()):
+        return plugin(spec.strip())
     if not colon or not where or not function:
         raise ValueError(f"env={spec!r} (--env) must be an import path, {example}")
     folder = None
@@ -81,6 +94,35 @@ def read_module(spec: str) -> ModuleSpec:
     if not function.isidentifier():
         raise ValueError(f"env={spec!r} (--env): {function!r} is not a function's name; {example}")
     return ModuleSpec(folder, where, function)
+
+
+PLUGINS = "rawreact.environments"  # the entry-point group an installed package declares environments under
+_PLUGIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def plugins() -> list[tuple[str, str, str, str]]:
+    """The installed plugins, as (name, `module:function`, package, version), by name; none is imported."""
+    found = {}
+    for point in importlib.metadata.entry_points(group=PLUGINS):
+        dist = getattr(point, "dist", None)
+        package = dist.metadata["Name"] if dist is not None else "?"
+        found.setdefault(point.name, (point.name, point.value, package, dist.version if dist is not None else "?"))
+    return [found[name] for name in sorted(found)]
+
+
+def plugin(name: str) -> ModuleSpec:
+    """The installed plugin of that name, read from its package's metadata; a ValueError when none is."""
+    for found, value, package, version in plugins():
+        if found == name:
+            module, _, function = value.partition(":")
+            if not module or not function:
+                raise ValueError(f"plugin {name} of {package} {version}: its entry point {value!r} names no function")
+            return ModuleSpec(None, module.strip(), function.strip(), (name, package, version))
+    installed = ", ".join(p[0] for p in plugins()) or "none"
+    raise ValueError(
+        f"env={name!r} (--env): no installed plugin is named {name} (installed: {installed}; `rawreact plugins` "
+        "lists them); otherwise it must be an import path, package.module:factory, as in myverbs:with_calculate"
+    )
 
 
 def file_sha256(path: Path) -> str:

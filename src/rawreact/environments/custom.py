@@ -30,6 +30,7 @@ class Factory:
     spec: str
     make: Callable[[object], object]
     sha256: str | None
+    plugin: tuple[str, str, str] | None = None  # an installed plugin's (name, package, version)
 
     def __call__(self, env: object, row: dict | None = None) -> object:
         """The environment to run, from the run's own `env` and, for a factory that takes a second argument,
@@ -76,8 +77,9 @@ def import_factory(spec: str) -> Factory:
             f"--env {spec}: no module {where.module} in {place} nor among the installed ones; give the folder "
             f"that holds {where.module.replace('.', '/')}.py, as in --env path/to/{where.named}, or install its package"
         )
-    added = str(where.root)
-    sys.path.insert(0, added)  # a module beside the user (or in the folder named), as `python -m` would find it
+    added = None if where.plugin is not None else str(where.root)  # a plugin is imported from where it is installed
+    if added is not None:
+        sys.path.insert(0, added)  # a module beside the user (or in the folder named), as `python -m` would find it
     said = io.StringIO()
     try:
         with contextlib.redirect_stderr(said):  # what it prints is its own; said again below, as its own
@@ -95,7 +97,7 @@ def import_factory(spec: str) -> Factory:
             f"--env {spec}: importing {where.module} ({located}) raised {type(error).__name__}: {error}"
         ) from None
     finally:
-        if sys.path and sys.path[0] == added:
+        if added is not None and sys.path and sys.path[0] == added:
             sys.path.pop(0)
     sys.stderr.write(said.getvalue())  # what it printed while it loaded, now that it loaded
     make = getattr(module, where.function, None)
@@ -105,7 +107,7 @@ def import_factory(spec: str) -> Factory:
             f"--env {spec}: {where.module} has no function {where.function}; its functions are "
             f"{', '.join(found) or 'none'}"
         )
-    return Factory(spec, make, _source_sha256(module))
+    return Factory(spec, make, _source_sha256(module), where.plugin)
 
 
 def check_recorded(spec: str, recorded: str | None, where: str) -> None:

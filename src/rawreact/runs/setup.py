@@ -170,7 +170,10 @@ def check_env(settings: Settings, collection: Collection, grammar: Grammar | Non
         validate(grammar, env.verbs)
     verbs = [{"name": v.name, "shown": v.shown, "arg": v.arg, "description": v.description} for v in env.verbs]
     # How long a verb may take decides what an episode whose verb hangs sees: a resume compares it.
-    recorded = {"env": settings.env, "env_sha256": factory_of(settings).sha256, "verbs": verbs}
+    factory = factory_of(settings)
+    recorded = {"env": settings.env, "env_sha256": factory.sha256, "verbs": verbs}
+    if factory.plugin is not None:  # an installed plugin: which package and version made the environment
+        recorded["env_plugin"] = dict(zip(("name", "package", "version"), factory.plugin, strict=True))
     return recorded | {"verb_timeout": settings.verb_timeout}
 
 
