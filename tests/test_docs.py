@@ -120,3 +120,42 @@ def test_every_unmarked_shell_block_runs_in_an_empty_folder(page, block, tmp_pat
     done = subprocess.run(["bash", "-ec", block], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"{page}: {done.stderr[-2000:]}"
     assert done.stdout.strip() and "Traceback" not in done.stderr
+
+
+# What every code block on a page hides: text past its right edge (it scrolls), or under the copy button.
+_HIDDEN = """
+[...document.querySelectorAll('pre > code')].map(code => {
+  const button = code.parentElement.querySelector('button.md-clipboard');
+  const room = button ? code.getBoundingClientRect().right - button.getBoundingClientRect().left : 0;
+  const padding = parseFloat(getComputedStyle(code).paddingRight);
+  return {text: code.innerText.slice(0, 60), scrolls: code.scrollWidth > code.clientWidth + 1,
+          covered: button !== null && padding < room};
+}).filter(found => found.scrolls || found.covered)
+"""
+
+
+@pytest.mark.parametrize("width", [1400, 1000])
+def test_no_code_block_of_the_site_hides_text_in_chromium(tmp_path, width):
+    """Issue 60 item 6: at 1,400 and 1,000 px, no code block is cut at its right edge (a command's end, a usage
+    line) nor has text under its copy button, on the pages the newcomer found clipped."""
+    from browser import Browser, find_chromium
+
+    binary = find_chromium()
+    if binary is None:
+        pytest.fail("no Chromium to check the site in; install Debian's chromium package")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    site = tmp_path / "site"
+    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "-d", str(site)], cwd=ROOT, capture_output=True,
+                          text=True, env=env, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    browser = Browser(binary, width=width)
+    try:
+        hidden = {}
+        for page in ("getting-started", "games", "reference/commands", "reference/python", "environments"):
+            browser.open(site / page / "index.html")
+            found = browser.evaluate(_HIDDEN)
+            if found:
+                hidden[page] = found[:3]
+    finally:
+        browser.close()
+    assert hidden == {}
