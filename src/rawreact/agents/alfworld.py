@@ -15,14 +15,14 @@ rawreact's own game loop (`game.play`) differs, docs/reference.md lists it.
 import time
 from collections.abc import Callable
 
+from rawreact.agents.game import GAME_STEPS, admitted
 from rawreact.agents.prompts import Prompt
 from rawreact.agents.record import Step, Trajectory
 from rawreact.config.choices import MAX_TOKENS
 from rawreact.core.actions import Action
 from rawreact.core.errors import ContextLengthExceeded
-from rawreact.models.base import Model, keep_prefix
+from rawreact.models.base import Completion, Model, keep_prefix
 
-STEPS = 49  # `for i in range(1, 50)`
 SEEN = "OK."
 ARRIVED = "You arrive at loc "
 
@@ -54,44 +54,69 @@ def send(env, line: str, command, thought: str | None) -> tuple[Action, bool, st
     return Action(command.name, line), False, process_ob(observation), done
 
 
-def alfworld_run(
+def play_lines(
     env,
     model: Model,
-    prompt: Prompt | str,
+    traj: Trajectory,
+    take: Callable[[str], tuple[list[Completion], str]],
     *,
-    max_steps: int = STEPS,
-    max_tokens: int = MAX_TOKENS,
+    max_steps: int,
     on_step: Callable[[Step], None] | None = None,
+    errors: bool = True,
+    gives_up: bool = False,
 ) -> Trajectory:
-    """Play one episode as `alfworld_run` does; the trajectory's transcript is the text of its last call plus
-    the last step, and `ended` is "won", "lost" (done, not won) or "max_steps"."""
-    text = prompt if isinstance(prompt, str) else prompt.text
-    keep_prefix(model, text)
-    env.reset()
-    traj = Trajectory(env.opening, text, header="", loop="game", verbs=env.verbs)
-    transcript = traj.transcript()  # init_prompt: the prompt, the opening, then "\n>"
+    """The loop of both reference game loops (the Reflexion code's is adapted from the notebook's), over a started
+    environment and its trajectory: `take(transcript)` gives a step's calls and its line, which is sent whole
+    (`send`) and recorded (with what went wrong, where `errors`). The episode ends when the environment is done
+    ("won" or "lost"), when the line is the one before it again where the loop `gives_up` ("repeat"), at the
+    step limit ("max_steps") or at the context window ("context")."""
+    keep_prefix(model, traj.prompt)
     command, thought_mark = line_verbs(env.verbs)
+    last = ""
     try:
         for i in range(1, max_steps + 1):
             start = time.perf_counter()
-            call = model.complete(transcript, stop=["\n"], max_tokens=max_tokens)
-            line = call.text.strip()
+            calls, line = take(traj.transcript())
             action, thought, observation, done = send(env, line, command, thought_mark)  # no command is rewritten
-            error = _error(env, line, thought, call.finish_reason)
-            step = Step(i, None, action, line, observation, [call], error, time.perf_counter() - start)
-            traj.steps.append(step)
-            transcript += f" {line}\n{observation}\n>"
+            error = _error(env, line, thought, calls[-1].finish_reason) if errors else None
+            traj.steps.append(Step(i, None, action, line, observation, calls, error, time.perf_counter() - start))
             if on_step is not None:
-                on_step(step)
+                on_step(traj.steps[-1])
             if done:
                 traj.ended = "won" if getattr(env, "won", False) else "lost"
                 break
+            if gives_up and line == last:
+                traj.ended = "repeat"
+                break
+            last = line
         else:
             traj.ended = "max_steps"
     except ContextLengthExceeded:
         traj.ended = "context"
     traj.reward = getattr(env, "reward", None)
     return traj
+
+
+def alfworld_run(
+    env,
+    model: Model,
+    prompt: Prompt | str,
+    *,
+    max_steps: int = GAME_STEPS,
+    max_tokens: int = MAX_TOKENS,
+    on_step: Callable[[Step], None] | None = None,
+) -> Trajectory:
+    """Play one episode as `alfworld_run` does; the trajectory's transcript is the text of its last call plus
+    the last step, and `ended` is "won", "lost" (done, not won) or "max_steps"."""
+    env.reset()
+    text = prompt if isinstance(prompt, str) else prompt.text
+    traj = Trajectory(env.opening, text, header="", loop="game", verbs=env.verbs)  # its prompt ends in its cue
+
+    def take(transcript: str) -> tuple[list[Completion], str]:  # one call; its text, stripped, is the line
+        call = model.complete(transcript, stop=["\n"], max_tokens=max_tokens)
+        return [call], call.text.strip()
+
+    return play_lines(env, model, traj, take, max_steps=max_steps, on_step=on_step)
 
 
 def _error(env, line: str, thought: bool, finish_reason: str) -> str | None:
@@ -104,6 +129,4 @@ def _error(env, line: str, thought: bool, finish_reason: str) -> str | None:
     admissible = getattr(env, "admissible", None)
     if thought or admissible is None:
         return None
-    return (
-        None if " ".join(line.lower().split()) in {" ".join(c.lower().split()) for c in admissible} else "inadmissible"
-    )
+    return None if " ".join(line.lower().split()) in admitted(admissible) else "inadmissible"

@@ -75,6 +75,11 @@ def play(
     return traj
 
 
+def admitted(commands) -> set[str]:
+    """The commands a game admits, as a line is compared with them: lower case, white space collapsed."""
+    return {" ".join(c.lower().split()) for c in commands}
+
+
 def _step(i: int, transcript: str, env, model: Model, grammar, thoughts: bool, max_tokens: int) -> Step:
     """One line of the game: a call, the command or thought it wrote, and what the game said."""
     start = time.perf_counter()
@@ -84,7 +89,7 @@ def _step(i: int, transcript: str, env, model: Model, grammar, thoughts: bool, m
             f"{getattr(env, 'path', 'this game')}: the game does not say which commands it admits (TextWorld's .json "
             "is not beside it), so --grammar commands cannot apply; drop it, or put the game's .json beside it"
         )
-    admissible = {" ".join(c.lower().split()) for c in known or ()}
+    admissible = admitted(known or ())
     line_grammar = None if grammar is None else grammar.for_commands(known, thoughts, env.verbs)
     call = model.complete(transcript, stop=["\n"], max_tokens=max_tokens, grammar=line_grammar)
     truncated = call.finish_reason == "length"

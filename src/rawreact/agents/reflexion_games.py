@@ -17,18 +17,18 @@ the code's one environment), then, when earlier reflections were written, the he
 the last three of them as `Trial #i: ...`, and `New plan:`. Its text is kept as written.
 """
 
-import time
 from collections.abc import Callable
+from functools import partial
 
-from rawreact.agents.alfworld import line_verbs, send
+from rawreact.agents.alfworld import play_lines
+from rawreact.agents.game import GAME_STEPS
 from rawreact.agents.prompts import Prompt
-from rawreact.agents.record import Step, Trajectory
+from rawreact.agents.record import Trajectory
 from rawreact.agents.reflexion import Reflection, ReflectPrompt, Trial
 from rawreact.core.errors import ContextLengthExceeded, PromptError
 from rawreact.models.base import Completion, Model, keep_prefix
 
 TOKENS = 256  # its completions' max_tokens, for the trial's calls and the reflection's
-STEPS = 49
 TRIES = 6  # a call made again, hotter, while its text holds fewer than SHORT characters
 SHORT = 5
 SHOWN = 3  # the reflections a trial is shown, and a reflection is shown of the earlier plans
@@ -57,47 +57,34 @@ def memory_text(memory: list[str]) -> str:
 
 
 def play_trial(
-    env, model: Model, prompt: Prompt | str, memory: list[str], *, seed: int = 0, on_step=None, max_steps: int = STEPS
+    env,
+    model: Model,
+    prompt: Prompt | str,
+    memory: list[str],
+    *,
+    seed: int = 0,
+    on_step=None,
+    max_steps: int = GAME_STEPS,
 ) -> Trajectory:
-    """One trial as its `alfworld_run` plays it; `ended` is "won" or "lost" (done), "repeat" or "max_steps"."""
-    text = prompt if isinstance(prompt, str) else prompt.text
-    keep_prefix(model, text)
+    """One trial as its `alfworld_run` plays it; `ended` is "won" or "lost" (done), "repeat" (the action written
+    twice in a row: the code's trial gives up) or "max_steps"."""
     env.reset()
+    text = prompt if isinstance(prompt, str) else prompt.text
     traj = Trajectory(env.opening, text, header=TASK, preamble=memory_text(memory), loop=LOOP, verbs=env.verbs)
-    command, thought_mark = line_verbs(env.verbs)
-    last = ""
-    try:
-        for i in range(1, max_steps + 1):
-            start = time.perf_counter()
-            calls = _tries(model, traj.transcript(), seed)
-            line = calls[-1].text.strip() if len(calls[-1].text.strip()) >= SHORT else ""
-            action, _, observation, done = send(env, line, command, thought_mark)
-            traj.steps.append(Step(i, None, action, line, observation, calls, None, time.perf_counter() - start))
-            if on_step is not None:
-                on_step(traj.steps[-1])
-            if done:
-                traj.ended = "won" if getattr(env, "won", False) else "lost"
-                break
-            if line == last:  # the action written twice in a row: the code's trial gives up
-                traj.ended = "repeat"
-                break
-            last = line
-        else:
-            traj.ended = "max_steps"
-    except ContextLengthExceeded:
-        traj.ended = "context"
-    traj.reward = getattr(env, "reward", None)
-    return traj
+    take = partial(_tries, model, seed=seed)
+    return play_lines(env, model, traj, take, max_steps=max_steps, on_step=on_step, errors=False, gives_up=True)
 
 
-def _tries(model: Model, text: str, seed: int) -> list[Completion]:
-    """Its `llm`: a greedy call, then calls at 0.2, 0.4, ... while the text stripped is shorter than SHORT."""
+def _tries(model: Model, text: str, seed: int) -> tuple[list[Completion], str]:
+    """Its `llm`: a greedy call, then calls at 0.2, 0.4, ... while the text stripped is shorter than SHORT; the
+    calls, and the line (the last text stripped, or "" when every try was short)."""
     calls = [model.complete(text, stop=["\n"], max_tokens=TOKENS)]
     for k in range(1, TRIES):
         if len(calls[-1].text.strip()) >= SHORT:
             break
         calls += model.sample(text, n=1, temperature=round(0.2 * k, 1), seed=seed, stop=["\n"], max_tokens=TOKENS)
-    return calls
+    line = calls[-1].text.strip()
+    return calls, line if len(line) >= SHORT else ""
 
 
 def scenario(traj: Trajectory) -> str:
@@ -140,7 +127,7 @@ def code_trials(
     on_trial: Callable[[Trial], None] | None = None,
     on_step=None,
     seed: int = 0,
-    max_steps: int = STEPS,
+    max_steps: int = GAME_STEPS,
 ) -> list[Trial]:
     """Up to `trials` trials of one game, as its `main.py` runs them with memory: each failed one reflected on
     (the last one too, as its `update_memory` does after every trial), until one succeeds (the game said it
