@@ -22,6 +22,7 @@ from rawreact.config.choices import MAX_TOKENS
 from rawreact.core.actions import parse_command
 from rawreact.core.errors import GrammarError
 from rawreact.core.text import one_line
+from rawreact.environments.game import commands_unknown
 from rawreact.models.base import Model, keep_prefix
 
 GAME_STEPS = 49  # alfworld.ipynb: `for i in range(1, 50)`
@@ -85,10 +86,7 @@ def _step(i: int, transcript: str, env, model: Model, grammar, thoughts: bool, m
     start = time.perf_counter()
     known = getattr(env, "admissible", None)  # None: a game that does not say what it admits
     if grammar is not None and known is None:
-        raise GrammarError(
-            f"{getattr(env, 'path', 'this game')}: the game does not say which commands it admits (TextWorld's .json "
-            "is not beside it), so --grammar commands cannot apply; drop it, or put the game's .json beside it"
-        )
+        raise GrammarError(commands_unknown(getattr(env, "path", "this game")))
     admissible = admitted(known or ())
     line_grammar = None if grammar is None else grammar.for_commands(known, thoughts, env.verbs)
     call = model.complete(transcript, stop=["\n"], max_tokens=max_tokens, grammar=line_grammar)

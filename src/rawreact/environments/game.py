@@ -44,6 +44,19 @@ _WORDS = re.compile(r"[A-Za-z]{2}")  # a line of text, not of the banner's drawi
 _STATUS = re.compile(r"\n>[^\n]*$")  # the game's prompt and status bar after it, which every reply ends with
 
 
+def described(path: str | Path) -> bool:
+    """Whether a game has TextWorld's `.json` beside it: its objective, score, ending and admissible commands."""
+    return Path(path).with_suffix(".json").is_file()
+
+
+def commands_unknown(path: str | Path) -> str:
+    """Why `--grammar commands` cannot apply to a game without its `.json`, and what to do."""
+    return (
+        f"{path}: the game does not say which commands it admits (TextWorld's .json is not beside it), so "
+        "--grammar commands cannot apply; drop it, or put the game's .json beside it"
+    )
+
+
 def clean(feedback: str) -> str:
     """A game's reply on one line: without its prompt and status bar, or what follows `*** The End ***`."""
     text = _STATUS.sub("", feedback)
@@ -70,7 +83,7 @@ class GameEnv:
         if not self.path.is_file():
             raise DataError(f"{self.path}: no such game file; make games with `rawreact games`")
         self._game = None
-        self.described = self.path.with_suffix(".json").is_file()
+        self.described = described(self.path)
         self.answer: str | None = None
         self.opening = ""
         self.admissible: list[str] | None = [] if self.described else None  # None: not known without the .json

@@ -32,6 +32,7 @@ from rawreact.core.folders import split_named
 from rawreact.core.tasks import QA, task_type
 from rawreact.environments.custom import Factory, import_factory
 from rawreact.environments.env import bound_verbs
+from rawreact.environments.game import commands_unknown
 from rawreact.models.cores import threads_problem
 from rawreact.models.specs import model_sha256
 from rawreact.runs.run import unrunnable
@@ -306,10 +307,7 @@ def load_parts(settings: Settings, collection: Collection, **run) -> Parts:
         raise DataError(f"{settings.where}{problem}")
     blind = undescribed(collection) if settings.grammar == "commands" else []
     if blind:
-        raise DataError(
-            f"{settings.where}{blind[0]}: the game does not say which commands it admits (TextWorld's .json is not "
-            "beside it), so --grammar commands cannot apply; drop it, or put the game's .json beside it"
-        )
+        raise DataError(f"{settings.where}{commands_unknown(blind[0])}")
     prompt, grammar, backoff = prompt_of(settings, task), grammar_of(settings), backoff_prompt_of(settings, task)
     if task_type(task).style == "commands" and settings.loop == "reference" and settings.method in REFLEXION:
         check_code_reflection(reflect_prompt_of(settings, task))  # the Reflexion code's query, before any model

@@ -27,6 +27,7 @@ from pathlib import Path
 from rawreact.core.errors import DataError
 from rawreact.core.tasks import GAME
 from rawreact.core.text import whole_number
+from rawreact.environments.game import described
 from rawreact.tasks.collection import Collection, Question
 
 MANIFEST = "games.json"
@@ -243,7 +244,7 @@ def read_game_files(path: str | Path) -> Collection:
 def undescribed(collection: Collection) -> list[str]:
     """The game files of a collection without TextWorld's `.json` beside them: they do not say which commands
     they admit, so `--grammar commands` cannot apply to them."""
-    return [q.game for q in collection.questions if q.game and not Path(q.game).with_suffix(".json").is_file()]
+    return [q.game for q in collection.questions if q.game and not described(q.game)]
 
 
 def _objective(game: Path) -> str:
@@ -310,7 +311,7 @@ def read_games(path: str | Path) -> Collection:
             raise DataError(f"{file}: the game is missing; make it again with `rawreact games {folder}`")
         if _sha256(file) != game["sha256"]:
             raise DataError(f"{file}: the game file changed since it was made (its SHA-256 differs); make it again")
-        if not file.with_suffix(".json").is_file():
+        if not described(file):
             raise DataError(
                 f"{file.with_suffix('.json')}: missing; TextWorld reads a game's objective and admissible commands "
                 f"from the .json tw-make writes beside it: copy it back, or make the game again with `rawreact "
