@@ -184,6 +184,12 @@ def test_an_installed_plugin_is_listed_and_runs_by_its_name_with_its_package_rec
     config = json.loads((work / "r.jsonl.manifest.json").read_text())["config"]
     assert config["env"] == "glossary"
     assert config["env_plugin"] == {"name": "glossary", "package": "glossary-plugin", "version": "1.2.0"}
+    (work / "conf").mkdir()  # a settings file in another folder names the plugin by its name, as the command line
+    (work / "conf" / "run.toml").write_text('env = "glossary"\ndata = "../q.jsonl"\nmodel = "scripted:../s.json"\n')
+    done = subprocess.run([str(CONSOLE), "run", "--config", "conf/run.toml", "--out", "t.jsonl", "-q"], cwd=work,
+                          capture_output=True, text=True, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "rawreact: conf/run.toml names env glossary: importing glossary_plugin from " in done.stderr
     rerun = [str(CONSOLE), "run", "--config", "r.jsonl", "--out", "again.jsonl"]
     refused = subprocess.run(rerun, cwd=work, capture_output=True, text=True, env=env)
     assert refused.returncode == 2 and "add --env glossary" in refused.stderr  # a manifest imports nothing itself

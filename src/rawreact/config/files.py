@@ -102,8 +102,11 @@ def _checked(path: Path, values: dict) -> dict:
 
 def _env_beside(spec: str, folder: Path) -> str:
     """A TOML file's `env` spec with the file's folder before it (`conf/helpers:make`), so that its module is
-    looked up beside the file first; one that names a folder of its own has it read from the file's folder."""
+    looked up beside the file first; one that names a folder of its own has it read from the file's folder. An
+    installed plugin's name stays as it is: it is looked up among the installed modules only."""
     where = read_module(spec)
+    if where.plugin is not None:
+        return spec
     inside = folder / (where.folder or ".")
     return where.named if inside == Path(".") else f"{inside.as_posix()}/{where.named}"
 
