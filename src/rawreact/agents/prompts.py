@@ -62,11 +62,8 @@ class Prompt:
 
 
 def read_text(path: Path) -> str:
-    """A prompt file's text as it is (the Reflexion code reads its examples file whole)."""
-    return _read(path)
-
-
-def _read(path: Path) -> str:
+    """A prompt file's text as it is, or a PromptError naming the file (the Reflexion code reads its examples
+    file whole)."""
     try:
         return path.read_text(encoding="utf-8-sig")
     except OSError as error:
@@ -80,7 +77,7 @@ def read_exemplars(path: str | Path | None = None, method: str = "react", task: 
     lines, each starting `Question:` (`Claim:` for FEVER)."""
     path = Path(path) if path else shipped(method, task, "exemplars.txt")
     header = STARTS.get(method, task_type(task).header)
-    text = _read(path).replace("\r\n", "\n").strip("\n")
+    text = read_text(path).replace("\r\n", "\n").strip("\n")
     exemplars, line = [], 1
     for block in _BLOCKS.split(text):
         if not block.startswith(f"{header}:"):
@@ -105,7 +102,7 @@ def read_instruction(path: str | Path | None = None, method: str = "react", task
     if file.endswith(NAMED):  # the file is code: using it whole would send its source as the instruction
         raise PromptError(f"{path} is code; name the string it assigns to the instruction, as in {path}#NAME")
     path = Path(path) if path else shipped(method, task, "instruction.txt")
-    text = _read(path).rstrip("\n")
+    text = read_text(path).rstrip("\n")
     return text + "\n" if text.strip() else ""
 
 
@@ -123,7 +120,7 @@ def notebook_frame(path: Path, name: str) -> tuple[str, str]:
     first sum that frames values wins over plain strings (alfworld.ipynb also sets `prompt = ''` in its loop
     function), else the first string."""
     try:
-        cells = json.loads(_read(path)).get("cells", [])
+        cells = json.loads(read_text(path)).get("cells", [])
     except (json.JSONDecodeError, AttributeError):
         raise PromptError(f"{path}: not a Jupyter notebook (JSON with 'cells')") from None
     plain = None
@@ -170,7 +167,7 @@ def python_string(path: Path, name: str) -> str:
     the Reflexion code's prompts and exemplars are `prompts.py#REFLECT_INSTRUCTION` and `fewshots.py#REFLECTIONS`
     in a checkout of its repository."""
     try:
-        tree = ast.parse(_read(path))
+        tree = ast.parse(read_text(path))
     except SyntaxError as error:
         raise PromptError(f"{path} line {error.lineno}: not Python: {error.msg}") from None
     found = {}
@@ -285,7 +282,7 @@ def json_string(path: Path, key: str | None, option: str = "--key") -> str:
     """The prompt string under `key` of a reference-style JSON file (an object of prompt strings); `option`
     is the command-line option that names the key, for the error that lists the keys."""
     try:
-        prompts = json.loads(_read(path))
+        prompts = json.loads(read_text(path))
     except json.JSONDecodeError as error:
         raise PromptError(f"{path} line {error.lineno}: not valid JSON: {error.msg}") from None
     if not isinstance(prompts, dict) or not all(isinstance(v, str) for v in prompts.values()):

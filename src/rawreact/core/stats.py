@@ -69,8 +69,8 @@ def wilson(successes: int, n: int, level: float = 0.95) -> Interval:
     return Interval(share, max(0.0, centre - half), min(1.0, centre + half))
 
 
-# The scores that are shares of questions (each question 0 or 1): they get Wilson's interval.
-# The scores that are shares of 0/1 outcomes, as the task types declare them (EM, a game's success).
+# The scores that are shares of 0/1 outcomes (each question 0 or 1), as the task types declare them (EM, a game's
+# success): they get Wilson's interval.
 SHARES = tuple(dict.fromkeys(s.key for t in TASK_TYPES.values() for s in t.scores if s.share))
 
 

@@ -156,8 +156,8 @@ class PassageEnv:
 def run_verb(verb: Verb, arg: str) -> str:
     """A user's verb run on `arg`: what it returns, as one line of text; what it raises, or a return value
     whose text cannot be made, as the observation `Name[arg] failed: ...` (the model's misuse, or the verb's
-    fault, is something the model reads and the episode goes on). A verb that has not returned within
-    `verb_seconds()` is answered so too (see `bound_verbs`); its thread is left to finish on its own."""
+    fault, is something the model reads and the episode goes on). A verb that has not returned within the
+    bound `bound_verbs` set is answered so too; its thread is left to finish on its own."""
     done: list = []
 
     def call() -> None:

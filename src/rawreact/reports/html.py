@@ -219,8 +219,8 @@ def _trials(records: dict[str, list[dict]]) -> str:
     rows = trial_rows(records)
     if not rows:
         return ""
-    headline = of_records([r for found in records.values() for r in found]).headline  # EM; a game's: success
-    metric, label = headline.key, headline.label[:1].upper() + headline.label[1:]
+    metric = of_records([r for found in records.values() for r in found]).headline.key  # EM; a game's: success
+    label = SCORES[metric]
     series = [
         (name, [(s["trial"], s[metric]) for s in trial_stats(found) if s.get(metric) is not None])
         for name, found in records.items()

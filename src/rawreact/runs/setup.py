@@ -170,11 +170,11 @@ def check_env(settings: Settings, collection: Collection, grammar: Grammar | Non
     if grammar is not None and grammar.mode != "commands":
         validate(grammar, env.verbs)
     verbs = [{"name": v.name, "shown": v.shown, "arg": v.arg, "description": v.description} for v in env.verbs]
-    # How long a verb may take decides what an episode whose verb hangs sees: a resume compares it.
     factory = factory_of(settings)
     recorded = {"env": settings.env, "env_sha256": factory.sha256, "verbs": verbs}
     if factory.plugin is not None:  # an installed plugin: which package and version made the environment
         recorded["env_plugin"] = dict(zip(("name", "package", "version"), factory.plugin, strict=True))
+    # How long a verb may take decides what an episode whose verb hangs sees: a resume compares it.
     return recorded | {"verb_timeout": settings.verb_timeout}
 
 
