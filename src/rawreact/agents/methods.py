@@ -21,6 +21,7 @@ from rawreact.agents.record import Step, Trajectory, token_totals
 from rawreact.agents.reference import reference_react
 from rawreact.agents.reflexion import Trial, trials
 from rawreact.agents.reflexion_games import code_trials
+from rawreact.agents.swiftsage import react_baseline
 from rawreact.agents.tools import tool_react
 from rawreact.config.choices import (
     BACKOFFS,
@@ -33,6 +34,7 @@ from rawreact.config.choices import (
 )
 from rawreact.core.metrics import is_answer
 from rawreact.environments.env import PassageEnv
+from rawreact.environments.scienceworld import ScienceWorldEnv
 from rawreact.models.base import Completion, Model
 
 
@@ -238,6 +240,11 @@ def _play(env, model: Model, prompt: Prompt | str, method: str, max_tokens: int,
         if grammar is not None:
             raise ValueError("the reference game loops send what the model wrote, with no grammar")
         steps = {"max_steps": options["max_steps"]} if "max_steps" in options else {}
+        if isinstance(env, ScienceWorldEnv):  # SwiftSage's ReAct baseline
+            if method != "react":
+                raise ValueError("SwiftSage's ReAct baseline (--loop reference on ScienceWorld) runs react only")
+            trajectory = react_baseline(env, model, prompt, max_tokens=max_tokens, on_step=on_step, **steps)
+            return Outcome(method, method, trajectory=trajectory)
         if method == "react-reflexion":  # the Reflexion code's alfworld_runs
             made = code_trials(env, model, prompt, on_step=on_step, **steps, **_code_options(reflexion or {}))
             return Outcome(method, "react", trajectory=made[-1].part, trials=made)

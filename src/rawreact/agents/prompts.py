@@ -10,6 +10,7 @@ import hashlib
 import json
 import random
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -54,11 +55,19 @@ class Prompt:
     text: str
     source: str
     exemplars: int
+    # A prompt file's exemplars by key, where each episode takes its own (SwiftSage's, by task number: the key
+    # `{task}`), and the words its episode starts with (the code's `prompt = '...' + ...`).
+    keyed: Mapping[str, str] | None = None
+    episode_head: str = ""
 
     @property
     def sha256(self) -> str:
-        """A hash of the text, so a run records exactly which prompt it used."""
-        return hashlib.sha256(self.text.encode()).hexdigest()
+        """A hash of the text (and of the exemplars by key, where it has them), so a run records exactly which
+        prompt it used."""
+        if self.keyed is None:
+            return hashlib.sha256(self.text.encode()).hexdigest()
+        keyed = json.dumps(dict(self.keyed), sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(f"{self.text}\0{keyed}\0{self.episode_head}".encode()).hexdigest()
 
 
 def read_text(path: Path) -> str:
@@ -227,7 +236,8 @@ def load_prompt(
     Only HotpotQA's ReAct prompt gets the default instruction: the reference's Standard, CoT and Act
     prompts (`webqa_simple6`, `cotqa_simple6`, `webact_simple6`) start with their first exemplar, and
     its FEVER prompts (`fever.json`) carry their own instruction, which FEVER.ipynb sends with
-    nothing in front; for them an instruction is added only when one is named.
+    nothing in front; for them an instruction is added only when one is named. The key `{task}` takes each
+    episode's exemplar from the file by its task's number (SwiftSage's `prompt.jsonl`: `Prompt.keyed`).
     """
     if method not in FOLDERS:
         raise PromptError(f"no prompt for method {method!r}; the methods with prompts are {', '.join(FOLDERS)}")
@@ -249,7 +259,8 @@ def load_prompt(
         text = python_string(Path(exemplars), key).rstrip("\n") + "\n\n"
         instruction_text = "" if instruction is None else read_instruction(instruction, method, task)
         return Prompt(text=instruction_text + text, source=f"{exemplars}#{key}", exemplars=text.count("Question:"))
-    reference = exemplars is not None and str(exemplars).endswith(".json")
+    # SwiftSage's prompt file of one exemplar per task is JSON, named .jsonl
+    reference = exemplars is not None and (str(exemplars).endswith(".json") or key == TASK_KEY)
     # The reference prepends its instruction to its HotpotQA ReAct prompt only; its other prompts, and
     # its FEVER prompts (which carry their own instruction: FEVER.ipynb sends nothing before them), stand alone.
     alone = method != "react" or task_type(task).reference.own_instruction
@@ -259,6 +270,8 @@ def load_prompt(
     if reference:
         if order is not None:
             raise PromptError(f"order={order}: a reference prompt ({exemplars}) is used whole and cannot be shuffled")
+        if key == TASK_KEY:  # each episode takes the exemplar of its task (SwiftSage's `d[str(task_num)]`)
+            return _keyed_prompt(Path(exemplars), k, instruction_text, instruction)
         made = _reference_prompt(Path(exemplars), key, k, instruction_text)
         file, name = split_named(str(instruction)) if instruction else ("", None)
         if name is not None and file.endswith(".ipynb"):  # a notebook's frame: what it writes after the exemplars
@@ -291,6 +304,27 @@ def json_string(path: Path, key: str | None, option: str = "--key") -> str:
         asked = "no key was given" if key is None else f"it has no key {key!r}"
         raise PromptError(f"{path}: {asked}; choose one with {option}: {', '.join(sorted(prompts))}")
     return prompts[key]
+
+
+TASK_KEY = "{task}"  # --key of a prompt file whose exemplars are chosen per episode, by its task's number
+EPISODE_HEAD = "prompt"  # the name SwiftSage's eval_agent_react.py gives the text each episode starts with
+
+
+def _keyed_prompt(path: Path, k: int | None, instruction: str, source: str | None) -> Prompt:
+    """A prompt file of one exemplar per task (SwiftSage's prompt.jsonl: a JSON object keyed "0" to "29"), each
+    episode taking its task's, after the instruction; with an instruction named in a Python file (`FILE.py#NAME`),
+    the words that file's `prompt` starts with begin each episode."""
+    if k is not None:
+        raise PromptError(f"k={k}: a prompt of one exemplar per task ({path}) takes its task's; drop -k")
+    try:
+        prompts = json.loads(read_text(path))
+    except json.JSONDecodeError as error:
+        raise PromptError(f"{path} line {error.lineno}: not valid JSON: {error.msg}") from None
+    if not isinstance(prompts, dict) or not prompts or not all(isinstance(v, str) for v in prompts.values()):
+        raise PromptError(f"{path}: a prompt of one exemplar per task is a JSON object of strings, keyed by number")
+    file, name = split_named(str(source)) if source else ("", None)
+    head = python_string(Path(file), EPISODE_HEAD) if name is not None and file.endswith(".py") else ""
+    return Prompt(text=instruction, source=f"{path}#{TASK_KEY}", exemplars=1, keyed=prompts, episode_head=head)
 
 
 def _reference_prompt(path: Path, key: str | None, k: int | None, instruction: str) -> Prompt:

@@ -13,7 +13,9 @@ from rawreact.config.settings import PATHS, SEED_MAX
 from rawreact.core.errors import DataError
 from rawreact.core.folders import split_named
 from rawreact.core.stats import intervals_said
+from rawreact.core.tasks import of_records
 from rawreact.core.text import plural, printable, whole_number
+from rawreact.reports.breakdown import breakdown, breakdown_note
 from rawreact.reports.comparison import compare_runs
 from rawreact.reports.export import export
 from rawreact.reports.html import write_page
@@ -124,6 +126,12 @@ def report(args: argparse.Namespace) -> int:
     labels = label_table({name: records for name, (_, records) in loaded.items()})
     if labels:  # FEVER runs: label accuracy per gold label, and what was answered
         print("\n" + printable(table(labels, args.format)), end="")
+    judged = {name: records for name, (_, records) in loaded.items() if of_records(records).scoring == "outcome"}
+    kinds = [row for row in breakdown(judged) if row["by"] == "type"] if judged else []
+    if kinds:  # episodes the environment judged, of several kinds (ScienceWorld's tasks, TextWorld's recipes)
+        print("\n" + printable(table([{"run": r["run"], "kind": r["group"]} | {k: v for k, v in r.items() if k not in (
+            "run", "by", "group")} for r in kinds], args.format)), end="")  # fmt: skip
+        print(f"rawreact: {breakdown_note(kinds)}", file=sys.stderr)
     trials = trial_rows({name: records for name, (_, records) in loaded.items()})
     if trials:  # Reflexion runs: the score after each trial, and each trial's cost
         print("\n" + printable(table(trials, args.format)), end="")

@@ -151,7 +151,7 @@ def result_line(n: int, total: int, result: Result) -> str:
     if result.task.scoring == "outcome":  # the environment judged it: won or not, and its reward
         return (
             f"result [{n}/{total}] {inline(result.question.id)}: {result.task.outcome(result.scores)} "
-            f"(reward {result.reward or 0.0:.2f}); "
+            f"({'' if result.score is None else f'score {result.score:g}, '}reward {result.reward or 0.0:.2f}); "
             f"ended by {out.ended} after {plural(out.taken, 'step')}, {plural(out.model_calls, 'call')}, "
             f"{out.invalid_actions} invalid, {plural(out.repeats, 'repeat')}, {out.seconds:.1f} s"
         )

@@ -88,8 +88,8 @@ def parser() -> argparse.ArgumentParser:
     by_questions.add_argument(
         "data",
         nargs="?",
-        help="questions: HotpotQA JSON (official or Hugging Face), JSONL, or a collection (envs/ layout); "
-        "default: the demo",
+        help="questions: HotpotQA JSON (official or Hugging Face), JSONL, or a collection (envs/ layout); a "
+        "games folder; ScienceWorld's episodes, scienceworld[:SPLIT[:TASKS[:N]]] (docs/games.md); default: the demo",
     )
     by_model.add_argument(
         "--model",

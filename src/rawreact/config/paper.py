@@ -68,6 +68,8 @@ def reference_options(directory: str | Path, task: str, method: str, questions: 
         options = {"prompt": str(directory / reference.prompt_file), "key": reference.prompt_key("", method)}
         if reference.frame is not None:  # the notebook's own loop, with the notebook's words around the exemplars
             options |= {"instruction": f"{directory / reference.notebook}#{reference.frame}", "loop": "reference"}
+        if reference.max_tokens is not None:
+            options["max_tokens"] = reference.max_tokens
         return options
     first, second = BACKOFFS.get(method, (method, None))
     prompt = str(directory / reference.prompt_file)
@@ -111,17 +113,18 @@ def describe(options: dict[str, object], given: dict[str, object], chosen: dict[
     lines = [part("prompt", f"{options['prompt']}#{key}", _given(given, "prompt", "key"))]
     if reference.methods is not None:  # the paper's decision-making rows (ALFWorld's): a game
         frame = options.get("instruction", "none")
-        loop = "alfworld.ipynb's alfworld_run, byte for byte (--loop reference)"
-        return lines + [
-            part("frame", f"{frame}: its words before the two exemplars and after them", _given(given, "instruction")),
-            part("loop", loop, _given(given, "loop")),
-            "  not the paper's: games: TextWorld's (the paper's: ALFWorld's 134 unseen games), each opening laid out "
-            "as ALFWorld's (its room, then `Your task is to: ` and its objective); its exemplars are ALFWorld's "
-            "household, so this is the paper's format, not its task",
-            f"  paper's: steps: {chosen['max_steps'] or 49} (the notebook's: 49)",
-            "  not the paper's: scoring: success and reward of TextWorld's games",
-            f"  not the paper's: model: {chosen['model']} (the paper's: PaLM-540B; the notebook: text-davinci-002)",
+        steps = task_type(chosen["task"]).step_limit(chosen["method"])
+        said = [
+            part("frame", f"{frame}: its words before the exemplars and after them", _given(given, "instruction")),
+            part("loop", reference.loop_said, _given(given, "loop")),
+            part("steps", str(steps), None if chosen["max_steps"] in (None, steps) else str(chosen["max_steps"])),
         ]
+        if reference.max_tokens is not None:
+            tokens = reference.max_tokens
+            said.append(
+                part("tokens a call", str(tokens), None if "max_tokens" not in given else str(given["max_tokens"]))
+            )
+        return lines + said + [f"  not the paper's: {d.format(model=chosen['model'])}" for d in reference.differences]
     instruction = options.get("instruction", "none (the prompt file's own)" if reference.own_instruction else "none")
     lines.append(part("instruction", str(instruction), _given(given, "instruction")))
     if "backoff_key" in options:

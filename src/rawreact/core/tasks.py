@@ -43,6 +43,9 @@ class Reference:
     shuffle_range: bool = False  # the reproduction protocol shuffles over the notebook's range(7405)
     paper_steps: Mapping[str, int] = field(default_factory=dict)  # step limits the paper gives by method
     frame: str | None = None  # the notebook's string that frames the exemplars (`frame = '...' + d[...] + '...'`)
+    max_tokens: int | None = None  # the reference's token limit a call, where it is not the notebooks' 100
+    loop_said: str = ""  # its own loop, in the words `describe` says it (a decision-making task's)
+    differences: tuple[str, ...] = ()  # what of its setup a run cannot be, in those words
 
     def prompt_key(self, key: str, method: str) -> str:
         """The key of `method`'s prompt in this file, from its HotpotQA reference key."""
@@ -98,9 +101,9 @@ class TaskType:
     def outcome(self, record: Mapping) -> str:
         """How a result line names a record's outcome (`record`: its scores by name): "won" or "not won" for an
         outcome that the environment judges, "correct", "wrong" or "not scored (no gold answer)" for an answer."""
+        if self.scoring == "outcome":  # the environment's judgement: whether it was won
+            return "won" if record.get("success") else "not won"
         value = record.get(self.headline.key)
-        if self.scoring == "outcome":
-            return "won" if value else "not won"
         return "not scored (no gold answer)" if value is None else "correct" if value else "wrong"
 
 
@@ -167,9 +170,58 @@ GAME = TaskType(
         methods=("react", "act"),
         sampled=False,
         frame="prompt",  # alfworld.ipynb's `prompt = '<instruction>' + d[...] + d[...] + '<the task follows>'`
+        loop_said="alfworld.ipynb's alfworld_run, byte for byte (--loop reference)",
+        differences=(
+            "games: TextWorld's (the paper's: ALFWorld's 134 unseen games), each opening laid out as ALFWorld's (its "
+            "room, then `Your task is to: ` and its objective); its exemplars are ALFWorld's household, so this is "
+            "the paper's format, not its task",
+            "scoring: success and reward of TextWorld's games",
+            "model: {model} (the paper's: PaLM-540B; the notebook: text-davinci-002)",
+        ),
     ),
 )
-TASK_TYPES: dict[str, TaskType] = {t.name: t for t in (QA, FEVER, GAME)}
+SUCCESS = Score("success", "success", share=True, said="an episode is won (1) or not (0)")
+# ScienceWorld (Wang et al., 2022): its own score, 0 to 100, is the headline, as SwiftSage reports it; won at 100.
+SCIENCEWORLD = TaskType(
+    "scienceworld",
+    unit="episode",
+    header="Task",
+    prompts="scienceworld/",
+    scores=(
+        Score("score", "score", share=False, high=100.0, said="ScienceWorld's score is 0 to 100"),
+        SUCCESS,
+        Score("reward", "reward", share=False, said="a reward is the score as a share, 0 to 1"),
+    ),
+    scoring="outcome",
+    style="commands",
+    layout="scienceworld",
+    benchmark="scienceworld",
+    steps=200,  # SwiftSage's eval_agent_react.py: `max_steps = args["env_step_limit"] * 2`
+    own_passages=False,
+    fields={"success": _NUMBER, "reward": (*_NUMBER, None), "score": (*_NUMBER, None), "game": (str,)},
+    # SwiftSage's ReAct baseline (its science_world branch): one exemplar per task, keyed by the task's number
+    # (`d[str(task_num)]`), after the words its `init_prompt` starts with.
+    reference=Reference(
+        "baselines/ReAct_baseline/prompt.jsonl",
+        "baselines/eval_agent_react.py",
+        key="{{task}}",
+        methods=("react",),
+        sampled=False,
+        frame="init_prompt",
+        max_tokens=50,  # its llm_gpt's max_tokens
+        loop_said="SwiftSage's eval_agent_react.py with eval_utils.findValidActionNew, byte for byte "
+        "(--loop reference)",
+        differences=(
+            "model: {model}, a completion model sent the text as it is (SwiftSage's: gpt-4 and gpt-3.5-turbo, the "
+            "text sent as one user message of a chat)",
+            "prompt cut: to the model's own context window and tokenizer, less 60 tokens (SwiftSage's: 4,096 or "
+            "8,192 tokens, counted by tiktoken)",
+            "valid actions: a tie of words shared goes to the shortest action, then the first alphabetically "
+            "(SwiftSage's: the shortest, then Python's set order, which changes with each process)",
+        ),
+    ),
+)
+TASK_TYPES: dict[str, TaskType] = {t.name: t for t in (QA, FEVER, GAME, SCIENCEWORLD)}
 
 
 def task_type(name: str | None) -> TaskType:

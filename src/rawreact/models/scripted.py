@@ -92,7 +92,8 @@ class ScriptedModel:
 
     @classmethod
     def from_file(cls, path: str | Path) -> "ScriptedModel":
-        """Load a script: a JSON list of completions, used in order, or an object with the
+        """Load a script: a JSON list of completions, used in order (or `{"completions": [...]}`, with
+        `"seconds_per_call"`), or an object with the
         completions of each question by step, `{"questions": {QUESTION: [step 1, ...]}}`, and
         optionally `"seconds_per_call"` and `"reflection"` (the text of every Reflexion reflection).
         Scripts by question give the same answers in any order, so a shuffled or resumed run can use them.
@@ -107,6 +108,11 @@ class ScriptedModel:
         name = f"scripted:{path}"
         if _texts(data):
             return cls(data, name=name)
+        if isinstance(data, dict) and "completions" in data:  # a list in call order, with a pace of its own
+            delay = data.get("seconds_per_call", 0.0)
+            if not _texts(data["completions"]) or not isinstance(delay, (int, float)) or isinstance(delay, bool):
+                raise DataError(f"{path}: 'completions' is a list of completion strings, 'seconds_per_call' a number")
+            return cls(data["completions"], name=name, seconds_per_call=float(delay))
         if isinstance(data, dict) and isinstance(data.get("questions"), dict):
             scripts = data["questions"]
             delay, reflection = data.get("seconds_per_call", 0.0), data.get("reflection")

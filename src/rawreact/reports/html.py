@@ -111,9 +111,24 @@ def _cell_html(value: str) -> str:
 # The columns of the first of the two tables a wide table is split into (each keeps its first column):
 # what a run scored, then what it did and cost.
 _SCORES = ("method", "loop", "model", "grammar", "n", "scored", "EM", "F1", "finished", "supported", "EM supp")
-_SCORES += ("EM unsupp", "success", "reward", "invalid/step")
+_SCORES += ("EM unsupp", "score", "success", "reward", "invalid/step")
 _SCORES += ("vote share", "answered by")
-_INTERVALS = ("method", "loop", "n", "EM", "ΔEM", "F1", "ΔF1", "success", "Δsuccess", "reward", "Δreward", "finished")
+_INTERVALS = (
+    "method",
+    "loop",
+    "n",
+    "EM",
+    "ΔEM",
+    "F1",
+    "ΔF1",
+    "score",
+    "Δscore",
+    "success",
+    "Δsuccess",
+    "reward",
+    "Δreward",
+    "finished",
+)
 
 
 def _split(rows: list[dict[str, str]], first: tuple[str, ...]) -> str:

@@ -37,6 +37,7 @@ def _games_listing(records: list[dict]) -> str:
     """The games of a run, one row each: id, recipe, won, reward, how it ended, steps, invalid commands, task."""
     rows = [
         {"id": r["id"], "recipe": r.get("game") or "-", "won": "yes" if r.get("success") else "no"}
+        | ({"score": score(r.get("score"), "{:g}")} if "score" in r else {})  # an environment's own (ScienceWorld's)
         | {"reward": score(r.get("reward"), "{:.2f}"), "ended": r["ended"], "steps": str(r["steps"])}
         | {"invalid": str(r["invalid_actions"]), "task": one_line(r["question"])}
         for r in records

@@ -76,8 +76,11 @@ def _games(games: list[dict]) -> dict:
         return {}
     steps = sum(r["steps"] for r in games)
     rewards = [r["reward"] for r in games if r.get("reward") is not None]
+    own = [r["score"] for r in games if r.get("score") is not None]  # an environment's own score (ScienceWorld's)
     return {
         "games": len(games),
+        "unit": task_type(games[0].get("task")).unit if len({r.get("task") for r in games}) == 1 else "game",
+        **({"score": sum(own) / len(own)} if own else {}),
         "success": sum(r["success"] for r in games) / len(games),
         **({"reward": sum(rewards) / len(rewards)} if rewards else {}),
         "invalid_per_step": sum(r["invalid_actions"] for r in games) / steps if steps else 0.0,
@@ -187,11 +190,13 @@ def _games_line(s: dict) -> str:
     """The end-of-run sentence of a game run: success, reward, steps, invalid commands and cost."""
     rate = f" ({s['per_minute']:.1f} games per minute of wall time)" if s.get("per_minute") else ""
     reward = _cell(s, "reward", "{:.3f}")
+    unit, own = s.get("unit", "game"), f"score {s['score']:.1f}, " if "score" in s else ""
+    rate = rate.replace(" games ", f" {unit}s ")
     return (
-        f"{plural(s['games'], 'game')}: success {s['success']:.3f}, reward {reward}, {s['steps']:.1f} steps, "
+        f"{plural(s['games'], unit)}: {own}success {s['success']:.3f}, reward {reward}, {s['steps']:.1f} steps, "
         f"{s['invalid_per_step']:.2f} invalid commands a step, {s['calls']:.1f} calls, "
         f"{s['completion_tokens']:.0f} generated and {_cell(s, 'evaluated_tokens', '{:.0f}')} evaluated tokens, "
-        f"{_cell(s, 'repeats_per_question', '{:.2f}')} repeats, {s['seconds']:.1f} s per game{rate}; "
+        f"{_cell(s, 'repeats_per_question', '{:.2f}')} repeats, {s['seconds']:.1f} s per {unit}{rate}; "
         f"ended: {_endings_cell(s)}"
     )
 
@@ -225,6 +230,7 @@ COLUMNS = {
     "scored": ("scored", "{:d}"),
     "EM": ("em", "{:.3f}"),
     "F1": ("f1", "{:.3f}"),
+    "score": ("score", "{:.1f}"),
     "success": ("success", "{:.3f}"),
     "reward": ("reward", "{:.3f}"),
     "invalid/step": ("invalid_per_step", "{:.2f}"),
@@ -250,7 +256,7 @@ COLUMNS = {
 # CoT-SC's, the back-offs', and the loop once a run used the reference loop. ("scored" is shown
 # only when some run has questions without a gold answer.)
 OPTIONAL = {"vote share": ("-",), "answered by": ("-",), "loop": ("-", "tolerant")}
-OPTIONAL |= {"success": ("-",), "reward": ("-",), "invalid/step": ("-",)}  # a game run's
+OPTIONAL |= {"score": ("-",), "success": ("-",), "reward": ("-",), "invalid/step": ("-",)}  # a game run's
 # The columns of questions, left out of a table of games only (where they are all empty, or zero by construction).
 QUESTIONS_ONLY = ("EM", "F1", "finished", "fallback/q", "supported", "EM supp", "EM unsupp", "search hits")
 
@@ -311,7 +317,21 @@ TIMES_NOTE = (
     "s/q is each question's own wall time, which overlaps under --workers; q/min is questions per minute of "
     "the run's wall time (the time its questions covered, resumes' gaps left out)"
 )
-ESSENTIAL = ("n", "scored", "EM", "ΔEM", "F1", "ΔF1", "success", "Δsuccess", "reward", "Δreward", "finished")
+ESSENTIAL = (
+    "n",
+    "scored",
+    "EM",
+    "ΔEM",
+    "F1",
+    "ΔF1",
+    "score",
+    "Δscore",
+    "success",
+    "Δsuccess",
+    "reward",
+    "Δreward",
+    "finished",
+)
 
 
 def fitted(rows: list[dict[str, str]], width: int | None, columns: str | None = None) -> str:

@@ -179,12 +179,20 @@ class Result:
         traj = self.outcome.trajectory
         return None if self.task.scoring != "outcome" or traj is None else traj.reward
 
+    @property
+    def score(self) -> float | None:
+        """The environment's own score, where its task type declares one (ScienceWorld's: the reward times 100,
+        0 to 100); None otherwise."""
+        reward = self.reward
+        return None if reward is None or "score" not in self.task.fields else round(reward * 100, 6)
+
     def _own(self) -> dict:
         """The fields the task type adds to a record (`TaskType.fields`), with its name: none for a question."""
         if self.task.scoring == "label":
             return self._claim()
         if self.task.scoring == "outcome":  # whether it was won (`success`), its reward, and its kind (a recipe)
-            return {"task": self.task.name, "success": self.success, "reward": self.reward, "game": self.question.kind}
+            made = {"task": self.task.name, "success": self.success, "reward": self.reward, "game": self.question.kind}
+            return made | ({"score": self.score} if "score" in self.task.fields else {})
         return {}
 
     def _claim(self) -> dict:

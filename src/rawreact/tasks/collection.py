@@ -19,6 +19,7 @@ from rawreact.core.tasks import QA, of_layout, task_type
 from rawreact.environments.env import PassageEnv
 from rawreact.environments.game import GameEnv
 from rawreact.environments.reference import ReferenceEnv
+from rawreact.environments.scienceworld import ScienceWorldEnv, is_episode
 
 if TYPE_CHECKING:
     from rawreact.environments.store import PassageStore
@@ -87,7 +88,7 @@ class Collection:
 
     def env(
         self, question: Question | None = None, *, n_first: int | None = None, loop: str = "tolerant"
-    ) -> PassageEnv | ReferenceEnv | GameEnv:
+    ) -> PassageEnv | ReferenceEnv | GameEnv | ScienceWorldEnv:
         """A fresh environment over the question's own passages, or the shared ones; a game's own.
 
         `loop` "reference" gives the reference's environment (`ReferenceEnv`, which knows the
@@ -97,6 +98,8 @@ class Collection:
         """
         if loop not in LOOPS:
             raise ValueError(f"unknown loop {loop!r}; the loops are {', '.join(LOOPS)}")
+        if question is not None and is_episode(question.game):  # a ScienceWorld episode, in the simulator
+            return ScienceWorldEnv(question.game)
         if question is not None and question.game:  # a text game is its own environment, laid out for the loop
             return GameEnv(question.game, opening="alfworld" if loop == "reference" else "textworld")
         n_first = LOOPS[loop] if n_first is None else n_first

@@ -28,6 +28,7 @@ from rawreact.core.errors import DataError
 from rawreact.core.tasks import GAME
 from rawreact.core.text import whole_number
 from rawreact.environments.game import described
+from rawreact.environments.scienceworld import is_episode
 from rawreact.tasks.collection import Collection, Question
 
 MANIFEST = "games.json"
@@ -244,7 +245,7 @@ def read_game_files(path: str | Path) -> Collection:
 def undescribed(collection: Collection) -> list[str]:
     """The game files of a collection without TextWorld's `.json` beside them: they do not say which commands
     they admit, so `--grammar commands` cannot apply to them."""
-    return [q.game for q in collection.questions if q.game and not described(q.game)]
+    return [q.game for q in collection.questions if q.game and not is_episode(q.game) and not described(q.game)]
 
 
 def _objective(game: Path) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from rawreact.core.errors import DataError
 from rawreact.core.resources import resource
-from rawreact.tasks import fever, games, hotpotqa
+from rawreact.tasks import fever, games, hotpotqa, scienceworld
 from rawreact.tasks.collection import Collection, Passages, Question, check_unique_ids
 
 DEMO = "demo.json"
@@ -49,6 +49,8 @@ def load_collection(path: str | Path | None = None, questions_only: bool = False
     """Read a question file in any known layout, or games (`games.read_games`); the demo collection shipped in
     `envs/` by default. Where the run brings the passages or the environment (`questions_only`: `--passages`,
     `--env`), a HotpotQA-style row needs its question alone (`hotpotqa.from_rows`)."""
+    if path is not None and scienceworld.is_scienceworld(path):  # episodes of the simulator, by name
+        return scienceworld.read_scienceworld(str(path))
     path = Path(path) if path else resource("envs", DEMO)
     if games.is_games(path):
         return games.read_games(path)
