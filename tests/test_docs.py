@@ -25,6 +25,16 @@ def test_the_reference_pages_are_what_the_code_generates():
         )
 
 
+def test_the_collection_layout_is_on_the_site_as_envs_readme_says_it():
+    """Issue 60 item 6: envs/README.md (the layout of a passage collection) is a page of the site, kept equal to it."""
+    page = (DOCS / "reference" / "collections.md").read_text(encoding="utf-8")
+    readme = (DOCS.parent / "envs" / "README.md").read_text(encoding="utf-8")
+    assert page.endswith(readme) and page.startswith("<!-- generated from envs/README.md"), (
+        "docs/reference/collections.md is stale; run python scripts/docs_reference.py"
+    )
+    assert "Passage collections: reference/collections.md" in (DOCS.parent / "mkdocs.yml").read_text(encoding="utf-8")
+
+
 def test_the_reference_pages_name_every_command_option_and_setting():
     from rawreact.config.settings import KEYS
 

@@ -26,6 +26,36 @@ def test_an_answer_found_only_in_a_failed_searchs_echo_is_not_seen():
     assert react("When?", env, model, max_steps=3).evidence == ["Orlo is a fishing village founded in 1850."]
 
 
+def test_a_game_whose_model_writes_the_same_cut_thought_again_counts_repeats():
+    """Item 3: the same `think:` line, cut at the token limit each time, written five times is four repeats (it
+    counted 0: a cut line holds no action to compare); a thought written whole again counts as before."""
+    from rawreact.agents.game import play
+    from rawreact.environments.game import GAME_VERBS
+
+    class Room:
+        verbs, style, answer, admissible, won, lost, reward = GAME_VERBS, "commands", None, ["look"], False, False, 0.0
+
+        def reset(self):
+            self.opening = "Find the key.\nYou are in a room."
+
+        def fresh(self):
+            return Room()
+
+        @property
+        def done(self):
+            return False
+
+        def step(self, action):
+            return "You see nothing.", False
+
+    long = " think: " + " ".join(["maybe"] * 30)
+    traj = play(Room(), ScriptedModel([long] * 5), "", max_tokens=10, max_steps=5)
+    assert [s.error for s in traj.steps] == ["truncated"] * 5
+    assert [s.repeat_of for s in traj.steps] == [None, 1, 2, 3, 4] and traj.repeats == 4  # each, the one before
+    traj = play(Room(), ScriptedModel([" think: where?", " look", " think: where?"]), "", max_steps=3)
+    assert [s.repeat_of for s in traj.steps] == [None, None, 1] and traj.repeats == 1
+
+
 def test_the_reference_loop_counts_the_steps_the_model_took(tmp_path, capsys):
     """Item 3: seven steps at the limit are "after 7 steps", not 8 (the closing `finish[]` is logged, not taken)."""
     (tmp_path / "s.json").write_text(json.dumps([f" Hm.\nAction {i}: Search[Nowhere]\n" for i in range(1, 8)]))

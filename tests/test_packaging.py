@@ -84,7 +84,7 @@ def test_the_compare_example_runs(tmp_path, monkeypatch, capsys):
 
 
 def test_the_settings_example_runs(tmp_path, monkeypatch, capsys):
-    assert len(_blocks("python", "python.md")) == 6  # each runs in a test of this file
+    assert len(_blocks("python", "python.md")) == 5  # each runs in a test of this file
     monkeypatch.chdir(tmp_path)
     exec(_blocks("python", "python.md")[4], {})
     printed = capsys.readouterr().out.splitlines()
@@ -112,15 +112,15 @@ def _own_verb(capsys, block: str) -> list[str]:
 
 
 def test_the_own_verb_example_runs_on_the_embedded_model(capsys):
-    """Issue 41: the verb of your own (docs/python.md), as written, on Gemma 270M."""
-    printed = _own_verb(capsys, _blocks("python", "python.md")[5])
+    """Issue 41: the verb of your own (docs/environments.md, where issue 60 moved it), as written, on Gemma 270M."""
+    printed = _own_verb(capsys, _blocks("python", "environments.md")[0])
     actions = eval(printed[3])  # the action lines the model wrote, each read by the parser with the new verb
     assert 1 <= len(actions) <= 5 and all(isinstance(a, str) for a in actions)
 
 
 def test_the_own_verb_example_runs_on_the_scripted_model(capsys):
     """The same block with a scripted model that takes the verb: its observation is the function's result."""
-    block = _blocks("python", "python.md")[5]
+    block = _blocks("python", "environments.md")[0]
     assert 'model = load_model("gemma3-270m")' in block
     script = (
         'ScriptedModel([" Orlo was founded in 1852.\\nAction 1: Calculate[2000-1852]\\n", '
@@ -134,8 +134,8 @@ def test_the_own_verb_example_runs_on_the_scripted_model(capsys):
 
 
 def test_the_own_verb_command_runs(tmp_path):
-    """The `--env` commands of docs/python.md, as written, in an empty folder, on the embedded model."""
-    block = _blocks("bash", "python.md")[0]
+    """The `--env` commands of docs/environments.md, as written, in an empty folder, on the embedded model."""
+    block = _blocks("bash", "environments.md")[0]
     assert block.startswith("printf ") and "rawreact run --env myverbs:with_double" in block
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     done = subprocess.run(["bash", "-ec", block], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)

@@ -267,7 +267,8 @@ def test_the_environment_page_s_example_runs_as_it_says(capsys):
     from pathlib import Path
 
     text = (Path(__file__).resolve().parent.parent / "docs" / "environments.md").read_text(encoding="utf-8")
-    [block] = [part.split("\n```", 1)[0] for part in text.split("```python\n")[1:]]
+    blocks = [part.split("\n```", 1)[0] for part in text.split("```python\n")[1:]]
+    [block] = [b for b in blocks if "class " in b]  # the other block is the verb of your own (test_packaging)
     exec(block, {})
     assert capsys.readouterr().out.splitlines() == [
         "October ['Orlo: a fishing village that holds a lantern festival every October.', 'Episode finished.']",

@@ -36,7 +36,8 @@ class Guard:
     """The guardrails of one episode.
 
     A step repeats an earlier one when it takes the same action (verb and argument, ignoring case
-    and white space): a second search of a title (found or not), a thought said twice. A verb that
+    and white space): a second search of a title (found or not), a thought said twice; or when it is
+    a line cut at the token limit (no action could be read) that an earlier step wrote too. A verb that
     moves on (`Verb.moves_on`, a lookup) repeats only when it also sees the same observation (it ran
     out, or started over), since a lookup of the same keyword is how the model moves on to the next result.
     `repeats` says what a repeat does: "off" only counts it, "note" adds a note after its
@@ -61,20 +62,21 @@ class Guard:
 
     def check(self, step) -> bool:
         """Mark `step` if it repeats an earlier step (noting it under "note"); True when the episode must stop."""
-        if step.action is None or step.action.name == "finish":
+        if step.action is None and step.error == "truncated" and step.action_text.strip():
+            key = ("", title_key(step.action_text))  # a line cut at the token limit, written again whole: a repeat
+        elif step.action is None or step.action.name == "finish":
             return False
-        key = _key(step.action)
+        else:
+            key = _key(step.action)
         earlier = self._seen.get(key)
         self._seen[key] = (step.i, step.observation)
-        verb = self.verbs.get(step.action.name)
+        verb = None if step.action is None else self.verbs.get(step.action.name)
         if earlier is None or (verb is not None and verb.moves_on and earlier[1] != step.observation):
             return False
         step.repeat_of = earlier[0]
         if self.repeats == "note":
-            step.note = (
-                f" (Note: step {earlier[0]} already did {format_action(step.action, self.verbs)} and saw the same. "
-                "Try a different action.)"
-            )
+            did = step.action_text if step.action is None else format_action(step.action, self.verbs)
+            step.note = f" (Note: step {earlier[0]} already did {did} and saw the same. Try a different action.)"
         return self.repeats == "stop"
 
 

@@ -7,7 +7,7 @@ words the code's `init_prompt` starts with and the prompt file's exemplar of the
 (`d[str(task_num)]`), then the words its `prompt` starts with, the opening observation with its line
 breaks and tabs made spaces (`clean`), a line break, the description and `\\n>`. Each call sends the
 whole text, stops at a line break and may write 50 tokens; the text stripped at both ends is the action.
-An action that starts with `think:` is answered `OK.` and never reaches the simulator. Any other is
+An action that starts with the thought verb (`think:`) is answered `OK.` and never reaches the simulator. Any other is
 mapped to a valid action (`valid_action`) and sent; a negative score ends the episode, counted 0.
 ` {action}\\n{observation}\\n>` is appended, with the action as mapped, and the action joins the recent
 actions (which start as `look around`). The episode ends when the simulator says it is done, after
@@ -22,6 +22,7 @@ import re
 import time
 from collections.abc import Callable
 
+from rawreact.agents.alfworld import line_verbs
 from rawreact.agents.prompts import Prompt
 from rawreact.agents.record import Step, Trajectory
 from rawreact.core.actions import Action
@@ -120,6 +121,7 @@ def react_baseline(
     text = prompt.episode_head + env.opening + "\n>"
     traj = Trajectory(env.opening, head, header="", preamble=prompt.episode_head, loop="game", verbs=env.verbs)
     limit = max_steps or 2 * episode.limit
+    command, thought = line_verbs(env.verbs)  # the environment's verb of whole lines, and its `think:`
     tokenize, n_ctx = getattr(model, "tokenize", None), getattr(model, "n_ctx", None)
     try:
         for i in range(1, limit + 1):
@@ -130,15 +132,16 @@ def react_baseline(
                     traj.prompt = head
             call = model.complete(head + text, stop=["\n"], max_tokens=max_tokens)
             action, done = call.text.strip(), False
-            if action.startswith("think:"):
-                observation, sent = THOUGHT_SEEN, Action("think", action[len("think:") :].strip())
+            if thought is not None and action.startswith(thought):  # the code's `action.startswith('think:')`
+                observation = THOUGHT_SEEN
+                sent = Action(env.verbs[thought[:-1].lower()].name, action[len(thought) :].strip())
             else:
                 action = valid_action(action, list(sim.get_valid_action_object_combinations()), info["look"],
                                       sim.inventory(), recent)  # fmt: skip
                 raw, _, done, info = sim.step(action)
                 env._update(info, done)
                 done = done or env.lost
-                observation, sent = raw, Action("command", action)
+                observation, sent = raw, Action(command.name, action)
             observation = clean(observation)
             text += f" {action}\n{observation}\n>"
             recent.append(action)

@@ -324,7 +324,7 @@ def parser() -> argparse.ArgumentParser:
     index.add_argument("--out", required=True, help="the store file to write, such as wiki.sqlite")
     index.add_argument("--force", action="store_true", help="replace --out if it exists (once the new one is built)")
     games = commands.add_parser(
-        "games", help="make text games by recipe with TextWorld (offline, seeded), into a folder to --data"
+        "games", help="make text games by recipe with TextWorld (offline, seeded), into a folder to give `rawreact run`"
     )
     games.add_argument("folder", help="the folder to make them in; its games.json lists what was made")
     games.add_argument(

@@ -15,9 +15,8 @@ from pathlib import Path
 
 from rawreact.config.settings import KEYS, PATHS, Settings, kind_text, value_problem
 from rawreact.core.errors import DataError
-from rawreact.core.folders import split_named
+from rawreact.core.folders import is_named_data, split_named
 from rawreact.core.modules import read_module
-from rawreact.tasks.scienceworld import is_scienceworld
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -143,7 +142,7 @@ def _absolute(name: str) -> Path:
 def _file_of(value: str, where) -> str:
     """A path setting with its file passed through `where`; `NOTEBOOK.ipynb#NAME` and `FILE.py#NAME` keep
     their `#NAME` (split as the prompt reader splits them); empty (no instruction) stays."""
-    if not value or is_scienceworld(value):  # ScienceWorld's episodes are named, not read from a file
+    if not value or is_named_data(value):  # a simulator's episodes (ScienceWorld's) are named, not read from a file
         return value
     file, name = split_named(value)
     return str(where(file)) + ("" if name is None else f"#{name}")

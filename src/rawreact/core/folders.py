@@ -8,6 +8,14 @@ from rawreact.core.errors import DataError
 NAMED = (".ipynb", ".py")
 
 
+SIMULATORS = ("scienceworld",)  # data named by a simulator's episodes (`scienceworld:test_mini`), not read from a file
+
+
+def is_named_data(value: str | Path) -> bool:
+    """Whether a `--data` value names a simulator's episodes (`scienceworld:...`) rather than a file."""
+    return any(str(value) == name or str(value).startswith(f"{name}:") for name in SIMULATORS)
+
+
 def split_named(value: str) -> tuple[str, str | None]:
     """`FILE.ipynb#NAME` or `FILE.py#NAME` as (FILE, NAME), split at the last `#` (a folder may hold one);
     any other path as (path, None)."""

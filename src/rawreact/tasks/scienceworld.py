@@ -21,6 +21,7 @@ import difflib
 import hashlib
 
 from rawreact.core.errors import DataError
+from rawreact.core.folders import is_named_data
 from rawreact.core.tasks import SCIENCEWORLD
 from rawreact.core.text import whole_number
 from rawreact.environments.scienceworld import ENV_STEPS, SIMPLIFY, SIMULATOR, Episode, jar_sha256
@@ -42,8 +43,7 @@ SPELLING = "scienceworld[:SPLIT[:TASKS[:N]]][:simplify=S][:limit=L]"
 
 def is_scienceworld(data: str) -> bool:
     """Whether `--data` names ScienceWorld episodes rather than a file."""
-    text = str(data)
-    return text == PREFIX or text.startswith(PREFIX + ":")
+    return is_named_data(data) and str(data).split(":", 1)[0] == PREFIX
 
 
 def _fail(data: str, why: str) -> DataError:
