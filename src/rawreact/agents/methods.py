@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from rawreact.agents.alfworld import alfworld_run
 from rawreact.agents.game import play
 from rawreact.agents.guardrails import supported
+from rawreact.agents.lats import LatsPromptFiles, Search
+from rawreact.agents.lats import lats as run_lats
 from rawreact.agents.loop import react
 from rawreact.agents.prompts import Prompt
 from rawreact.agents.reasoning import Reasoning, reason
@@ -25,6 +27,7 @@ from rawreact.agents.swiftsage import react_baseline
 from rawreact.agents.tools import tool_react
 from rawreact.config.choices import (
     BACKOFFS,
+    LATS,
     METHODS,
     REASONING,
     REFLEXION,
@@ -48,6 +51,7 @@ class Outcome:
     reasoning: Reasoning | None = None
     trials: list[Trial] | None = None  # a Reflexion method's trials, in order; the last one answers
     reflexion: dict | None = None  # a Reflexion method's settings that a record repeats (strategy, evaluator, ...)
+    search: Search | None = None  # LATS's search: its tree, and every call it made
 
     @property
     def _answering(self) -> Trajectory | Reasoning:
@@ -79,6 +83,8 @@ class Outcome:
         """Every model call, in order (of every trial and reflection, for a Reflexion method)."""
         if self.trials is not None:
             return [c for trial in self.trials for c in trial.calls]
+        if self.search is not None:  # every sample of every expansion, every value and reflection
+            return [call.completion for call in self.search.calls]
         calls = [c for step in self.steps for c in step.calls]
         samples = [] if self.reasoning is None else [c for s in self.reasoning.samples for c in s.made_by]
         return samples + calls if self.method == "cot-sc-react" else calls + samples
@@ -95,7 +101,7 @@ class Outcome:
     @property
     def seconds(self) -> float:
         """Wall time of the whole question."""
-        if self.trials is not None:
+        if self.trials is not None or self.search is not None:
             return sum(c.seconds for c in self.calls)
         reasoning = 0.0 if self.reasoning is None else self.reasoning.seconds
         return reasoning + (0.0 if self.trajectory is None else self.trajectory.seconds)
@@ -158,6 +164,7 @@ def solve(
     loop: str = "tolerant",
     header: str = "Question",
     reflexion: dict | None = None,
+    lats: dict | None = None,
     **loop_options,
 ) -> Outcome:
     """Answer `question` by `method` (see METHODS) and return the outcome.
@@ -168,7 +175,8 @@ def solve(
     go to the loop. `loop` "reference" runs the ReAct or Act part in the reference notebook's loop
     (`reference.reference_react`, over a `ReferenceEnv`), which has no grammar.
     `header` is the word the question line starts with ("Claim" for FEVER). A Reflexion method takes
-    the keyword arguments of `reflexion.trials` in `reflexion` (strategy, trials, evaluator, gold, ...).
+    the keyword arguments of `reflexion.trials` in `reflexion` (strategy, trials, evaluator, gold, ...), and
+    LATS its settings in `lats` (`prompts`, a `lats.LatsPrompts`; evaluator, gold, iterations, samples, ...).
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; the methods are {', '.join(METHODS)}")
@@ -206,6 +214,15 @@ def solve(
         if agent == "cot":
             return Outcome(method, "cot", reasoning=last, trials=made)
         return Outcome(method, "react", trajectory=last, trials=made)
+    if method == LATS:
+        settings = dict(lats or {})
+        prompts, evaluator = settings.pop("prompts"), settings.pop("evaluator", "em")
+        text = prompt if isinstance(prompt, str) else prompt.text
+        if isinstance(prompts, LatsPromptFiles):
+            prompts = prompts.made(text, model)
+        search, trajectory = run_lats(question, env, model, prompts, evaluator=evaluator,
+                                      reference=loop == "reference", prompt_text=text, **settings)  # fmt: skip
+        return Outcome(method, LATS, trajectory=trajectory, search=search)
     if method == "tools":
         text = prompt if isinstance(prompt, str) else prompt.text
         options.pop("grammar", None)

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from rawreact.agents.reasoning import Reasoning
-from rawreact.config.choices import REASONING, REFLEXION, SAMPLING
+from rawreact.config.choices import LATS, REASONING, REFLEXION, SAMPLING
 from rawreact.config.settings import Settings
 from rawreact.core.actions import PASSAGE_VERBS
 from rawreact.core.text import inline, plural
@@ -125,7 +125,18 @@ def support_said(value: bool | None) -> str:
 
 
 def sampling_said(settings: Settings) -> str:
-    """The CoT-SC settings of a run's header, if it samples."""
+    """The CoT-SC settings of a run's header, if it samples; LATS's, with what rewards a finish."""
+    if settings.method == LATS:
+        judge = (
+            "em: the gold answer, an oracle, as the paper's"
+            if settings.evaluator == "em"
+            else "supported: the answer in what the path read, no gold answer"
+        )
+        return (
+            f" ({settings.iterations} iterations, {settings.lats_samples} samples an expansion, T "
+            f"{settings.lats_temperature:g}, seed {settings.seed}; a finish rewarded by {judge}; "
+            f"{'its repository' if settings.loop == 'reference' else 'rawreact'}'s rules)"
+        )
     if settings.method not in SAMPLING:
         return ""
     return f" (n {settings.samples}, T {settings.sample_temperature:g}, seed {settings.seed})"

@@ -85,6 +85,7 @@ def parser() -> argparse.ArgumentParser:
     by_guard = run.add_argument_group("guardrails and limits")
     by_output = run.add_argument_group("settings files and output")
     by_trials = run.add_argument_group("Reflexion (--method react-reflexion or cot-reflexion)")
+    by_search = run.add_argument_group("LATS (--method lats)")
     by_questions.add_argument(
         "data",
         nargs="?",
@@ -147,7 +148,8 @@ def parser() -> argparse.ArgumentParser:
         choices=list(METHODS),
         help="react (the default), act (no thoughts), standard, cot, cot-sc (self-consistency), react-cot-sc "
         "(CoT-SC when ReAct gives no answer), cot-sc-react (ReAct when CoT-SC's vote is split), tools (native tool "
-        "calls of a chat model), react-reflexion and cot-reflexion (Reflexion: trials that learn from failed ones)",
+        "calls of a chat model), react-reflexion and cot-reflexion (Reflexion: trials that learn from failed ones), "
+        "lats (tree search over ReAct steps)",
     )
     by_output.add_argument(
         "--config",
@@ -263,6 +265,7 @@ def parser() -> argparse.ArgumentParser:
     )
     by_output.add_argument("-q", "--quiet", action="store_true", help="print only the result lines")
     _reflexion_options(by_trials)  # last: the usage line starts with the options most runs use, not these
+    _lats_options(by_search)
     _compare_parser(commands, run)
     report = commands.add_parser("report", help="the summaries of run files, side by side")
     report.add_argument("runs", nargs="+", metavar="[NAME=]RUN.jsonl", help="run files, the first being the base")
@@ -359,6 +362,36 @@ def parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _lats_options(group) -> None:
+    """The options of LATS's settings, named as its repository names them where it does."""
+    group.add_argument(
+        "--lats-samples", type=_positive,
+        help=f"steps sampled at each expansion (its --n_generate_sample; default: {_DEFAULT.lats_samples})",
+    )  # fmt: skip
+    group.add_argument(
+        "--lats-values", type=_positive,
+        help=f"samples of each value prompt, the first read (its --n_evaluate_sample; default: {_DEFAULT.lats_values})",
+    )  # fmt: skip
+    group.add_argument(
+        "--iterations", type=_positive, help=f"iterations of the search (default: {_DEFAULT.iterations})"
+    )
+    group.add_argument(
+        "--lats-depth", type=_positive, help=f"depth past which a node is not expanded (default: {_DEFAULT.lats_depth})"
+    )
+    group.add_argument(
+        "--rollout-depth", type=_positive, help=f"depth a rollout stops at (default: {_DEFAULT.rollout_depth})"
+    )
+    group.add_argument(
+        "--lats-temperature", type=float,
+        help=f"sampling temperature of every LATS call (its --temperature; default: {_DEFAULT.lats_temperature})",
+    )  # fmt: skip
+    group.add_argument(
+        "--lats-prompts",
+        help="its repository's hotpot/hotpot.py, whose prompts --loop reference sends (--reference DIR sets it)",
+    )
+    group.add_argument("--value-prompt", help="the value prompt of rawreact's rules (default: prompts/lats/value.txt)")
+
+
 def _reflexion_options(group) -> None:
     """The options of the Reflexion methods' settings."""
     group.add_argument(
@@ -373,8 +406,8 @@ def _reflexion_options(group) -> None:
     group.add_argument(
         "--evaluator",
         choices=list(EVALUATORS),
-        help="who says a trial failed: em (the gold answer's exact match, the paper's oracle; the default) or "
-        "supported (no gold answer: the answer must occur in what the trial read)",
+        help="who says a trial failed (LATS: what rewards a finish): em (the gold answer's exact match, the paper's "
+        "oracle; the default) or supported (no gold answer: the answer must occur in what the trial read)",
     )
     group.add_argument(
         "--context",

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rawreact.config import paper
-from rawreact.config.choices import MODES, REFLEXION
+from rawreact.config.choices import LATS, MODES, REFLEXION
 from rawreact.config.files import read_settings, recorded_env
 from rawreact.config.settings import KEYS, OPTIONS, Settings, in_shard
 from rawreact.core.errors import DataError, EnvironmentSetupError
@@ -160,7 +160,8 @@ def say_paper(chosen: Chosen) -> list[str]:
         "model": settings.model,
     }
     lines = paper.describe(info["options"], info["given"], parts)
-    head = f"rawreact: the paper's setup from {info['directory']} (--reference), "
+    whose = "LATS's" if chosen.settings.method == LATS else "the paper's"
+    head = f"rawreact: {whose} setup from {info['directory']} (--reference), "
     return [head + f"{plural(len(chosen.questions), 'question')}:", *lines]
 
 
@@ -169,7 +170,7 @@ def reference_record(chosen: Chosen) -> dict:
     info = chosen.paper
     return {
         "directory": str(info["directory"]),
-        "files": paper.files(info["directory"], info["task"]),
+        "files": paper.files(info["directory"], info["task"], chosen.settings.method),
         "paper": {k: v for k, v in info["options"].items() if k not in info["given"]},
         "yours": info["given"],
     }

@@ -29,8 +29,13 @@ METHODS = {
         Method("tools", "native tool calls", "-"),
         Method("react-reflexion", "ReAct + Reflexion", "-"),
         Method("cot-reflexion", "CoT + Reflexion", "-"),
+        Method("lats", "LATS", "-"),
     )
 }
+
+# Language Agent Tree Search (Zhou et al., 2024): tree search over ReAct steps (agents/lats.py).
+LATS = "lats"
+LATS_EVALUATORS = ("em", "supported")  # what rewards a finish: the gold answer (the paper's oracle), or what was read
 
 
 # Reflexion (Shinn et al., 2023): trials of a method, each after a failed one learning from it.
@@ -59,7 +64,7 @@ TRIALS = 7  # trials per question: the Reflexion paper's HotpotQA figure plots t
 REFLECT_TOKENS = 250  # tokens of one reflection call, as the reference's reflection model
 
 
-PAPER = tuple(m for m in METHODS if m != "tools" and m not in REFLEXION)  # the rows of the paper's table
+PAPER = tuple(m for m in METHODS if m not in ("tools", LATS) and m not in REFLEXION)  # the rows of the paper's table
 
 
 # A back-off's two parts, in the order they run.
@@ -73,7 +78,10 @@ REASONING = ("standard", "cot", "cot-sc")  # the methods that answer from the pr
 
 
 def first_method(method: str) -> str:
-    """The method whose prompt the run's main prompt is: the first part of a back-off, a Reflexion method's agent."""
+    """The method whose prompt the run's main prompt is: the first part of a back-off, a Reflexion method's agent,
+    ReAct for LATS (its steps are ReAct's)."""
+    if method == LATS:
+        return "react"
     return REFLEXION.get(method) or BACKOFFS.get(method, (method,))[0]
 
 
@@ -89,6 +97,8 @@ def guard_problem(method: str, repeats: str, budget: int | None) -> str | None:
         return problem
     if not acts(method) and (repeats != "off" or budget is not None):
         return f"the guardrails repeats and budget watch actions, and method {method} takes none; drop them"
+    if method == LATS and (repeats != "off" or budget is not None):
+        return "the guardrails repeats and budget watch one episode, and LATS searches a tree of them; drop them"
     return None
 
 
@@ -110,6 +120,11 @@ def loop_problem(loop: str, method: str, grammar: bool, repeats: str = "off") ->
                 "tools.gbnf); drop the grammar"
             )
         return None
+    if method == LATS:  # its steps are sampled free, under rawreact's rules (tolerant) or lats.py's (reference)
+        if grammar:
+            return "LATS samples its steps without a grammar, as its repository does; drop the grammar"
+        said = "LATS keeps its own tree, and the guardrails watch one episode; drop --repeats"
+        return said if repeats != "off" else None
     if loop == "tolerant":
         return None
     if repeats == "note":

@@ -13,15 +13,17 @@ paper says), the notebooks' sample of 500 (indices shuffled by `random.Random(23
 import hashlib
 from pathlib import Path
 
-from rawreact.config.choices import BACKOFFS, METHODS, REASONING, REFLEXION
+from rawreact.config.choices import BACKOFFS, LATS, METHODS, REASONING, REFLEXION
 from rawreact.core.errors import DataError
 from rawreact.core.tasks import QA, Reference, task_type
 
 # Each task type declares its reference files (`core.tasks.Reference`): the prompt file and notebook. A game's
 # exemplars are ALFWorld's household; over TextWorld games they give the paper's format, not its task.
 SHUFFLE_SEED, SHUFFLE_RANGE, SAMPLE = 233, 7405, 500  # both notebooks: random.Random(233) over range(7405), first 500
+LATS_PROMPTS = "hotpot/hotpot.py"  # the file of LATS's repository that holds its HotpotQA prompts
 OPTIONS = (
     "loop",
+    "lats_prompts",
     "prompt",
     "key",
     "instruction",
@@ -47,6 +49,14 @@ def _key(task: str, part: str) -> str:
 def reference_options(directory: str | Path, task: str, method: str, questions: int) -> dict[str, object]:
     """The `rawreact run` options of the paper's setup for `method` on a `task` file of `questions` questions."""
     directory = Path(directory).expanduser()
+    if method == LATS:  # LATS's own repository (andyz245/LanguageAgentTreeSearch): its prompts, and lats.py's rules
+        prompts = directory / LATS_PROMPTS
+        if not prompts.is_file():
+            raise DataError(
+                f"--reference {directory}: no {LATS_PROMPTS} there; with --method lats give a clone of LATS's "
+                "repository (andyz245/LanguageAgentTreeSearch)"
+            )
+        return {"loop": "reference", "lats_prompts": str(prompts)}
     if method == "tools":
         raise DataError("--reference sets up the paper's methods, and native tool calls are not one of them")
     if method in REFLEXION:
@@ -89,14 +99,12 @@ def reference_options(directory: str | Path, task: str, method: str, questions: 
     return options
 
 
-def files(directory: str | Path, task: str) -> dict[str, str]:
+def files(directory: str | Path, task: str, method: str = "react") -> dict[str, str]:
     """The reference files the setup reads, by their path in the checkout, with their SHA-256."""
     directory = Path(directory).expanduser()
     reference = _reference(task)
-    return {
-        name: hashlib.sha256((directory / name).read_bytes()).hexdigest()
-        for name in (reference.prompt_file, reference.notebook)
-    }
+    names = (LATS_PROMPTS,) if method == LATS else (reference.prompt_file, reference.notebook)
+    return {name: hashlib.sha256((directory / name).read_bytes()).hexdigest() for name in names}
 
 
 def describe(options: dict[str, object], given: dict[str, object], chosen: dict[str, object]) -> list[str]:
@@ -109,6 +117,20 @@ def describe(options: dict[str, object], given: dict[str, object], chosen: dict[
     def part(name: str, paper: str, yours: str | None) -> str:
         return f"  paper's: {name}: {paper}" if yours is None else f"  yours:   {name}: {yours} (the paper's: {paper})"
 
+    if "lats_prompts" in options:  # LATS's repository
+        return [
+            part(
+                "prompts",
+                f"{options['lats_prompts']} (cot_prompt, value_prompt_reasoning, reflection_prompt and their forms)",
+                _given(given, "lats_prompts"),
+            ),  # fmt: skip
+            part("rules", "lats.py's search, byte for byte (--loop reference)", _given(given, "loop")),
+            "  not the paper's: questions: the data's (LATS ran questions 0 to 99 of HotpotQA's train split, "
+            "over live Wikipedia)",
+            "  not the paper's: token counts for its 4,000-token limit: the model's own tokenizer (its: GPT-2's)",
+            f"  not the paper's: model: {chosen['model']}, a completion model sent the text as it is (the paper's: "
+            "gpt-3.5-turbo, the text sent as one user message of a chat)",
+        ]
     key, reference = options.get("key"), _reference(chosen["task"])
     lines = [part("prompt", f"{options['prompt']}#{key}", _given(given, "prompt", "key"))]
     if reference.methods is not None:  # the paper's decision-making rows (ALFWorld's): a game

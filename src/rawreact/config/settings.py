@@ -17,6 +17,8 @@ from rawreact.config.choices import (
     BACKOFFS,
     CONTEXTS,
     EVALUATORS,
+    LATS,
+    LATS_EVALUATORS,
     LOOPS,
     MAX_TOKENS,
     METHODS,
@@ -56,6 +58,11 @@ _LEAST = {
     "per_endpoint": 1,
     "trials": 1,
     "reflect_max_tokens": 1,
+    "lats_samples": 1,
+    "lats_values": 1,
+    "iterations": 1,
+    "lats_depth": 1,
+    "rollout_depth": 1,
 }
 # The largest value a count may take, and why: each is checked before any model loads.
 _MOST = {
@@ -143,6 +150,15 @@ class Settings:
     reflect_key: str | None = None
     reflect_instruction: str | None = _file()
     reflect_max_tokens: int = REFLECT_TOKENS
+    # LATS (--method lats): its repository's settings and defaults (hotpot/lats.sh, lats.py), and its prompts.
+    lats_samples: int = 5  # --n_generate_sample: steps sampled at each expansion
+    lats_values: int = 1  # --n_evaluate_sample: samples of each value prompt (the first is read)
+    iterations: int = 30  # --iterations
+    lats_depth: int = 7  # expand_node's depth limit
+    rollout_depth: int = 4  # rollout's max_depth
+    lats_temperature: float = 1.0  # --temperature of the repository, for every LATS call
+    lats_prompts: str | None = _file()  # the repository's hotpot/hotpot.py, whose prompts the reference rules send
+    value_prompt: str | None = _file()  # rawreact's rules: the value prompt (default prompts/lats/value.txt)
     # The questions, and how they are sent: a comparison's variants share these.
     data: str | None = _file()
     question: str | None = None
@@ -202,8 +218,30 @@ class Settings:
             return "cache_sampled (--cache-sampled) lets sampled calls come from the cache: give it, --cache FILE"
         return problem or sequences_problem(self.model, self.samples if self.method in SAMPLING else 1, "samples")
 
+    def _lats_problem(self) -> str | None:
+        """What is wrong with the LATS settings for the method, or None."""
+        changed = [k for k in LATS_KEYS if getattr(self, k) != _DEFAULTS[k]]
+        if self.method != LATS:
+            return f"{', '.join(changed)} apply to --method lats only" if changed else None
+        if self.evaluator not in LATS_EVALUATORS:
+            return f"evaluator={self.evaluator!r}: LATS rewards a finish by {' or '.join(LATS_EVALUATORS)}"
+        if self.loop == "reference" and self.lats_prompts is None:
+            return (
+                "LATS under --loop reference sends its repository's prompts: give --lats-prompts "
+                "LATS/hotpot/hotpot.py (or --reference LATS, a clone of andyz245/LanguageAgentTreeSearch)"
+            )
+        if self.loop == "tolerant" and self.lats_prompts is not None:
+            return "--lats-prompts are the repository's, which its rules send: add --loop reference"
+        if self.loop == "reference" and self.value_prompt is not None:
+            return "--value-prompt is rawreact's rules' value prompt; the reference rules send the repository's"
+        return None
+
     def _reflexion_problem(self) -> str | None:
         """What is wrong with the Reflexion settings for the method, or None."""
+        problem = self._lats_problem()
+        if problem or self.method == LATS:  # LATS takes an evaluator of the Reflexion settings, and no other
+            others = [k for k in REFLEXION_KEYS if k != "evaluator" and getattr(self, k) != _DEFAULTS[k]]
+            return problem or (f"{', '.join(others)} apply to the Reflexion methods only" if others else None)
         changed = [k for k in REFLEXION_KEYS if getattr(self, k) != _DEFAULTS[k]]
         if self.method not in REFLEXION:
             if changed:
@@ -260,6 +298,7 @@ KEYS = tuple(_DECLARED)
 # The settings that name a file (a notebook's or Python file's `#NAME` after it), in their order.
 PATHS = tuple(f.name for f in fields(Settings) if f.metadata.get("file"))
 REFLEXION_KEYS = KEYS[KEYS.index("trials") : KEYS.index("reflect_max_tokens") + 1]
+LATS_KEYS = KEYS[KEYS.index("lats_samples") : KEYS.index("value_prompt") + 1]
 REFLECT_KEYS = KEYS[KEYS.index("reflect_prompt") : KEYS.index("reflect_max_tokens") + 1]  # the reflection call's
 # The settings of the questions and of how they are sent: a comparison's variants share them.
 SHARED = KEYS[KEYS.index("data") :]
@@ -329,7 +368,7 @@ def value_problem(key: str, value: object) -> str | None:
         return f"{key}={value} ({option(key)}) must be at most {_MOST[key][0]}: {_MOST[key][1]}"
     if key == "seed" and value > SEED_MAX:
         return f"seed={value} (--seed) must be at most {SEED_MAX}"
-    if key in ("temperature", "sample_temperature") and not (math.isfinite(value) and value >= 0):
+    if key in ("temperature", "sample_temperature", "lats_temperature") and not (math.isfinite(value) and value >= 0):
         return f"{key}={value} must be a finite number of at least 0 (0 is greedy)"
     if key in ("timeout", "verb_timeout") and not (math.isfinite(value) and value > 0):
         return f"{key}={value} ({option(key)}) must be a finite number of seconds above 0"

@@ -89,6 +89,10 @@ class ReferenceEnv:
 
     verbs = PASSAGE_VERBS
     style = "react"
+    # Whether a step after a finish is carried out, as WikiEnv's own `step` does (its check for a finished episode
+    # is commented out): LATS's repository steps one environment for a whole search, so a branch after another's
+    # finish searches on, and the finish's answer stays. The notebooks' loops stop at a finish, and see neither.
+    goes_on = False
 
     def __init__(
         self, pages: "Mapping[str, str] | Pages | PassageStore", n_first: int = N_FIRST, gold: str | None = None
@@ -129,7 +133,7 @@ class ReferenceEnv:
 
     def step(self, action: str) -> tuple[str, bool]:
         """Carry out one action text, as the model's first letter lower-cased; (observation, done)."""
-        if self.answer is not None:  # finished: nothing changes, and the step is not counted
+        if self.answer is not None and not self.goes_on:  # finished: nothing changes, and the step is not counted
             return self.obs, True
         parsed = self.read(action)
         done = False

@@ -34,7 +34,19 @@ _ASSETS = Path(__file__).parent / "assets"  # the page's style and script
 ENDING_COLOURS = dict(
     zip(
         ENDINGS,
-        ("#009e73", "#e69f00", "#cc79a7", "#999999", "#d55e00", "#56b4e9", "#0072b2", "#332288", "#882255"),
+        (
+            "#009e73",
+            "#e69f00",
+            "#cc79a7",
+            "#999999",
+            "#d55e00",
+            "#56b4e9",
+            "#0072b2",
+            "#332288",
+            "#882255",
+            "#44aa99",
+            "#ddcc77",
+        ),  # fmt: skip
         strict=True,
     )
 )
@@ -78,6 +90,7 @@ def page(runs: dict[str, str | Path], *, resamples: int = RESAMPLES, seed: int =
         _trials(records),
         _breakdown(records, resamples, seed),
         _comparison(records, resamples, seed),
+        _trees(records),
         "<h2>Charts</h2>",
         _charts(records, resamples, seed),
         side_by_side(records),
@@ -203,6 +216,29 @@ def _distributions(filled: dict[str, list[dict]]) -> list[str]:
         if points:
             charts.append(svg.scatter(f"F1 per question: {b} against {a}", points, f"{a} F1", f"{b} F1"))
     return charts
+
+
+TREES = 12  # the LATS searches a page draws, the first questions of each run
+
+
+def _trees(records: dict[str, list[dict]]) -> str:
+    """LATS's search trees, one picture a question (the first TREES of each run); empty without a LATS run."""
+    drawn = []
+    for name, found in records.items():
+        searched = [r for r in found if r.get("lats")][:TREES]
+        for record in searched:
+            tree = record["lats"]
+            title = f"{name}: {record['id']}, {record.get('ended')} ({tree['ended']}, {tree['iterations']} iterations)"
+            drawn.append(f'<figure class="tree">{svg.search_tree(title, tree["nodes"], tree["chosen"])}'
+                         f"<figcaption>{escape(title)}</figcaption></figure>")  # fmt: skip
+    if not drawn:
+        return ""
+    note = (
+        "Each LATS search as a tree: a node a step, coloured by its value (red -1, grey 0, green 1), ringed when "
+        "terminal (green: a finish of reward 1); the path to the chosen node thick; a rollout's nodes, which the tree "
+        "does not keep, on dashed edges. Hover a node for its step."
+    )
+    return f'<h2>Search trees</h2><p class="note">{escape(note)}</p>' + "".join(drawn)
 
 
 def _breakdown(records: dict[str, list[dict]], resamples: int, seed: int) -> str:

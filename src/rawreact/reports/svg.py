@@ -258,3 +258,75 @@ def lines(title: str, series: list[tuple[str, list[tuple[int, float]]]], x_label
         body.append(f'<rect x="{lx:.1f}" y="{ly}" width="10" height="10" fill="{colour}"/>')
         body.append(_text(lx + 14, ly + 9, label, cls="tick"))
     return _svg(WIDTH, height, title, body)
+
+
+def search_tree(title: str, nodes: list[dict], chosen: int, most: int = 160) -> str:
+    """A LATS search as a tree: each node a circle, its depth its row, its children below it, coloured by its value
+    (-1 red, 0 grey, 1 green), ringed when terminal (a finish: a thick ring, green when it scored); the path to the
+    chosen node drawn thick; a rollout's nodes (made by a rollout, not kept in the tree) dashed. Each node's tooltip
+    says its step, value, visits and reward. At most `most` nodes are drawn, the first made."""
+    nodes = nodes[:most]
+    by_id = {n["id"]: n for n in nodes}
+    children: dict[int | None, list[dict]] = {}
+    for node in nodes:
+        if node["parent"] is None or node["parent"] in by_id:
+            children.setdefault(node["parent"], []).append(node)
+    x_of: dict[int, float] = {}
+
+    def place(node: dict, left: float) -> float:  # leaves side by side; a parent above the middle of its children
+        kids = children.get(node["id"], [])
+        if not kids:
+            x_of[node["id"]] = left
+            return left + 1
+        right = left
+        for kid in kids:
+            right = place(kid, right)
+        x_of[node["id"]] = (x_of[kids[0]["id"]] + x_of[kids[-1]["id"]]) / 2
+        return right
+
+    roots = children.get(None, [])
+    width_units = sum(place(root, 0) for root in roots[:1]) or 1
+    step_x, step_y, pad = 18, 46, 24
+    depth = max((n["depth"] for n in nodes if n["id"] in x_of), default=0)
+    width, height = int(pad * 2 + step_x * max(width_units - 1, 1)), int(pad * 2 + step_y * depth + 14)
+    on_path, node = set(), by_id.get(chosen)
+    while node is not None:
+        on_path.add(node["id"])
+        node = by_id.get(node["parent"])
+
+    def at(n: dict) -> tuple[float, float]:
+        return pad + step_x * x_of[n["id"]], pad + step_y * n["depth"]
+
+    body = []
+    for n in nodes:
+        if n["id"] in x_of and n["parent"] in x_of:
+            (x1, y1), (x2, y2) = at(by_id[n["parent"]]), at(n)
+            cls = "edge chosen" if n["id"] in on_path else "edge rollout" if n["rollout"] else "edge"
+            body.append(f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" class="{cls}"/>')
+    for n in nodes:
+        if n["id"] not in x_of:
+            continue
+        x, y = at(n)
+        value = max(-1.0, min(1.0, float(n["value"])))
+        colour = _mix("#999999", "#009e73" if value >= 0 else "#d55e00", abs(value))
+        ring = "#009e73" if n["terminal"] and n["reward"] == 1 else "#222222" if n["terminal"] else colour
+        cls = "node chosen" if n["id"] in on_path else "node rollout" if n["rollout"] else "node"
+        said = (
+            "the question"
+            if n["parent"] is None
+            else f"step {n['depth']}: {n['action'] or '(no action)'}; value {n['value']:.2f}, {n['visits']} visits"
+            + (f", terminal, reward {n['reward']:g}" if n["terminal"] else "")
+        )
+        body.append(
+            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{8 if n["id"] in on_path else 6}" fill="{colour}" stroke="{ring}" '
+            f'stroke-width="{3 if n["terminal"] else 1}" class="{cls}" data-node="{n["id"]}"><title>{escape(said)}'
+            "</title></circle>"
+        )
+    body.append(_text(pad, height - 4, f"{len(x_of)} nodes drawn; the chosen path thick", cls="tick"))
+    return _svg(width, height, title, body)
+
+
+def _mix(base: str, tint: str, share: float) -> str:
+    """`base` moved `share` of the way to `tint`, as a #rrggbb colour."""
+    a, b = (tuple(int(c[k : k + 2], 16) for k in (1, 3, 5)) for c in (base, tint))
+    return "#" + "".join(f"{round(p + (q - p) * share):02x}" for p, q in zip(a, b, strict=True))

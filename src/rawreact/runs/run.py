@@ -138,6 +138,7 @@ class Result:
             }
             | self._own()
             | self._trials()
+            | self._lats()
         )
 
     @property
@@ -147,6 +148,11 @@ class Result:
 
     def _served(self) -> dict:
         return {"endpoint": self.endpoint, "restarts": self.restarts, "lost_on": list(self.lost_on)}
+
+    def _lats(self) -> dict:
+        """LATS's own fields: its evaluator (an oracle or not) and its search, with the tree and its costs."""
+        search = self.outcome.search
+        return {} if search is None else {"lats": search.to_dict()}
 
     def _trials(self) -> dict:
         """A Reflexion method's own fields: its settings, and each trial with its scores and cost."""
@@ -273,9 +279,9 @@ def run_questions(
     """
     if workers > 1 and not getattr(model, "concurrent", False):
         raise refuse_workers(model.name, workers)
-    if solve_options.get("method") in REFLEXION:  # every question checked before the first one starts
+    if solve_options.get("method") in REFLEXION or "lats" in solve_options:  # checked before the first one starts
         questions = list(questions)
-        settings = solve_options.get("reflexion") or {}
+        settings = solve_options.get("reflexion") or solve_options.get("lats") or {}
         problem = unrunnable(questions, settings.get("evaluator", "em"), settings.get("context", "none"))
         if problem:
             raise DataError(problem)
@@ -294,6 +300,8 @@ def run_questions(
             options = dict(solve_options)
             if solve_options.get("method") in REFLEXION:  # after a lost server, the trials kept so far stay
                 options["reflexion"] = _trial_options(question, episode_env, reflexion or {}, log, on_trial)
+            if "lats" in options:  # the question's gold answer, which the em evaluator rewards a finish by
+                options["lats"] = options["lats"] | {"gold": question.answer}
             try:
                 with _episode(model) as endpoint:  # a fleet keeps the episode on one server
                     outcome = solve(

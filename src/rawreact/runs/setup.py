@@ -12,13 +12,15 @@ from pathlib import Path
 
 from rawreact.agents.commands import CommandGrammar, load_commands_grammar
 from rawreact.agents.grammar import Grammar, load_grammar, validate
-from rawreact.agents.prompts import Prompt
+from rawreact.agents.lats import LatsPromptFiles
+from rawreact.agents.prompts import Prompt, read_text
 from rawreact.agents.prompts import load_prompt as _load_prompt
 from rawreact.agents.reflexion import ReflectPrompt, load_reflect_prompt
 from rawreact.agents.reflexion_games import check as check_code_reflection
 from rawreact.config.choices import (
     BACKOFFS,
     CALL_STOPS,
+    LATS,
     REFLECTING,
     REFLEXION,
     SAMPLING,
@@ -29,6 +31,7 @@ from rawreact.config.choices import (
 from rawreact.config.settings import Settings
 from rawreact.core.errors import DataError, GrammarError
 from rawreact.core.folders import split_named
+from rawreact.core.resources import resource
 from rawreact.core.tasks import QA, task_type
 from rawreact.environments.custom import Factory, import_factory
 from rawreact.environments.env import bound_verbs
@@ -182,19 +185,39 @@ def solve_options(
     settings: Settings, grammar: Grammar | CommandGrammar | None, backoff: Prompt | None, task: str = QA.name
 ) -> dict:
     """The keyword arguments of `solve` (through `run_questions`) for these settings, on the task's questions."""
-    return {
-        "method": settings.method,
-        "loop": settings.loop,
-        "repeats": settings.repeats,
-        "budget": settings.budget,
-        "backoff_prompt": backoff,
-        "samples": settings.samples,
-        "sample_temperature": settings.sample_temperature,
-        "seed": settings.seed,
-        "max_steps": settings.steps(task),
-        "max_tokens": settings.max_tokens,
-        "grammar": grammar,
-    } | _reflexion_options(settings, task)
+    return (
+        {
+            "method": settings.method,
+            "loop": settings.loop,
+            "repeats": settings.repeats,
+            "budget": settings.budget,
+            "backoff_prompt": backoff,
+            "samples": settings.samples,
+            "sample_temperature": settings.sample_temperature,
+            "seed": settings.seed,
+            "max_steps": settings.steps(task),
+            "max_tokens": settings.max_tokens,
+            "grammar": grammar,
+        }
+        | _reflexion_options(settings, task)
+        | _lats_options(settings)
+    )
+
+
+def _lats_options(settings: Settings) -> dict:
+    """LATS's part of `solve`'s keyword arguments: its settings, and what its prompts are made of (the
+    repository's file under --loop reference; rawreact's value prompt and reflection prompt otherwise)."""
+    if settings.method != LATS:
+        return {}
+    if settings.loop == "reference":
+        prompts = LatsPromptFiles(lats_prompts=settings.lats_prompts)
+    else:
+        value = Path(settings.value_prompt) if settings.value_prompt else resource("prompts", "lats/value.txt")
+        prompts = LatsPromptFiles(value=read_text(value), reflect=load_reflect_prompt(agent="react"))
+    options = {"samples": settings.lats_samples, "values": settings.lats_values, "iterations": settings.iterations,
+               "depth": settings.lats_depth, "rollout_depth": settings.rollout_depth,
+               "temperature": settings.lats_temperature, "seed": settings.seed}  # fmt: skip
+    return {"lats": options | {"prompts": prompts, "evaluator": settings.evaluator}}
 
 
 def _reflexion_options(settings: Settings, task: str = QA.name) -> dict:
