@@ -72,6 +72,7 @@ def test_run_help_groups_its_options_by_purpose():
         "guardrails and limits:",
         "settings files and output:",
         "Reflexion (--method react-reflexion or cot-reflexion):",
+        "LATS (--method lats):",
     ]
 
 

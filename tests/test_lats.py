@@ -389,7 +389,7 @@ def test_a_real_lats_search_runs_on_the_embedded_model(tmp_path, monkeypatch):
     [record] = read_run(tmp_path / "real.jsonl")[1]
     tree = record["lats"]
     assert tree["iterations"] == 1 and "expand" in tree["calls"] and record["model_calls"] == len(tree["calls"])
-    assert record["ended"] in ("finish", "search") and len(tree["nodes"]) >= 1
+    assert record["ended"] in ("finish", "spent") and len(tree["nodes"]) >= 1
 
 
 def test_reference_dir_sets_up_lats_from_a_clone_and_says_so(rows, tmp_path, monkeypatch, capsys):

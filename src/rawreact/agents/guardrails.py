@@ -15,7 +15,7 @@ from rawreact.core.metrics import is_answer, normalize_answer
 from rawreact.environments.titles import title_key
 from rawreact.models.base import Completion
 
-ENDINGS = ("finish", "max_steps", "context", "no_answer", "repeat", "budget", "text", "won", "lost", "loop", "search")
+ENDINGS = ("finish", "max_steps", "context", "no_answer", "repeat", "budget", "text", "won", "lost", "loop", "spent")
 
 
 def spent(calls: list[Completion]) -> int:

@@ -486,7 +486,7 @@ def _trajectory_text(shown: str) -> str:
 
 def chosen_trajectory(search: Search, prompt: str, verbs: Verbs) -> Trajectory:
     """The chosen node's path as the question's trajectory: its steps, each with the call that wrote it, and
-    its answer where it finished; `ended` is "finish" for a node that answered, else "search"."""
+    its answer where it finished; `ended` is "finish" for a node that answered, else "spent"."""
     traj = Trajectory(search.question.removeprefix("Question: "), prompt, loop="lats", verbs=verbs)
     for step in search.chosen.path():
         action = step.parsed if step.parsed is not None else parse_action(step.action, verbs=verbs)
@@ -496,7 +496,7 @@ def chosen_trajectory(search: Search, prompt: str, verbs: Verbs) -> Trajectory:
                                error, sum(c.seconds for c in calls)))  # fmt: skip
     answer = search.chosen.answer
     traj.answer = answer if answer is not None else ""
-    traj.ended = "finish" if answer is not None and is_answer(answer) else "search"
+    traj.ended = "finish" if answer is not None and is_answer(answer) else "spent"
     return traj
 
 
@@ -624,5 +624,5 @@ def lats(
     search = tree.search(iterations)
     traj = chosen_trajectory(search, prompt_text, getattr(env, "verbs", None) or tree.verbs)
     if search.ended != "found" and traj.ended != "finish":
-        traj.ended = "search"
+        traj.ended = "spent"
     return search, traj
