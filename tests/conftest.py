@@ -79,3 +79,20 @@ class Recorder:
 @pytest.fixture
 def recorder():
     return Recorder
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """A headless Chromium (the HTML report's tests, LATS's trees); without one the browser tests are skipped, except
+    under CI, where that fails."""
+    from browser import Browser, find_chromium
+
+    binary = find_chromium()
+    if binary is None:
+        message = "no Chromium to check the HTML report in; install Debian's chromium package"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    started = Browser(binary)
+    yield started
+    started.close()

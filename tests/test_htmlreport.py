@@ -4,7 +4,6 @@ Chromium, that the question table counts, filters, sorts and opens transcripts a
 import base64
 import hashlib
 import json
-import os
 import re
 import subprocess
 import sys
@@ -14,7 +13,6 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from browser import Browser, find_chromium
 from test_runs import _data, _oracle
 
 from rawreact import read_run
@@ -166,20 +164,6 @@ def test_a_missing_run_file_is_named(tmp_path):
     )
     assert done.returncode == 2 and "gone.jsonl" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "r.html").exists()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    """A headless Chromium; without one the browser tests are skipped, except under CI, where that fails."""
-    binary = find_chromium()
-    if binary is None:
-        message = "no Chromium to check the HTML report in; install Debian's chromium package"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    started = Browser(binary)
-    yield started
-    started.close()
 
 
 def _visible(browser) -> list[str]:

@@ -338,15 +338,20 @@ def test_the_shared_environment_goes_on_after_a_finish_as_wikienv_does(rows, tmp
 # rawreact's own rules, and runs.
 
 
-def test_own_rules_search_finds_the_answer_and_records_the_tree(tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)
+def _orlo(folder: Path) -> None:
+    """A question on one passage, and a model that searches, guesses wrong, values, then answers right."""
     passages = {"Orlo": "Orlo is a fishing village. It holds a lantern festival every October."}
-    (tmp_path / "q.json").write_text(json.dumps({"passages": passages, "questions": [
+    (folder / "q.json").write_text(json.dumps({"passages": passages, "questions": [
         {"id": "orlo", "question": "When is the festival of Orlo held?", "answer": "October"}]}))  # fmt: skip
     script = [" I search Orlo.\nAction 1: Search[Orlo]\n", " I guess.\nAction 1: Finish[May]\n",
               " Thus the correctness score is 8", " The festival is in October.\nAction 2: Finish[October]\n",
               " Thus the correctness score is 9"] * 20  # fmt: skip
-    (tmp_path / "s.json").write_text(json.dumps(script))
+    (folder / "s.json").write_text(json.dumps(script))
+
+
+def test_own_rules_search_finds_the_answer_and_records_the_tree(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    _orlo(tmp_path)
     args = ["run", "q.json", "--method", "lats", "--model", "scripted:s.json", "--lats-samples", "2"]
     args += ["--out", "l.jsonl"]
     assert main(args) == 0
@@ -415,41 +420,17 @@ def test_reference_dir_sets_up_lats_from_a_clone_and_says_so(rows, tmp_path, mon
     assert "no hotpot/hotpot.py there" in capsys.readouterr().err
 
 
-@pytest.fixture(scope="module")
-def chromium():
-    """A headless Chromium; without one the browser test is skipped, except under CI, where that fails."""
-    import os
-
-    from browser import Browser, find_chromium
-
-    binary = find_chromium()
-    if binary is None:
-        message = "no Chromium to check the LATS trees in; install Debian's chromium package"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    started = Browser(binary)
-    yield started
-    started.close()
-
-
-def test_the_page_draws_each_search_as_a_tree_with_its_chosen_path(tmp_path, monkeypatch, chromium):
+def test_the_page_draws_each_search_as_a_tree_with_its_chosen_path(tmp_path, monkeypatch, browser):
     """In Chromium: a circle for each node, the chosen node's path (its ancestors and it) drawn thick, the
     rollouts' nodes apart, and the picture inside the page's width (it scrolls in its own figure if wider)."""
     monkeypatch.chdir(tmp_path)
-    passages = {"Orlo": "Orlo is a fishing village. It holds a lantern festival every October."}
-    (tmp_path / "q.json").write_text(json.dumps({"passages": passages, "questions": [
-        {"id": "orlo", "question": "When is the festival of Orlo held?", "answer": "October"}]}))  # fmt: skip
-    script = [" I search Orlo.\nAction 1: Search[Orlo]\n", " I guess.\nAction 1: Finish[May]\n",
-              " Thus the correctness score is 8", " The festival is in October.\nAction 2: Finish[October]\n",
-              " Thus the correctness score is 9"] * 20  # fmt: skip
-    (tmp_path / "s.json").write_text(json.dumps(script))
+    _orlo(tmp_path)
     assert main(["run", "q.json", "--method", "lats", "--model", "scripted:s.json", "--out", "l.jsonl", "-q"]) == 0
     assert main(["report", "l.jsonl", "--html", "page.html"]) == 0
     [record] = read_run(tmp_path / "l.jsonl")[1]
     tree = record["lats"]
-    chromium.open(tmp_path / "page.html")
-    drawn = chromium.evaluate("Array.from(document.querySelectorAll('figure.tree circle')).map(c => "
+    browser.open(tmp_path / "page.html")
+    drawn = browser.evaluate("Array.from(document.querySelectorAll('figure.tree circle')).map(c => "
                               "[Number(c.dataset.node), c.classList.contains('chosen')])")  # fmt: skip
     path, node = set(), tree["chosen"]
     while node is not None:
@@ -457,9 +438,9 @@ def test_the_page_draws_each_search_as_a_tree_with_its_chosen_path(tmp_path, mon
         node = tree["nodes"][node]["parent"]
     assert sorted(n for n, _ in drawn) == [n["id"] for n in tree["nodes"]]
     assert {n for n, chosen in drawn if chosen} == path and len(path) >= 3  # root, steps, the right finish
-    assert chromium.evaluate("document.querySelector('figure.tree').getBoundingClientRect().right") <= 1280
-    assert "Search trees" in chromium.evaluate("document.body.innerText")
-    chromium.screenshot(tmp_path / "tree.png")
+    assert browser.evaluate("document.querySelector('figure.tree').getBoundingClientRect().right") <= 1280
+    assert "Search trees" in browser.evaluate("document.body.innerText")
+    browser.screenshot(tmp_path / "tree.png")
     assert (tmp_path / "tree.png").stat().st_size > 10_000
 
 

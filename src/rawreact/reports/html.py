@@ -23,7 +23,7 @@ from rawreact.reports.breakdown import breakdown, breakdown_note
 from rawreact.reports.comparison import Comparison
 from rawreact.reports.html_questions import prompts_html, questions_table
 from rawreact.reports.sidebyside import side_by_side
-from rawreact.reports.summary import TIMES_NOTE, drop_unused, row_of, summarize
+from rawreact.reports.summary import ESSENTIAL, TIMES_NOTE, drop_unused, row_of, summarize
 from rawreact.reports.trials import TRIALS_NOTE, trial_rows, trial_stats
 from rawreact.runs.records import read_run
 from rawreact.runs.runfile import write_whole
@@ -126,22 +126,7 @@ def _cell_html(value: str) -> str:
 _SCORES = ("method", "loop", "model", "grammar", "n", "scored", "EM", "F1", "finished", "supported", "EM supp")
 _SCORES += ("EM unsupp", "score", "success", "reward", "invalid/step")
 _SCORES += ("vote share", "answered by")
-_INTERVALS = (
-    "method",
-    "loop",
-    "n",
-    "EM",
-    "ΔEM",
-    "F1",
-    "ΔF1",
-    "score",
-    "Δscore",
-    "success",
-    "Δsuccess",
-    "reward",
-    "Δreward",
-    "finished",
-)
+_INTERVALS = ("method", "loop", *(c for c in ESSENTIAL if c != "scored"))  # a comparison's first table
 
 
 def _split(rows: list[dict[str, str]], first: tuple[str, ...]) -> str:
