@@ -8,7 +8,6 @@ import sys
 from html import escape
 
 import pytest
-from test_htmlreport import browser  # noqa: F401 (a headless Chromium)
 
 from rawreact import load_prompt
 from rawreact.agents.record import Trajectory
