@@ -368,6 +368,11 @@ def test_own_rules_search_finds_the_answer_and_records_the_tree(tmp_path, monkey
     assert chosen["action"] == "Finish[October]" and chosen["reward"] == 1.0
     steps = record["trajectory"]["steps"]
     assert [s["action_text"] for s in steps][-1] == "Finish[October]" and record["steps"] == len(steps)
+    capsys.readouterr()
+    assert main(["report", "l.jsonl"]) == 0  # the searches' cost, a row a kind of call
+    said = capsys.readouterr().out
+    expand = tree["cost"]["expand"]["calls"]
+    assert re.search(rf"l\.jsonl +1 +100% +\d+\.0 +{len(tree['nodes'])}\.0 +expand +{expand}\.0 ", said), said
 
 
 @pytest.mark.parametrize(

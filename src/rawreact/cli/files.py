@@ -20,6 +20,7 @@ from rawreact.reports.comparison import compare_runs
 from rawreact.reports.export import export
 from rawreact.reports.html import write_page
 from rawreact.reports.inspect_log import write_inspect_logs
+from rawreact.reports.searches import SEARCHES_NOTE, search_rows
 from rawreact.reports.show import listing, show
 from rawreact.reports.summary import TIMES_NOTE, drop_unused, fitted, row_of, table
 from rawreact.reports.trials import TRIALS_NOTE, trial_rows
@@ -132,6 +133,10 @@ def report(args: argparse.Namespace) -> int:
         print("\n" + printable(table([{"run": r["run"], "kind": r["group"]} | {k: v for k, v in r.items() if k not in (
             "run", "by", "group")} for r in kinds], args.format)), end="")  # fmt: skip
         print(f"rawreact: {breakdown_note(kinds)}", file=sys.stderr)
+    searches = search_rows({name: records for name, (_, records) in loaded.items()})
+    if searches:  # LATS runs: what the searches found, and each kind of call's cost
+        print("\n" + printable(table(searches, args.format)), end="")
+        print(f"rawreact: {SEARCHES_NOTE}", file=sys.stderr)
     trials = trial_rows({name: records for name, (_, records) in loaded.items()})
     if trials:  # Reflexion runs: the score after each trial, and each trial's cost
         print("\n" + printable(table(trials, args.format)), end="")
