@@ -65,7 +65,6 @@ class Node:
     value: float = 0.0
     terminal: bool = False
     reward: float = 0.0
-    em: float | None = None
     rollout: bool = False
     calls: list[int] = field(default_factory=list)
     answer: str | None = None
@@ -263,13 +262,9 @@ class Tree:
                 continue
             if not action:  # lats.py: a sample without an Action line (or an empty one) makes no node
                 continue
-            child = Node(-1, node, node.depth + 1, thought=thought, action=action, parsed=parsed, calls=[first + k])
+            child = self._node(node, thought=thought, action=action, parsed=parsed, calls=[first + k])
             observation, reward, done = self._act(child)
             child.observation, child.reward, child.terminal = observation, reward, reward == 1 or done
-            if reward == 1:
-                child.em = 1.0
-            child.id = len(self.nodes)
-            self.nodes.append(child)
             unique[key] = child
             if child.terminal and reward == 0:
                 self.failed.append({"trajectory": self._shown_path(child), "final_answer": self._sent(child)})
@@ -318,7 +313,7 @@ class Tree:
         nodes = [self.root, *node.path()]
         return "\n".join(n.shown() for n in nodes)
 
-    def value_children(self, node: Node, children: list[Node]) -> list[float]:
+    def value_children(self, children: list[Node]) -> list[float]:
         """lats.py's `get_values` over the non-terminal children (a repeated text is valued 0)."""
         values, seen = [], {}
         for child in children:
@@ -345,15 +340,14 @@ class Tree:
             return
         node.children.extend(self.new_states(node, self.samples))
 
-    def evaluate(self, node: Node) -> float:
+    def evaluate(self, node: Node) -> None:
         """lats.py's `evaluate_node`: the non-terminal children valued, the values given to the children in
-        order (so a terminal child among them takes its neighbour's value), zeros for the rest."""
-        children = [child for child in node.children if not child.terminal]
-        votes = self.value_children(node, children)
+        order (so a terminal child among them takes its neighbour's value), zeros for the rest. (Its mean of
+        the values, which lats.py returns, is used nowhere.)"""
+        votes = self.value_children([child for child in node.children if not child.terminal])
         votes = votes + [0] * (len(node.children) - len(votes))
         for child, vote in zip(node.children, votes, strict=False):
             child.value = vote
-        return sum(votes) / len(votes) if votes else 0
 
     def select(self) -> Node | None:
         """lats.py's `select_node`: down the tree by UCT among non-terminal children; a terminal child of reward
@@ -392,7 +386,7 @@ class Tree:
                     return state.reward, state
             values = []
             while not values:
-                values = self.value_children(node, [s for s in states if not s.terminal])
+                values = self.value_children([s for s in states if not s.terminal])
             best = values.index(max(values))
             rewards.append(max(values))
             node = states[best]
@@ -622,7 +616,4 @@ def lats(
         raise ValueError(f"LATS judges a finish by em or supported, not {evaluator!r}")
     tree = Tree(f"Question: {question}", env, model, prompts, reward=reward, reference=reference, **options)
     search = tree.search(iterations)
-    traj = chosen_trajectory(search, prompt_text, getattr(env, "verbs", None) or tree.verbs)
-    if search.ended != "found" and traj.ended != "finish":
-        traj.ended = "spent"
-    return search, traj
+    return search, chosen_trajectory(search, prompt_text, tree.verbs)

@@ -110,17 +110,13 @@ def react_baseline(
 ) -> Trajectory:
     """Play one ScienceWorld episode as SwiftSage's ReAct baseline does; `ended` is "won", "lost" (done, not won),
     "loop" (its early stop), "max_steps" (twice the simulator's limit, unless `max_steps`) or "context"."""
-    sim, episode = env.simulator, env.episode
-    sim.load(episode.task, episode.variation, episode.simplify, generateGoldPath=True)
-    description = sim.taskdescription()[DESCRIPTION_CUT:]
-    recent = ["look around"]
-    obs, info = sim.reset()
-    env.description, env.opening = sim.taskdescription(), f"{clean(obs)}\n{description}"
-    env._update(info, False)
+    obs, info = env.start(gold_path=True)  # the code loads the task with its gold path made, then resets it
+    sim, recent = env.simulator, ["look around"]
+    env.opening = f"{clean(obs)}\n{env.description[DESCRIPTION_CUT:]}"
     head = prompt.text + exemplar(prompt, env)
     text = prompt.episode_head + env.opening + "\n>"
     traj = Trajectory(env.opening, head, header="", preamble=prompt.episode_head, loop="game", verbs=env.verbs)
-    limit = max_steps or 2 * episode.limit
+    limit = max_steps or 2 * env.episode.limit
     command, thought = line_verbs(env.verbs)  # the environment's verb of whole lines, and its `think:`
     tokenize, n_ctx = getattr(model, "tokenize", None), getattr(model, "n_ctx", None)
     try:
@@ -139,7 +135,7 @@ def react_baseline(
                 action = valid_action(action, list(sim.get_valid_action_object_combinations()), info["look"],
                                       sim.inventory(), recent)  # fmt: skip
                 raw, _, done, info = sim.step(action)
-                env._update(info, done)
+                env.update(info, done)
                 done = done or env.lost
                 observation, sent = raw, Action(command.name, action)
             observation = clean(observation)

@@ -23,6 +23,7 @@ import shutil
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 from rawreact.core.actions import Action, parse_command
 from rawreact.core.errors import DataError
@@ -86,6 +87,8 @@ class _Simulator:
         self._lock = threading.Lock()
         self._env = None  # scienceworld's ScienceWorldEnv that started the JVM
         self._names: list[str] = []
+        self._episode = None  # the class of an episode's simulator, made once the JVM runs
+        self._probe = None  # the simulator the data's variations are read from
 
     def _started(self):
         with self._lock:
@@ -108,30 +111,14 @@ class _Simulator:
     def episode(self, step_limit: int = ENV_STEPS):
         """A new simulator in the JVM, with ScienceWorldEnv's own methods (`load`, `reset`, `step`, ...)."""
         env = self._started()
-        cls = type(env)
-
-        class Episode(cls):  # ScienceWorldEnv on the shared JVM: its own interface, and closing it ends nothing
-            load, reset, step, inventory, taskdescription = map(_off_main, (cls.load, cls.reset, cls.step,
-                                                                  cls.inventory, cls.taskdescription))  # fmt: skip
-            get_valid_action_object_combinations = _off_main(cls.get_valid_action_object_combinations)
-            get_gold_action_sequence = _off_main(cls.get_gold_action_sequence)
-            get_variations_train, get_variations_dev, get_variations_test = map(_off_main, (
-                cls.get_variations_train, cls.get_variations_dev, cls.get_variations_test))  # fmt: skip
-
-            def __init__(self) -> None:  # noqa: D107 - ScienceWorldEnv's fields, without starting a JVM
-                self._gateway = env._gateway
-                self.server = env._gateway.jvm.scienceworld.runtime.pythonapi.PythonInterface()
-                self.lastStepScore, self.taskName, self.envStepLimit = 0, None, step_limit
-                self.goldPathGenerated, self.simplificationStr, self.variationIdx = False, "", 0
-
-            def close(self) -> None:
-                pass
-
-        return Episode()
+        with self._lock:
+            if self._episode is None:
+                self._episode = _episode_class(env)
+            return self._episode(step_limit)
 
     def variations(self, task: str, split: str) -> list[int]:
         """The variations of `task` in `split` (train, dev or test), as ScienceWorld divides them."""
-        probe = self.episode()
+        probe = self._probe = self._probe or self.episode()
         probe.load(task, 0, "")
         return list({"train": probe.get_variations_train, "dev": probe.get_variations_dev,
                      "test": probe.get_variations_test}[split]())  # fmt: skip
@@ -144,7 +131,7 @@ class _Simulator:
     def stop(self) -> None:
         """End the JVM, and wait for it to be gone."""
         with self._lock:
-            env, self._env = self._env, None
+            env, self._env, self._episode, self._probe = self._env, None, None, None
         if env is None:
             return
         process = env._gateway.java_process
@@ -158,6 +145,31 @@ class _Simulator:
             except Exception:  # noqa: BLE001 - it did not end by itself
                 process.kill()
                 process.wait()
+
+
+def _episode_class(env):
+    """The class of an episode's simulator: scienceworld's ScienceWorldEnv on `env`'s JVM, with an interface of its
+    own, its calls off the main thread (`_off_main`), and a `close` that ends nothing."""
+    cls = type(env)
+
+    class Episode(cls):
+        load, reset, step, inventory, taskdescription = map(_off_main, (cls.load, cls.reset, cls.step,
+                                                              cls.inventory, cls.taskdescription))  # fmt: skip
+        get_valid_action_object_combinations = _off_main(cls.get_valid_action_object_combinations)
+        get_gold_action_sequence = _off_main(cls.get_gold_action_sequence)
+        get_variations_train, get_variations_dev, get_variations_test = map(_off_main, (
+            cls.get_variations_train, cls.get_variations_dev, cls.get_variations_test))  # fmt: skip
+
+        def __init__(self, step_limit: int) -> None:  # noqa: D107 - ScienceWorldEnv's fields, without a JVM of its own
+            self._gateway = env._gateway
+            self.server = env._gateway.jvm.scienceworld.runtime.pythonapi.PythonInterface()
+            self.lastStepScore, self.taskName, self.envStepLimit = 0, None, step_limit
+            self.goldPathGenerated, self.simplificationStr, self.variationIdx = False, "", 0
+
+        def close(self) -> None:
+            pass
+
+    return Episode
 
 
 SIMULATOR = _Simulator()
@@ -223,26 +235,30 @@ class ScienceWorldEnv:
             self._sim = SIMULATOR.episode(self.episode.limit)
         return self._sim
 
-    def load(self) -> None:
-        """Load the episode's task and variation, without starting it (`reset` starts it)."""
+    def start(self, gold_path: bool = False) -> tuple[str, dict]:
+        """Load the episode (with the simulator's gold path made, where `gold_path`) and start it: the first
+        observation and info as the simulator gives them. `description` is its `taskdescription()`."""
         sim, ep = self.simulator, self.episode
         try:
-            sim.load(ep.task, ep.variation, ep.simplify, generateGoldPath=False)
+            sim.load(ep.task, ep.variation, ep.simplify, generateGoldPath=gold_path)
         except ValueError as error:  # an unknown task or simplification: ScienceWorld's message names them
             raise DataError(f"{self.path}: {error}") from None
+        obs, info = sim.reset()
+        self.description = sim.taskdescription()
+        self.score, self.won, self.lost, self.finished, self.moves = 0, False, False, False, 0
+        self.answer, self.obs = None, ""
+        self.update(info, False)
+        return obs, info
 
     def reset(self) -> None:
         """Start the episode from its beginning: `opening` is the task's description, then the room it starts in."""
-        self.load()
-        obs, info = self.simulator.reset()
-        self.description = self.simulator.taskdescription()
+        obs, _ = self.start()
         task = self.description[len(TASK_HEAD) :] if self.description.startswith(TASK_HEAD) else self.description
         self.opening = f"{one_line(task)}\n{one_line(obs)}"
-        self.score, self.won, self.lost, self.finished, self.moves = 0, False, False, False, 0
-        self.answer, self.obs = None, ""
-        self._update(info, False)
 
-    def _update(self, info: dict, done: bool) -> None:
+    def update(self, info: dict, done: bool) -> None:
+        """Take in what the simulator said after a step (its info, and whether it is done): the commands valid
+        now, the moves, the score (0 when negative, and lost), won at 100."""
         self.info = info
         self.admissible = sorted(info.get("valid") or [])
         self.look, self.moves = info.get("look", ""), info.get("moves", 0)
@@ -275,7 +291,7 @@ class ScienceWorldEnv:
         if parsed.name == "think":
             return THOUGHT_SEEN, False
         obs, _, done, info = self.simulator.step(parsed.arg)
-        self._update(info, done)
+        self.update(info, done)
         self.obs = one_line(obs) or "Nothing happens."
         return self.obs, self.done
 
@@ -294,4 +310,4 @@ def jar_sha256() -> str:
     """The SHA-256 of the simulator's jar that runs the episodes: a run's data is this simulator's."""
     from scienceworld.constants import JAR_PATH
 
-    return hashlib.sha256(open(JAR_PATH, "rb").read()).hexdigest()
+    return hashlib.sha256(Path(JAR_PATH).read_bytes()).hexdigest()

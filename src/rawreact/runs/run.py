@@ -150,7 +150,7 @@ class Result:
         return {"endpoint": self.endpoint, "restarts": self.restarts, "lost_on": list(self.lost_on)}
 
     def _lats(self) -> dict:
-        """LATS's own fields: its evaluator (an oracle or not) and its search, with the tree and its costs."""
+        """LATS's own field: its search, with the tree and each kind of call's cost (the evaluator: in the manifest)."""
         search = self.outcome.search
         return {} if search is None else {"lats": search.to_dict()}
 

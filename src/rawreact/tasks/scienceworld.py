@@ -108,10 +108,10 @@ def read_scienceworld(data: str) -> Collection:
     for task in task_list(data, tasks, names):
         variations = SIMULATOR.variations(task, split)
         variations = variations[cut] if cut is not None else variations
+        number = names.index(task)
         for variation in variations[:most]:
             episode = Episode(task, variation, simplify, limit)
             digest.update(f"{episode}\0".encode())
-            number = names.index(task)
             question = f"ScienceWorld task {number} ({task}), {split} variation {variation}"
             questions.append(
                 Question(f"{task}-v{variation}", question, "", kind=task, task=SCIENCEWORLD.name, game=str(episode))
