@@ -476,3 +476,22 @@ def test_a_lats_run_resumes_after_a_kill_keeping_each_finished_question(tmp_path
     assert done.returncode == 0, done.stderr
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(records) == 2 and records[0] == json.loads(first[0]) and all(r["lats"]["nodes"] for r in records)
+
+
+def test_resume_refuses_a_lats_run_with_other_settings_or_another_value_prompt(tmp_path, monkeypatch, capsys):
+    """The LATS settings and its prompts (by content) are in the manifest's config, as a Reflexion run's are: a
+    resume with other iterations, or an edited value prompt, would mix two runs, and is refused."""
+    monkeypatch.chdir(tmp_path)
+    _orlo(tmp_path)
+    (tmp_path / "value.txt").write_text("Score the attempt from 1 to 10.\n\n")
+    args = ["run", "q.json", "--method", "lats", "--model", "scripted:s.json", "--value-prompt", "value.txt", "-q"]
+    assert main([*args, "--iterations", "2", "--out", "l.jsonl"]) == 0
+    config = json.loads((tmp_path / "l.jsonl.manifest.json").read_text())["config"]
+    assert config["iterations"] == 2 and config["lats_prompts"].startswith("value.txt + ")
+    assert main([*args, "--iterations", "2", "--out", "l.jsonl", "--resume"]) == 0  # the same: resumed
+    capsys.readouterr()
+    assert main([*args, "--iterations", "3", "--out", "l.jsonl", "--resume"]) == 2
+    assert "--resume would mix two different runs" in capsys.readouterr().err
+    (tmp_path / "value.txt").write_text("Score it.\n\n")
+    assert main([*args, "--iterations", "2", "--out", "l.jsonl", "--resume"]) == 2
+    assert "lats_prompts_sha256" in capsys.readouterr().err

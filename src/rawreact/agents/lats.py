@@ -21,9 +21,11 @@ value prompt. The repository's (`--reference DIR`, `reference=True`): its prompt
 its code kept: docs/reference.md lists them, and where rawreact cannot be the same.
 """
 
+import hashlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from rawreact.agents.record import Step, Trajectory
 from rawreact.core.actions import Action, Verbs, parse_action, parse_step
@@ -508,11 +510,24 @@ class LatsPromptFiles:
     lats_prompts: str | None = None
     value: str = ""
     reflect: object = None
+    value_source: str = "prompts/lats/value.txt"
+
+    @property
+    def source(self) -> str:
+        """Where the prompts come from: the repository's file, or rawreact's value and reflection prompts."""
+        return self.lats_prompts or f"{self.value_source} + {self.reflect.source}"
+
+    @property
+    def sha256(self) -> str:
+        """A hash of what the prompts are made of: the repository's file, or the value and reflection prompts."""
+        if self.lats_prompts is not None:
+            return hashlib.sha256(Path(self.lats_prompts).read_bytes()).hexdigest()
+        return hashlib.sha256(f"{self.value}\0{self.reflect.sha256}".encode()).hexdigest()
 
     def made(self, steps: str, model: Model) -> LatsPrompts:
         """The prompts of a search, counting tokens (for the repository's 4,000-token limit) as `model` does."""
         if self.lats_prompts is None:
-            return own_prompts(steps, self.value, self.reflect, source="prompts/lats/value.txt")
+            return own_prompts(steps, self.value, self.reflect, source=self.source)
         tokenize = getattr(model, "tokenize", None)
         return reference_prompts(self.lats_prompts, (lambda t: len(tokenize(t))) if tokenize else words)
 
@@ -534,8 +549,6 @@ def reference_prompts(path: str, count: Callable[[str], int]) -> LatsPrompts:
     question and steps, its short forms past 4,000 tokens (`count` counts them: the model's tokenizer here,
     GPT-2's there); the value prompt `value_prompt_reasoning` alone (its branch with the failed trajectories
     is never taken: `if len(z) != 0 and False`); the reflection prompt around a failed trajectory."""
-    from pathlib import Path
-
     from rawreact.agents.prompts import python_string
 
     found = {name: python_string(Path(path), name) for name in REFERENCE_STRINGS}

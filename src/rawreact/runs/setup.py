@@ -213,7 +213,8 @@ def _lats_options(settings: Settings) -> dict:
         prompts = LatsPromptFiles(lats_prompts=settings.lats_prompts)
     else:
         value = Path(settings.value_prompt) if settings.value_prompt else resource("prompts", "lats/value.txt")
-        prompts = LatsPromptFiles(value=read_text(value), reflect=load_reflect_prompt(agent="react"))
+        prompts = LatsPromptFiles(value=read_text(value), reflect=load_reflect_prompt(agent="react"),
+                                  value_source=settings.value_prompt or "prompts/lats/value.txt")  # fmt: skip
     options = {"samples": settings.lats_samples, "values": settings.lats_values, "iterations": settings.iterations,
                "depth": settings.lats_depth, "rollout_depth": settings.rollout_depth,
                "temperature": settings.lats_temperature, "seed": settings.seed}  # fmt: skip
@@ -248,40 +249,55 @@ def manifest_config(
     """
     shuffle = run.get("shuffle", False)
     sampled = settings.method in SAMPLING
-    return {
-        "question": run.get("question"),
-        "method": settings.method,
-        "loop": settings.loop,
-        "data_sha256": collection.sha256,
-        "model": settings.model,
-        "model_sha256": model_sha256(settings.model),
-        "prompt": prompt.source,
-        "prompt_sha256": prompt.sha256,
-        "exemplars": prompt.exemplars,
-        "grammar": grammar.name if grammar else None,
-        "grammar_sha256": grammar.sha256 if grammar else None,
-        "shuffle": shuffle,
-        "shuffle_seed": run.get("shuffle_seed", 0) if shuffle else None,
-        "shuffle_range": run.get("shuffle_range") if shuffle else None,
-        "shard": run.get("shard"),
-        "seed": settings.seed,
-        "max_steps": settings.steps(collection.task),
-        "max_tokens": settings.max_tokens,
-        "n_first": settings.sentences,
-        "repeats": settings.repeats,
-        "budget": settings.budget,
-        "n_ctx": settings.n_ctx,
-        "temperature": settings.temperature,
-        "samples": settings.samples if sampled else None,
-        "sample_temperature": settings.sample_temperature if sampled else None,
-        "backoff_prompt": backoff.source if backoff else None,
-        "backoff_prompt_sha256": backoff.sha256 if backoff else None,
-        "passages": settings.passages,
-        "passages_sha256": shared_passages(settings.passages).sha256 if settings.passages else None,
-        "drafts": settings.drafts,
-        # What a step's call stops at (the tools method's chat turns are not text steps).
-        "call_stop": CALL_STOPS[settings.loop] if acts(settings.method) and settings.method != "tools" else None,
-    } | _reflexion_config(settings, collection.task)
+    return (
+        {
+            "question": run.get("question"),
+            "method": settings.method,
+            "loop": settings.loop,
+            "data_sha256": collection.sha256,
+            "model": settings.model,
+            "model_sha256": model_sha256(settings.model),
+            "prompt": prompt.source,
+            "prompt_sha256": prompt.sha256,
+            "exemplars": prompt.exemplars,
+            "grammar": grammar.name if grammar else None,
+            "grammar_sha256": grammar.sha256 if grammar else None,
+            "shuffle": shuffle,
+            "shuffle_seed": run.get("shuffle_seed", 0) if shuffle else None,
+            "shuffle_range": run.get("shuffle_range") if shuffle else None,
+            "shard": run.get("shard"),
+            "seed": settings.seed,
+            "max_steps": settings.steps(collection.task),
+            "max_tokens": settings.max_tokens,
+            "n_first": settings.sentences,
+            "repeats": settings.repeats,
+            "budget": settings.budget,
+            "n_ctx": settings.n_ctx,
+            "temperature": settings.temperature,
+            "samples": settings.samples if sampled else None,
+            "sample_temperature": settings.sample_temperature if sampled else None,
+            "backoff_prompt": backoff.source if backoff else None,
+            "backoff_prompt_sha256": backoff.sha256 if backoff else None,
+            "passages": settings.passages,
+            "passages_sha256": shared_passages(settings.passages).sha256 if settings.passages else None,
+            "drafts": settings.drafts,
+            # What a step's call stops at (the tools method's chat turns are not text steps).
+            "call_stop": CALL_STOPS[settings.loop] if acts(settings.method) and settings.method != "tools" else None,
+        }
+        | _reflexion_config(settings, collection.task)
+        | _lats_config(settings)
+    )
+
+
+def _lats_config(settings: Settings) -> dict:
+    """LATS's part of the manifest config: its settings and its prompts, by content (a resume with other ones is
+    refused, as with a Reflexion run's)."""
+    if settings.method != LATS:
+        return {}
+    prompts = _lats_options(settings)["lats"]["prompts"]
+    keys = ("lats_samples", "lats_values", "iterations", "lats_depth", "rollout_depth", "lats_temperature", "evaluator")
+    made = {"lats_prompts": prompts.source, "lats_prompts_sha256": prompts.sha256}
+    return {k: getattr(settings, k) for k in keys} | made
 
 
 def _reflexion_config(settings: Settings, task: str = QA.name) -> dict:
