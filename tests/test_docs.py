@@ -144,10 +144,19 @@ _HIDDEN = """
 """
 
 
+# The tables the site scrolls sideways (Material wraps each in a scrolling box): text past the page's column is hidden.
+_WIDE_TABLES = """
+Array.from(document.querySelectorAll('.md-typeset__scrollwrap'))
+  .filter(wrap => wrap.scrollWidth > wrap.clientWidth + 1)
+  .map(wrap => ({table: wrap.querySelector('table').rows[0].innerText.slice(0, 60), scrolls: true}))
+"""
+
+
 @pytest.mark.parametrize("width", [1400, 1000])
 def test_no_code_block_of_the_site_hides_text_in_chromium(tmp_path, width):
     """Issue 60 item 6: at 1,400 and 1,000 px, no code block is cut at its right edge (a command's end, a usage
-    line) nor has text under its copy button, on the pages the newcomer found clipped."""
+    line) nor has text under its copy button, and no table scrolls sideways, on the pages the newcomer found clipped
+    and the pages of ScienceWorld's and LATS's tables."""
     from browser import Browser, find_chromium
 
     binary = find_chromium()
@@ -161,9 +170,17 @@ def test_no_code_block_of_the_site_hides_text_in_chromium(tmp_path, width):
     browser = Browser(binary, width=width)
     try:
         hidden = {}
-        for page in ("getting-started", "games", "reference/commands", "reference/python", "environments"):
+        for page in (
+            "getting-started",
+            "games",
+            "reference/commands",
+            "reference/python",
+            "environments",
+            "lats",
+            "paper",
+        ):
             browser.open(site / page / "index.html")
-            found = browser.evaluate(_HIDDEN)
+            found = browser.evaluate(_HIDDEN) + browser.evaluate(_WIDE_TABLES)
             if found:
                 hidden[page] = found[:3]
     finally:
