@@ -4,6 +4,7 @@ import pytest
 from servers import FakeOllama, OpenAIStub
 
 from rawreact import ModelError, load_model
+from rawreact.models.base import WORKER
 from rawreact.models.openai import OpenAIModel
 
 USAGE = {"prompt_tokens": 9, "completion_tokens": 6}
@@ -40,6 +41,37 @@ def test_other_servers_get_one_seeded_request_per_sample(owned_by):
     assert {r["temperature"] for r in stub.requests} == {0.7}
     model.complete("Q", stop=[], max_tokens=5)
     assert (stub.requests[-1]["temperature"], stub.requests[-1]["seed"]) == (0.0, 1)  # greedy calls unchanged
+
+
+def test_llama_server_samples_go_to_the_workers_slot_and_the_slots_after_it():
+    """Sample k of worker w asks for slot (w + k) mod slots, so the samples decode side by side. Before, each
+    pool thread lost the worker and asked for slot 0: a llama-server decoded the samples one after another."""
+    reply = {"choices": [{"text": " x", "finish_reason": "stop"}], "usage": USAGE}
+    stub = OpenAIStub(owned_by="llamacpp", props={"total_slots": 4}, default=reply)
+    model = OpenAIModel(stub.url)
+    token = WORKER.set(2)
+    try:
+        model.sample("Q", n=3, temperature=0.7, seed=10, stop=[], max_tokens=20)
+        model.complete("Q", stop=[], max_tokens=5)  # the worker's own calls stay on its slot
+    finally:
+        WORKER.reset(token)
+    by_seed = {r["seed"]: r["id_slot"] for r in stub.requests[:3]}
+    assert by_seed == {10: 2, 11: 3, 12: 0} and stub.requests[3]["id_slot"] == 2
+
+
+def test_one_sample_of_each_prompt_goes_in_flight_each_on_its_own_slot():
+    """LATS's values of sibling nodes on a server: one request a prompt, each seeded as given, sent as worker + k."""
+    stub = OpenAIStub(owned_by="llamacpp", props={"total_slots": 4},
+                      default={"choices": [{"text": " 7", "finish_reason": "stop"}], "usage": USAGE})  # fmt: skip
+    token = WORKER.set(0)
+    try:
+        made = OpenAIModel(stub.url).sample_each(["A", "B", "C"], temperature=1.0, seeds=[7, 8, 9], stop=[],
+                                                 max_tokens=5)  # fmt: skip
+    finally:
+        WORKER.reset(token)
+    assert [c.text for c in made] == [" 7"] * 3
+    sent = {r["prompt"]: (r["seed"], r["id_slot"], r["temperature"]) for r in stub.requests}
+    assert sent == {"A": (7, 0, 1.0), "B": (8, 1, 1.0), "C": (9, 2, 1.0)}
 
 
 def test_ollama_gets_one_seeded_request_per_sample(gemma):

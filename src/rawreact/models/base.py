@@ -135,15 +135,38 @@ def sample_in_flight(
 ) -> list[Completion]:
     """`n` samples as `n` requests in flight at once, sample k seeded with `seed + k` (server backends).
 
-    `model.complete` must take `temperature` and `seed` keywords that override its own settings.
+    `model.complete` must take `temperature` and `seed` keywords that override its own settings. Sample 0
+    is the calling worker's, and sample k goes as worker + k's: a server with slots answers sample 0 in the
+    worker's own slot, whose cells hold the prompt, and the others in the slots after it, so that they decode
+    beside it rather than queue behind it for one slot (where every sample went before).
     """
+
+    def one(k: int) -> Completion:
+        return model.complete(prompt, stop=stop, max_tokens=max_tokens, temperature=temperature, seed=seed + k)
+
+    def in_slot(k: int, worker: int) -> Completion:
+        WORKER.set(worker + k)  # a pool thread starts from an empty context
+        return one(k)
+
+    worker = WORKER.get()
     with ThreadPoolExecutor(max_workers=n, thread_name_prefix="rawreact-sample") as pool:
-        futures = [
-            pool.submit(
-                model.complete, prompt, stop=stop, max_tokens=max_tokens, temperature=temperature, seed=seed + k
-            )
-            for k in range(n)
-        ]
+        futures = [pool.submit(in_slot, k, worker) for k in range(n)]
+        return [future.result() for future in futures]
+
+
+def sample_each_in_flight(
+    model, prompts: list[str], *, temperature: float, seeds: list[int], stop: list[str], max_tokens: int
+) -> list[Completion]:
+    """One sample of each prompt, as requests in flight at once (LATS's values of sibling nodes on a server):
+    prompt k seeded `seeds[k]` and sent as worker + k's, so that a server with slots answers them side by side."""
+
+    def one(k: int, worker: int) -> Completion:
+        WORKER.set(worker + k)  # a pool thread starts from an empty context
+        return model.complete(prompts[k], stop=stop, max_tokens=max_tokens, temperature=temperature, seed=seeds[k])
+
+    worker = WORKER.get()
+    with ThreadPoolExecutor(max_workers=len(prompts), thread_name_prefix="rawreact-sample") as pool:
+        futures = [pool.submit(one, k, worker) for k in range(len(prompts))]
         return [future.result() for future in futures]
 
 

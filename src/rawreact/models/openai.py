@@ -27,6 +27,7 @@ from rawreact.models.base import (
     cut_at_stop,
     next_turn,
     openai_message,
+    sample_each_in_flight,
     sample_in_flight,
 )
 from rawreact.models.replies import (
@@ -289,6 +290,14 @@ class OpenAIModel:
         elif self.family == "vllm":
             body["repetition_penalty"] = 1.0  # vLLM applies the model's generation_config.json otherwise
         return body
+
+    def sample_each(
+        self, prompts: list[str], *, temperature: float, seeds: list[int], stop: list[str], max_tokens: int
+    ) -> list[Completion]:
+        """One sample of each prompt, as requests in flight at once (each on a slot of its own, on llama-server)."""
+        return sample_each_in_flight(
+            self, prompts, temperature=temperature, seeds=seeds, stop=stop, max_tokens=max_tokens
+        )
 
     def sample(
         self, prompt: str, *, n: int, temperature: float, seed: int, stop: list[str], max_tokens: int
