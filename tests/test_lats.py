@@ -391,7 +391,7 @@ def test_lats_settings_that_cannot_work_are_refused(given, said):
         Settings(**given)
 
 
-def test_a_real_lats_search_runs_on_the_embedded_model(tmp_path, monkeypatch):
+def test_a_real_lats_search_runs_on_the_embedded_model(tmp_path, monkeypatch, gemma):
     monkeypatch.chdir(tmp_path)
     args = ["run", "--method", "lats", "--limit", "1", "--iterations", "1", "--lats-samples", "2", "--rollout-depth",
             "2", "--threads", "1", "--out", "real.jsonl", "-q"]  # fmt: skip
@@ -400,6 +400,47 @@ def test_a_real_lats_search_runs_on_the_embedded_model(tmp_path, monkeypatch):
     tree = record["lats"]
     assert tree["iterations"] == 1 and "expand" in tree["calls"] and record["model_calls"] == len(tree["calls"])
     assert record["ended"] in ("finish", "spent") and len(tree["nodes"]) >= 1
+    # Every expansion starts from the kept state of its prompt's fixed head (the exemplars): the model evaluates the
+    # question and steps after them. Before, each expansion evaluated its whole prompt, exemplars and all.
+    from rawreact import load_prompt
+
+    expand, exemplars = tree["cost"]["expand"], len(gemma.tokenize(load_prompt().text))
+    assert 0 < expand["evaluated"] / (expand["calls"] / 2) < exemplars / 2, (expand, exemplars)
+
+
+def test_values_of_siblings_decode_side_by_side_and_samples_one_by_one_give_the_same_tokens(gemma):
+    """The sampling context's two ways and their baselines (benchmarks/lats.py): requests whose tokens are forced
+    write the same tokens side by side as one after another, in fewer passes; and `sample_each` draws one seeded
+    sample of each prompt, the same again for the same seeds."""
+    from rawreact.models.batch import Request
+
+    prompts = [f"Question: What colour is the {thing}?\nThought 1:" for thing in ("sea", "sky at dusk", "grass")]
+    first = gemma.sample_each(prompts, temperature=1.0, seeds=[4, 5, 6], stop=["\n"], max_tokens=12)
+    again = gemma.sample_each(prompts, temperature=1.0, seeds=[4, 5, 6], stop=["\n"], max_tokens=12)
+    assert [c.text for c in first] == [c.text for c in again]
+    assert [c.prompt_tokens for c in first] == [len(gemma.tokenize(p)) for p in prompts]
+    written = [gemma.tokenize(c.text, bos=False) for c in first]
+    engine = next(iter(gemma._samplers.values()))
+
+    def forced(tokens):
+        at = iter(tokens)
+        return lambda logits: next(at, -1)
+
+    passes = {}
+    for together in (True, False):
+        requests = [Request(p, gemma.tokenize(p), forced(w), [], 12) for p, w in zip(prompts, written, strict=True)]
+        before = engine.stats.passes
+        engine.side_by_side(requests, together=together)
+        passes[together] = engine.stats.passes - before
+        assert [r.completion for r in requests] == written
+        samples = [Request(prompts[0], gemma.tokenize(prompts[0]), forced(w), [], 12) for w in written]
+        before = engine.stats.passes
+        engine.fork(samples, together=together)
+        passes[together, "fork"] = engine.stats.passes - before
+        assert [r.completion for r in samples] == written  # each fork wrote its own forced tokens
+    longest = max(len(w) for w in written)
+    assert passes[True, "fork"] <= longest + 1 < sum(len(w) for w in written) <= passes[False, "fork"] + len(written)
+    assert passes[True] < passes[False]
 
 
 def test_reference_dir_sets_up_lats_from_a_clone_and_says_so(rows, tmp_path, monkeypatch, capsys):

@@ -30,7 +30,7 @@ from pathlib import Path
 from rawreact.agents.record import Step, Trajectory
 from rawreact.core.actions import Action, Verbs, parse_action, parse_step
 from rawreact.core.metrics import exact_match, is_answer
-from rawreact.models.base import Completion, Model
+from rawreact.models.base import Completion, Model, keep_prefix
 
 # The repository's defaults (hotpot/lats.sh and lats.py).
 SAMPLES, VALUES, ITERATIONS, TEMPERATURE = 5, 1, 30, 1.0
@@ -126,6 +126,7 @@ class LatsPrompts:
     value: Callable[[str, list[str], list[dict]], str]
     reflect: Callable[[str], str]
     source: str = ""
+    heads: tuple[str, ...] = ()  # the text every expansion and every value prompt begins with, kept by the model
 
 
 @dataclass
@@ -192,6 +193,8 @@ class Tree:
         self.reflections: list[dict] = []
         self.value_cache: dict[str, float] = {}
         self.root = self._node(None)
+        for head in prompts.heads:  # each expansion and value starts from their state, computed once (embedded model)
+            keep_prefix(model, head)
         if reference:  # one environment for the whole search, as lats.py's global `env`, going on after a finish
             env.reset()
             env.goes_on = True
@@ -317,23 +320,33 @@ class Tree:
 
     def value_children(self, children: list[Node]) -> list[float]:
         """lats.py's `get_values` over the non-terminal children (a repeated text is valued 0)."""
-        values, seen = [], {}
-        for child in children:
-            text = self.text(child)
+        texts = [self.text(child) for child in children]
+        prompts = {text: self.prompts.value(text, self.unique_failed(), self.reflections) for text in texts}
+        asked = list(dict.fromkeys(p for p in prompts.values() if p not in self.value_cache))
+        first = len(self.calls)
+        for prompt, made in zip(asked, self._sample_each("value", asked, self.values), strict=True):
+            self.value_cache[prompt] = value_of(made[0].text)  # value_outputs_unwrap reads the first sample only
+        values, seen = [], set()
+        for child, text in zip(children, texts, strict=True):
             if text in seen:
                 values.append(0)
                 continue
-            prompt = self.prompts.value(text, self.unique_failed(), self.reflections)
-            if prompt in self.value_cache:
-                value = self.value_cache[prompt]
-            else:
-                made = self._sample("value", prompt, self.values, [])
-                value = value_of(made[0].text)  # value_outputs_unwrap reads the first sample only
-                child.calls.append(len(self.calls) - len(made))
-                self.value_cache[prompt] = value
-            seen[text] = value
-            values.append(value)
+            seen.add(text)
+            if prompts[text] in asked:
+                child.calls.append(first + asked.index(prompts[text]) * self.values)
+            values.append(self.value_cache[prompts[text]])
         return values
+
+    def _sample_each(self, kind: str, prompts: list[str], n: int) -> list[list[Completion]]:
+        """`n` samples of each prompt, as `_sample` of each in turn would draw them; single samples of several
+        prompts decoded side by side where the model can (the embedded one: `sample_each`)."""
+        each = getattr(self.model, "sample_each", None)
+        if n != 1 or len(prompts) < 2 or each is None:
+            return [self._sample(kind, prompt, n, []) for prompt in prompts]
+        seeds = [self.seed + len(self.calls) + k for k in range(len(prompts))]
+        made = each(prompts, temperature=self.temperature, seeds=seeds, stop=[], max_tokens=self.max_tokens)
+        self.calls += [Call(kind, c) for c in made]
+        return [[c] for c in made]
 
     def expand(self, node: Node) -> None:
         """lats.py's `expand_node`: a node at the depth limit turns terminal; else its children are added."""
@@ -568,8 +581,17 @@ def reference_prompts(path: str, count: Callable[[str], int]) -> LatsPrompts:
     def value(text: str, failed: list[str], reflections: list[dict]) -> str:
         return found["value_prompt_reasoning"].format(s="", input=text + "\nThis trajectory is ")
 
+    heads = tuple(_literal_head(found[name]) for name in ("cot_prompt", "value_prompt_reasoning"))
     return LatsPrompts(expand, value, lambda trajectory: found["reflection_prompt"].format(trajectory=trajectory),
-                       source=f"{path}#{','.join(REFERENCE_STRINGS)}")  # fmt: skip
+                       source=f"{path}#{','.join(REFERENCE_STRINGS)}", heads=heads)  # fmt: skip
+
+
+def _literal_head(template: str) -> str:
+    """The text a `str.format` template begins with, up to its first field."""
+    import string
+
+    literal, *_ = next(iter(string.Formatter().parse(template)), ("", None))
+    return literal
 
 
 WRONG = "This trajectory is wrong.\nThus the correctness score is 1"  # how own value prompts show a failed one
@@ -595,7 +617,7 @@ def own_prompts(steps: str, value_text: str, reflect, source: str = "") -> LatsP
         question, _, rest = trajectory.partition("\n")
         return reflect.text(question.removeprefix("Question: "), rest.strip("\n"))
 
-    return LatsPrompts(expand, value, reflection, source=source)
+    return LatsPrompts(expand, value, reflection, source=source, heads=(steps, value_text))
 
 
 def lats(

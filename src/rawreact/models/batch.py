@@ -84,6 +84,7 @@ class Request:
     cancelled: bool = False  # its caller stopped waiting (Ctrl-C): it is dropped at the next step
     build: "Prefix | None" = None  # the prefix this request computes, in the prefix's own sequence
     forks: list["Request"] = field(default_factory=list)  # requests that start from this one's prompt
+    then: "Request | None" = None  # a fork decoded one by one: the next, which starts when this one ends
     draft: int = 0  # tokens guessed by prompt lookup per pass, up to the engine's `drafts` (0: none; greedy only)
     lookup: Lookup | None = None
 
@@ -133,7 +134,7 @@ class Engine:
         self.ctx = llama_cpp.llama_init_from_model(llm._model.model, params)
         if not self.ctx:
             raise ModelError(f"llama.cpp could not make a context of {streams} x {n_ctx} tokens; lower --n-ctx")
-        self.llm, self.streams, self.drafts, self.unified = llm, streams, drafts, unified
+        self.llm, self.streams, self.drafts, self.unified, self.cells = llm, streams, drafts, unified, params.n_ctx
         self.n_threads, self.threads = n_threads, threads  # `threads()`: the count of the next pass (models.cores)
         self.stats = Stats()
         self.trace: list[tuple[bytes, int, int]] | None = None  # when a list: each draft's text before it, size, kept
@@ -182,15 +183,37 @@ class Engine:
         request.stream = WORKER.get() % self.streams
         return self._until_done(request, [request])
 
-    def fork(self, requests: list[Request]) -> None:
+    def fork(self, requests: list[Request], *, together: bool = True) -> None:
         """Decode requests that share one prompt: it is evaluated once, in stream 0, and every other
         stream starts from its cells (in a unified context they share them). Each starts cold, so
-        the same requests always give the same texts."""
+        the same requests always give the same texts.
+
+        With `together` False (a baseline for benchmarks) the requests still share the prompt's cells
+        and first logits, but decode one after another, a token a pass, as separate calls would.
+        """
         for stream, request in enumerate(requests):
             request.stream = stream
             self._llama_cpp.llama_memory_seq_rm(self.memory, stream, -1, -1)
             self.last[stream], self.holds[stream] = None, None
         requests[0].forks = requests[1:]
+        if not together:
+            for before, after in zip(requests, requests[1:], strict=False):
+                before.then = after
+        self._until_done(requests[0], requests)
+
+    def side_by_side(self, requests: list[Request], *, together: bool = True) -> None:
+        """Decode requests of different prompts side by side, one stream each, every one a new episode (from a
+        kept prefix, if its prompt begins with one). With `together` False (a benchmark's baseline) they decode
+        one after another instead, as separate calls would."""
+        for stream, request in enumerate(requests):
+            request.stream = stream
+            self.last[stream] = None
+        if not together:
+            for request in requests:
+                self._until_done(request, [request])
+            return
+        with self._cond:
+            self._waiting.extend(requests[1:])
         self._until_done(requests[0], requests)
 
     def _until_done(self, request: Request, ends: list[Request]) -> Request:
@@ -379,12 +402,13 @@ class Engine:
                 for other in request.forks:
                     self._share(request, other)
                     self._advance(other, logits)
-                self._active.extend(request.forks)
+                if request.then is None:
+                    self._active.extend(request.forks)
                 request.forks = []
                 self._advance(request, logits)
         except BaseException as error:  # the cache is in an unknown state: every request in it fails
             self.holds = [None] * self.streams
-            for request in self._active + [f for r in self._active for f in r.forks]:
+            for request in self._active + [f for r in self._active for f in (*r.forks, *_chain(r))]:
                 request.error = error
                 request.done.set()
                 self.last[request.stream] = None
@@ -481,6 +505,19 @@ class Engine:
     def _end(self, request: Request, text: bytes, finish: str) -> None:
         request.text, request.finish = text.decode("utf-8", "ignore"), finish
         request.done.set()
+        # The next fork decoded one by one starts, once it holds the prompt's cells (`_share` moved its position).
+        after = next((r for r in _chain(request) if not r.done.is_set()), None)
+        if after is not None and after.position and after not in self._active:
+            self._active.append(after)
+
+
+def _chain(request: Request) -> list[Request]:
+    """The forks that decode one by one after `request`, in order."""
+    found, after = [], request.then
+    while after is not None:
+        found.append(after)
+        after = after.then
+    return found
 
 
 def _multibyte_wait(text: bytes, wait: int) -> int:

@@ -119,6 +119,8 @@ class LlamaModel:
         self._lock, self._sampling = threading.Lock(), threading.Lock()
         self._engine: Engine | None = None
         self._samplers: dict[tuple[int, int], Engine] = {}
+        # False (benchmarks/lats.py's baseline): samples share the prompt's cells but decode one after another
+        self.samples_together = True
         self._prefixes: dict[str, list[int]] = {}
 
     @property
@@ -251,6 +253,22 @@ class LlamaModel:
 
         return choose
 
+    def _sampler(self, n: int, max_tokens: int) -> Engine:
+        """The samples' context, for `n` streams of `max_tokens` each (the caller holds `_sampling`).
+
+        A context of more streams and cells serves fewer samples too: LATS asks for 5 samples, then values a
+        few at a time, and a new context each time would compute its kept prefixes again.
+        """
+        size = (max(n, SAMPLE_STREAMS), self.n_ctx * (1 + PREFIXES) + max(n, SAMPLE_STREAMS) * max_tokens)
+        fits = [key for key in self._samplers if key[0] >= size[0] and key[1] >= size[1]]
+        if fits:
+            return self._samplers[fits[0]]
+        for old in self._samplers.values():
+            size = (max(size[0], old.streams), max(size[1], old.cells))
+            old.close()
+        self._samplers = {size: self._make_engine(size[0], unified=True, cells=size[1], sampling=True)}
+        return self._samplers[size]
+
     def sample(
         self, prompt: str, *, n: int, temperature: float, seed: int, stop: list[str], max_tokens: int
     ) -> list[Completion]:
@@ -266,17 +284,45 @@ class LlamaModel:
         choosers = [self._chooser(None, temperature, np.random.default_rng([seed, k])) for k in range(n)]
         requests = [Request(prompt, tokens, choose, stops, max_tokens) for choose in choosers]
         with self._sampling:
-            size = (n, self.n_ctx * (1 + PREFIXES) + n * max_tokens)
-            if size not in self._samplers:
-                for old in self._samplers.values():
-                    old.close()
-                self._samplers = {size: self._make_engine(n, unified=True, cells=size[1], sampling=True)}
-            self._samplers[size].fork(requests)
+            self._sampler(n, max_tokens).fork(requests, together=self.samples_together)
         first = requests[0]
         return [
             _completion(r, time.perf_counter() - first.start if k == 0 else 0.0, evaluated=k == 0)
             for k, r in enumerate(requests)
         ]
+
+    def sample_each(
+        self, prompts: list[str], *, temperature: float, seeds: list[int], stop: list[str], max_tokens: int
+    ) -> list[Completion]:
+        """One sample of each prompt, decoded side by side (LATS's values of sibling nodes), sample k drawing with
+        numpy's generator seeded `[seeds[k], 0]`, as `sample(prompt, n=1, seed=seeds[k])` draws (from logits
+        computed in passes shared with the other prompts, which may round otherwise). Each prompt past a kept
+        prefix is evaluated in a stream of its own."""
+        stops = _stops(stop)
+        requests = []
+        for prompt, seed in zip(prompts, seeds, strict=True):
+            tokens = self.tokenize(prompt)
+            self._check_length(tokens, max_tokens)
+            choose = self._chooser(None, temperature, np.random.default_rng([seed, 0]))
+            requests.append(Request(prompt, tokens, choose, stops, max_tokens))
+        # The prompts' own cells must fit the context beside the kept prefixes: they go in groups of at most two
+        # windows' worth (a kept head counted in each prompt, though its cells are shared).
+        groups, size = [[]], 0
+        for request in requests:
+            need = len(request.tokens) + max_tokens
+            if groups[-1] and size + need > 2 * self.n_ctx:
+                groups, size = [*groups, []], 0
+            groups[-1].append(request)
+            size += need
+        with self._sampling:
+            engine = self._sampler(len(prompts), max_tokens)
+            for group in groups:
+                engine.side_by_side(group, together=self.samples_together)
+        seconds = time.perf_counter() - requests[0].start  # the call's, counted once (as `sample` counts it)
+        return [_completion(r, seconds if k == 0 else 0.0) for k, r in enumerate(requests)]
+
+
+SAMPLE_STREAMS = 8  # the samples' context has room for this many at least, so that LATS's 5 and 1 share one
 
 
 def _stops(stop: list[str]) -> list[bytes]:

@@ -200,11 +200,11 @@ def solve_options(
             "grammar": grammar,
         }
         | _reflexion_options(settings, task)
-        | _lats_options(settings)
+        | lats_options(settings)
     )
 
 
-def _lats_options(settings: Settings) -> dict:
+def lats_options(settings: Settings) -> dict:
     """LATS's part of `solve`'s keyword arguments: its settings, and what its prompts are made of (the
     repository's file under --loop reference; rawreact's value prompt and reflection prompt otherwise)."""
     if settings.method != LATS:
@@ -294,7 +294,7 @@ def _lats_config(settings: Settings) -> dict:
     refused, as with a Reflexion run's)."""
     if settings.method != LATS:
         return {}
-    prompts = _lats_options(settings)["lats"]["prompts"]
+    prompts = lats_options(settings)["lats"]["prompts"]
     keys = ("lats_samples", "lats_values", "iterations", "lats_depth", "rollout_depth", "lats_temperature", "evaluator")
     made = {"lats_prompts": prompts.source, "lats_prompts_sha256": prompts.sha256}
     return {k: getattr(settings, k) for k in keys} | made
