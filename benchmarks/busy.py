@@ -14,9 +14,11 @@ import argparse
 import json
 import multiprocessing
 import os
+import shlex
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from rawreact.models.cores import OPENMP  # the variables that choose how OpenMP waits
 
@@ -85,6 +87,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--data", default=os.environ.get("RAWREACT_HOTPOTQA"))
     parser.add_argument("--policies", nargs="+", choices=list(POLICIES), default=list(POLICIES))
+    parser.add_argument("--json", help="write every row, and the machine, to this file (for scripts/charts.py)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one is not None:
@@ -107,6 +110,14 @@ def main() -> None:
         burned = [r for r in rows if r["setting"] == name and r["burned"]]
         per = [sum(r["wall"] for r in rs) / max(sum(r["done"] for r in rs), 1) for rs in (idle, burned)]
         print(f"{name:10} idle {per[0]:.1f} s/q, burned {per[1]:.1f} s/q: {per[1] / per[0]:.2f}x the idle wall time")
+    if args.json:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+        cpu = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")),
+                   "unknown CPU")  # fmt: skip
+        said = {"cpu": cpu, "cores": os.cpu_count(), "questions": args.limit, "date": time.strftime("%Y-%m-%d"),
+                "command": "benchmarks/busy.py " + shlex.join(sys.argv[1:]), "rows": rows}  # fmt: skip
+        with open(args.json, "w") as out:
+            json.dump(said, out, indent=1)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,10 @@ measured in the same run, on the same questions:
   its ratio to `engine` is the engine's alone.
 - `engine W`: rawreact's embedded engine with W workers decoding together (greedy, the default settings: a cache of
   its own for each stream), and with `--shared`, `engine W shared`: the same with one cache shared by the streams.
+- with `--server W ...`, `server W`: llama.cpp's own C++ `llama-server` (built from the same llama.cpp by
+  `python -m rawreact.models.llama_server`) with `--parallel W` slots, driven by rawreact's `llamacpp:` backend
+  with W workers (each on its own slot, `cache_prompt` on): the peer a user would run instead. Its CPU seconds
+  count both processes (the server's from /proc); the server's start is not counted.
 - with `--no-repack`, every setting again as `S no-repack`: the weights loaded without llama.cpp's runtime
   repacking (`models.build`), on both sides. Otherwise both sides load them as rawreact does on this build.
 
@@ -29,20 +33,25 @@ CPU time of a pass fitted to what a pass, a logit row and a prompt token cost, a
 with every pass full.
 
     RAWREACT_HOTPOTQA=FILE python benchmarks/throughput.py [--limit 24] [--workers 1 8] [--repeats 2]
-        [--threads 1] [--grammar step] [--n-first 5] [--shared] [--no-repack] [--only SETTING ...]
+        [--threads 1] [--grammar step] [--n-first 5] [--shared] [--no-repack] [--server 1 8] [--only SETTING ...]
+        [--json FILE]
 """
 
 import argparse
 import functools
+import json
 import os
+import shlex
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
 from rawreact import load_collection, load_model, load_prompt, run_questions
 from rawreact.agents.loop import ACTION_END
-from rawreact.models import build
+from rawreact.models import build, llama_server
 from rawreact.models.base import Completion
 from rawreact.models.gbnf import llama_cpp_module
 from rawreact.models.specs import model_path
@@ -88,16 +97,26 @@ class PlainLlama:
 def measure(data, questions, prompt, setting: str, workers: int, threads: int, grammar, n_first: int) -> dict:
     """One run of the questions in one setting: its wall and CPU time, the load around it, and what it did."""
     repack = False if setting.endswith(" no-repack") else None  # None: as rawreact loads this build
-    if setting.startswith("plain"):
+    server = None
+    if setting.startswith("server"):
+        extra = ("--no-repack",) if repack is False else ()
+        server, url = llama_server.start(model_path("gemma3-270m"), parallel=workers, threads=threads, n_ctx=8192,
+                                         extra=extra)  # fmt: skip
+        model = load_model(f"llamacpp:{url}", workers=workers)
+    elif setting.startswith("plain"):
         model = PlainLlama(8192, threads, early_stop=setting.startswith("plain+stop"), repack=repack)
     else:
         model = load_model("gemma3-270m", workers=workers, n_threads=threads, repack=repack)
         model.shared_cache = " shared" in setting
         model.engine.passes = []  # each pass's tokens, logit rows and CPU seconds, for `costs`
     env = functools.partial(data.env, n_first=n_first)
+    server_cpu = process_cpu(server.pid) if server else 0.0
     load, wall, cpu = os.getloadavg()[0], time.perf_counter(), time.process_time()
     results = list(run_questions(questions, env, model, prompt, workers=workers, grammar=grammar))
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    if server:
+        server_cpu = process_cpu(server.pid) - server_cpu
+        cpu += server_cpu
     n = len(results)
     row = {
         "wall": wall / n,
@@ -107,7 +126,11 @@ def measure(data, questions, prompt, setting: str, workers: int, threads: int, g
         "generated": sum(r.outcome.tokens()["completion"] for r in results) / n,
         "cut": sum(c.finish_reason == "length" for r in results for c in r.outcome.calls) / n,
     }
-    if not setting.startswith("plain"):
+    if server:
+        row["server_cpu"] = server_cpu / n
+        row["evaluated"] = sum(r.outcome.tokens()["evaluated"] or 0 for r in results) / n
+        llama_server.stop(server)
+    elif not setting.startswith("plain"):
         row["passes"] = model.engine.stats.passes / n
         row["per_pass"] = model.engine.stats.generated / model.engine.stats.passes
         row["ms_pass"] = 1000 * model.engine.stats.seconds / model.engine.stats.passes
@@ -117,6 +140,19 @@ def measure(data, questions, prompt, setting: str, workers: int, threads: int, g
     else:
         model.llm.close()
     return row
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user and system) that process `pid` has used, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_name() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "unknown CPU"
 
 
 def costs(rows: list[dict], workers: int) -> str:
@@ -156,6 +192,9 @@ def main() -> None:
     parser.add_argument("--grammar", choices=["step"], help="run under the step grammar")
     parser.add_argument("--shared", action="store_true", help="also run each W > 1 with one cache for all streams")
     parser.add_argument("--no-repack", action="store_true", help="also run every setting without weight repacking")
+    parser.add_argument("--server", type=int, nargs="+", default=[], metavar="W",
+                        help="also run llama-server with W slots and W workers")  # fmt: skip
+    parser.add_argument("--json", help="write every row, and the machine, to this file (for scripts/charts.py)")
     parser.add_argument(
         "--only", nargs="+", metavar="SETTING", help='run only these settings, e.g. plain "engine 8" (plain is kept)'
     )
@@ -164,6 +203,9 @@ def main() -> None:
     questions = data.questions[: args.limit]
     settings = [("plain", 1), ("plain+stop", 1)] + [(f"engine {w}", w) for w in args.workers]
     settings += [(f"engine {w} shared", w) for w in args.workers if w > 1 and args.shared]
+    settings += [(f"server {w}", w) for w in args.server]
+    if args.server and llama_server.server_path() is None:
+        parser.error("--server needs llama-server built: python -m rawreact.models.llama_server")
     settings += [(f"{name} no-repack", w) for name, w in settings] if args.no_repack else []
     if args.only:
         unknown = set(args.only) - {name for name, _ in settings}
@@ -173,7 +215,7 @@ def main() -> None:
     print(
         f"{len(questions)} questions of {args.data}, gemma3-270m, greedy, 7 steps, {args.n_first} sentences a "
         f"search, grammar {args.grammar or 'off'}, {args.threads} llama.cpp thread(s), {os.cpu_count()} cores; "
-        f"load {os.getloadavg()[0]:.2f} at the start; settings in turn, {args.repeats} rounds"
+        f"load {os.getloadavg()[0]:.2f} at the start; settings in turn, {args.repeats} rounds; {cpu_name()}"
     )
     print(f"{'setting':>10s} {'round':>5s} {'wall s/q':>8s} {'CPU s/q':>7s} {'load':>11s} {'pass/q':>6s} "
           f"{'gen/pass':>8s} {'ms/pass':>7s} {'eval/q':>6s} {'gen/q':>6s} {'cut/q':>5s} {'EM':>5s}")  # fmt: skip
@@ -185,7 +227,7 @@ def main() -> None:
             passes = (
                 f"{row['passes']:6.0f} {row['per_pass']:8.2f} {row['ms_pass']:7.1f} {row['evaluated']:6.0f}"
                 if "passes" in row
-                else f"{'-':>6s} {'-':>8s} {'-':>7s} {'-':>6s}"
+                else f"{'-':>6s} {'-':>8s} {'-':>7s} {row.get('evaluated', 0):6.0f}"
             )
             print(f"{name:>10s} {round_:5d} {row['wall']:8.2f} {row['cpu']:7.2f} "
                   f"{row['load'][0]:5.2f}-{row['load'][1]:5.2f} {passes} {row['generated']:6.0f} {row['cut']:5.2f} "
@@ -199,8 +241,15 @@ def main() -> None:
         print(f"{name:>10s} {cpu:7.2f} {plain / cpu:24.2f} {statistics.median(r['wall'] for r in rows):8.2f}")
     print("\nWhere the engine's decode time goes (all rounds; the model's CPU seconds a question, by fitted costs):")
     for (name, workers), rows in zip(settings, found.values(), strict=True):
-        if not name.startswith("plain"):
+        if name.startswith("engine"):
             print(f"{name:>10s} {costs(rows, workers)}")
+    if args.json:
+        kept = {name: [{k: v for k, v in r.items() if k != "pass_log"} for r in rows] for name, rows in found.items()}
+        said = {"cpu": cpu_name(), "cores": os.cpu_count(), "threads": args.threads, "questions": len(questions),
+                "date": time.strftime("%Y-%m-%d"), "command": "benchmarks/throughput.py " + shlex.join(sys.argv[1:]),
+                "rows": kept}  # fmt: skip
+        with open(args.json, "w") as out:
+            json.dump(said, out, indent=1)
 
 
 if __name__ == "__main__":

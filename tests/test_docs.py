@@ -178,6 +178,7 @@ def test_no_code_block_of_the_site_hides_text_in_chromium(tmp_path, width):
             "environments",
             "lats",
             "paper",
+            "benchmarks",
         ):
             browser.open(site / page / "index.html")
             found = browser.evaluate(_HIDDEN) + browser.evaluate(_WIDE_TABLES)
@@ -186,3 +187,49 @@ def test_no_code_block_of_the_site_hides_text_in_chromium(tmp_path, width):
     finally:
         browser.close()
     assert hidden == {}
+
+
+def test_the_benchmark_charts_are_drawn_from_the_kept_results(tmp_path):
+    """Issue 59: the benchmarks page's charts are what scripts/charts.py draws from the benchmarks' own output in
+    benchmarks/results/, and each bar says the figure its results give."""
+    import json
+    import statistics
+
+    done = subprocess.run([sys.executable, "scripts/charts.py", "--out", str(tmp_path)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    for name in ("cpu-by-setting.svg", "wall-under-load.svg"):
+        assert (tmp_path / name).read_text() == (DOCS / "img" / name).read_text(), f"run scripts/charts.py ({name})"
+        assert f"img/{name}" in (DOCS / "benchmarks.md").read_text()
+    rows = json.loads((ROOT / "benchmarks/results/peer.json").read_text())["rows"]
+    chart = (tmp_path / "cpu-by-setting.svg").read_text()
+    plain = statistics.median(r["cpu"] for r in rows["plain"])
+    for setting, got in rows.items():
+        cpu = statistics.median(r["cpu"] for r in got)
+        said = f"{cpu:.2f} CPU s" + ("" if setting == "plain" else f", {plain / cpu:.2f}x fewer than plain")
+        assert said in chart
+    assert chart.count("<rect ") == len(rows) + 1  # a bar a setting, and the background
+
+
+def test_the_benchmark_charts_show_every_word_in_chromium(tmp_path):
+    """Each chart parses (a broken SVG shows Chromium's error page instead) and no text runs past its edge."""
+    from browser import Browser, find_chromium
+
+    binary = find_chromium()
+    if binary is None:
+        pytest.fail("no Chromium to look at the charts in; install Debian's chromium package")
+    browser = Browser(binary, width=900)
+    try:
+        for name in ("cpu-by-setting.svg", "wall-under-load.svg"):
+            browser.open(DOCS / "img" / name)
+            found = browser.evaluate("""(() => {
+              const svg = document.documentElement;
+              if (svg.tagName !== 'svg') return {error: document.body ? document.body.innerText.slice(0, 200) : '?'};
+              const width = svg.viewBox.baseVal.width, height = svg.viewBox.baseVal.height;
+              const out = Array.from(svg.querySelectorAll('text')).map(t => t.getBBox())
+                .filter(b => b.x < 0 || b.x + b.width > width || b.y < 0 || b.y + b.height > height).length;
+              return {texts: svg.querySelectorAll('text').length, outside: out};
+            })()""")
+            assert "error" not in found and found["texts"] >= 6 and found["outside"] == 0, (name, found)
+    finally:
+        browser.close()
