@@ -426,3 +426,22 @@ def test_merging_game_shards_speaks_of_games(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("m.jsonl: 2 games from 2 run files")
     assert "shard 3/3 not given: their games are missing" in done.stderr and "question" not in done.stderr
+
+
+def test_a_ctrl_c_before_the_manifest_is_written_leaves_no_empty_run_file(tmp_path, monkeypatch):
+    """Seen in CI: a Ctrl-C that landed after the run file was opened and before its manifest was written left an
+    empty run file with no manifest in a folder that existed. A run that never started now leaves nothing."""
+    from rawreact.runs.runfile import RunFile
+
+    def interrupted(self) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(RunFile, "_write_manifest", interrupted)
+    out = tmp_path / "run.jsonl"
+    with pytest.raises(KeyboardInterrupt):
+        RunFile(out, {"method": "react"})
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+    out.write_bytes(b"")  # a file the user made stays, however empty
+    with pytest.raises(KeyboardInterrupt):
+        RunFile(out, {"method": "react"})
+    assert out.exists()

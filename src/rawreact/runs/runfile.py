@@ -82,6 +82,7 @@ class RunFile:
         if self.path.is_dir():
             raise DataError(f"{self.path} is a folder; give --out a file name, such as {self.path / 'run.jsonl'}")
         made = make_parents(self.path)
+        fresh = not self.path.exists()
         try:
             self._sink = open(self.path, "ab")  # noqa: SIM115 (closed by close())
         except OSError as error:
@@ -92,10 +93,14 @@ class RunFile:
             self._open(resume)
         except BaseException:
             self._sink.close()
-            if made:  # a run that never started leaves no folder behind either
+            # A run that never started leaves no file behind (a Ctrl-C before its manifest was written left an empty
+            # run file without one), nor a folder it made.
+            if made:
                 self.path.unlink(missing_ok=True)
                 self.manifest_path.unlink(missing_ok=True)
                 remove_made(made)
+            elif fresh and self.path.is_file() and self.path.stat().st_size == 0:
+                self.path.unlink()
             raise
 
     def _lock(self) -> None:
