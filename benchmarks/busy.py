@@ -18,9 +18,8 @@ import shlex
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-from rawreact.models.cores import OPENMP  # the variables that choose how OpenMP waits
+from rawreact.models.cores import OPENMP, cpu_name  # OPENMP: the variables that choose how OpenMP waits
 
 # a policy: llama.cpp's thread count and the OpenMP environment its process starts with. rawreact bounds
 # libgomp's spinning unless the environment chooses (models.cores.bound_spinning); GOMP_SPINCOUNT=300000 is
@@ -111,10 +110,7 @@ def main() -> None:
         per = [sum(r["wall"] for r in rs) / max(sum(r["done"] for r in rs), 1) for rs in (idle, burned)]
         print(f"{name:10} idle {per[0]:.1f} s/q, burned {per[1]:.1f} s/q: {per[1] / per[0]:.2f}x the idle wall time")
     if args.json:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-        cpu = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")),
-                   "unknown CPU")  # fmt: skip
-        said = {"cpu": cpu, "cores": os.cpu_count(), "questions": args.limit, "date": time.strftime("%Y-%m-%d"),
+        said = {"cpu": cpu_name(), "cores": os.cpu_count(), "questions": args.limit, "date": time.strftime("%Y-%m-%d"),
                 "command": "benchmarks/busy.py " + shlex.join(sys.argv[1:]), "rows": rows}  # fmt: skip
         with open(args.json, "w") as out:
             json.dump(said, out, indent=1)

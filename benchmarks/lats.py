@@ -25,24 +25,17 @@ import os
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
 from rawreact import load_collection, load_model, load_prompt, solve
 from rawreact.config.settings import Settings
 from rawreact.models.batch import Engine, Request
+from rawreact.models.cores import cpu_name
 from rawreact.models.llama import pick
 from rawreact.runs.setup import lats_options
 
 SHARED = os.environ.get("RAWREACT_HOTPOTQA")
-
-
-def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "unknown CPU"
 
 
 class Recorder:
@@ -50,16 +43,16 @@ class Recorder:
     each of several prompts): the kind, each request's prompt and tokens, and the tokens it wrote."""
 
     def __init__(self) -> None:
-        self.calls: list[tuple[str, list[tuple[str, list[int], list[bytes], int, list[int], float]]]] = []
-        self.temperature = 1.0
+        self.calls: list[tuple[str, list[tuple[str, list[int], list[bytes], int, list[int]]]]] = []
         fork, side = Engine.fork, Engine.side_by_side
 
         def recording(method, kind):
             def call(engine, requests, *, together=True):
                 method(engine, requests, together=together)
                 if self.on:
-                    made = [(r.prompt, list(r.tokens), list(r.stop), r.max_tokens, list(r.completion), r.finish)
-                            for r in requests]  # fmt: skip
+                    made = [
+                        (r.prompt, list(r.tokens), list(r.stop), r.max_tokens, list(r.completion)) for r in requests
+                    ]
                     self.calls.append((kind, made))
 
             return call
@@ -86,12 +79,12 @@ def replay(model, calls, together: bool, temperature: float) -> tuple[float, flo
     passes, cpu, wall, evaluated = engine.stats.passes, time.process_time(), time.perf_counter(), 0
     for kind, made in calls:
         requests = [Request(prompt, tokens, forced(written, temperature, k), stop, max_tokens)
-                    for k, (prompt, tokens, stop, max_tokens, written, _) in enumerate(made)]  # fmt: skip
+                    for k, (prompt, tokens, stop, max_tokens, written) in enumerate(made)]  # fmt: skip
         if kind == "fork":
             engine.fork(requests, together=together)
         else:
             engine.side_by_side(requests, together=together)
-        for request, (_, _, _, _, written, _) in zip(requests, made, strict=True):
+        for request, (*_, written) in zip(requests, made, strict=True):
             assert request.completion == written, "a replay wrote other tokens than the search"
         evaluated += sum(len(r.tokens) - r.reused for r in (requests[:1] if kind == "fork" else requests))
     return time.process_time() - cpu, time.perf_counter() - wall, engine.stats.passes - passes, evaluated

@@ -25,6 +25,7 @@ from pathlib import Path
 from rawreact import load_collection, load_model, load_prompt, solve
 from rawreact.agents.commands import load_commands_grammar
 from rawreact.environments.scienceworld import SIMULATOR
+from rawreact.models.cores import cpu_name, process_seconds
 
 SETTINGS = [("react", False), ("react", True), ("act", False), ("act", True)]
 
@@ -48,18 +49,7 @@ class TimedGrammar:
 
 def jvm_seconds() -> float:
     """CPU seconds the simulator's JVM has used (user and system), from /proc."""
-    if not SIMULATOR.running:
-        return 0.0
-    pid = SIMULATOR._env._gateway.java_process.pid
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "unknown CPU"
+    return process_seconds(SIMULATOR._env._gateway.java_process.pid) if SIMULATOR.running else 0.0
 
 
 def simulator_threads(episodes: int = 4, steps: int = 40) -> None:

@@ -45,7 +45,6 @@ import shlex
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -53,6 +52,7 @@ from rawreact import load_collection, load_model, load_prompt, run_questions
 from rawreact.agents.loop import ACTION_END
 from rawreact.models import build, llama_server
 from rawreact.models.base import Completion
+from rawreact.models.cores import cpu_name, process_seconds
 from rawreact.models.gbnf import llama_cpp_module
 from rawreact.models.specs import model_path
 
@@ -99,9 +99,8 @@ def measure(data, questions, prompt, setting: str, workers: int, threads: int, g
     repack = False if setting.endswith(" no-repack") else None  # None: as rawreact loads this build
     server = None
     if setting.startswith("server"):
-        extra = ("--no-repack",) if repack is False else ()
         server, url = llama_server.start(model_path("gemma3-270m"), parallel=workers, threads=threads, n_ctx=8192,
-                                         extra=extra)  # fmt: skip
+                                         repack=repack)  # fmt: skip
         model = load_model(f"llamacpp:{url}", workers=workers)
     elif setting.startswith("plain"):
         model = PlainLlama(8192, threads, early_stop=setting.startswith("plain+stop"), repack=repack)
@@ -110,12 +109,12 @@ def measure(data, questions, prompt, setting: str, workers: int, threads: int, g
         model.shared_cache = " shared" in setting
         model.engine.passes = []  # each pass's tokens, logit rows and CPU seconds, for `costs`
     env = functools.partial(data.env, n_first=n_first)
-    server_cpu = process_cpu(server.pid) if server else 0.0
+    server_cpu = process_seconds(server.pid) if server else 0.0
     load, wall, cpu = os.getloadavg()[0], time.perf_counter(), time.process_time()
     results = list(run_questions(questions, env, model, prompt, workers=workers, grammar=grammar))
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     if server:
-        server_cpu = process_cpu(server.pid) - server_cpu
+        server_cpu = process_seconds(server.pid) - server_cpu
         cpu += server_cpu
     n = len(results)
     row = {
@@ -140,19 +139,6 @@ def measure(data, questions, prompt, setting: str, workers: int, threads: int, g
     else:
         model.llm.close()
     return row
-
-
-def process_cpu(pid: int) -> float:
-    """CPU seconds (user and system) that process `pid` has used, from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "unknown CPU"
 
 
 def costs(rows: list[dict], workers: int) -> str:

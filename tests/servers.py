@@ -8,9 +8,7 @@ import json
 import os
 import shutil
 import socket
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.parse
@@ -18,12 +16,8 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from rawreact.core.errors import ContextLengthExceeded
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from rawreact.models.llama_server import free_port, serve
+from rawreact.models.llama_server import stop as stop_llama_server
 
 
 def start_llama_server(model_path, *, n_ctx: int = 8192, threads: int = 2, port: int | None = None):
@@ -34,35 +28,8 @@ def start_llama_server(model_path, *, n_ctx: int = 8192, threads: int = 2, port:
     command = [sys.executable, "-m", "rawreact.models.build", "llama_cpp.server", "--model", str(model_path)]
     command += ["--host", "127.0.0.1"]
     command += ["--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(threads), "--verbose", "False"]
-    log = tempfile.TemporaryFile("w+")  # noqa: SIM115 (closed by stop_llama_server) a file, not a pipe, which could fill up
-    server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True)
-    server.log = log
     url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + 120
-    while True:
-        if server.poll() is not None:
-            log.seek(0)
-            raise RuntimeError(f"llama_cpp.server exited: {log.read()[-2000:]}")
-        try:
-            with urllib.request.urlopen(url + "/models", timeout=2):
-                break
-        except OSError:
-            if time.monotonic() > deadline:
-                stop_llama_server(server)
-                raise RuntimeError("llama_cpp.server did not answer within 120 s") from None
-            time.sleep(0.25)
-    return server, url
-
-
-def stop_llama_server(server) -> None:
-    if server.poll() is None:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-    server.log.close()
+    return serve(command, url + "/models", "llama_cpp.server"), url
 
 
 @contextlib.contextmanager

@@ -323,7 +323,7 @@ class Tree:
         texts = [self.text(child) for child in children]
         prompts = {text: self.prompts.value(text, self.unique_failed(), self.reflections) for text in texts}
         asked = list(dict.fromkeys(p for p in prompts.values() if p not in self.value_cache))
-        first = len(self.calls)
+        first = {prompt: len(self.calls) + k * self.values for k, prompt in enumerate(asked)}  # each one's first call
         for prompt, made in zip(asked, self._sample_each("value", asked, self.values), strict=True):
             self.value_cache[prompt] = value_of(made[0].text)  # value_outputs_unwrap reads the first sample only
         values, seen = [], set()
@@ -332,8 +332,8 @@ class Tree:
                 values.append(0)
                 continue
             seen.add(text)
-            if prompts[text] in asked:
-                child.calls.append(first + asked.index(prompts[text]) * self.values)
+            if prompts[text] in first:
+                child.calls.append(first[prompts[text]])
             values.append(self.value_cache[prompts[text]])
         return values
 

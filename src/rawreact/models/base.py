@@ -140,18 +140,9 @@ def sample_in_flight(
     worker's own slot, whose cells hold the prompt, and the others in the slots after it, so that they decode
     beside it rather than queue behind it for one slot (where every sample went before).
     """
-
-    def one(k: int) -> Completion:
-        return model.complete(prompt, stop=stop, max_tokens=max_tokens, temperature=temperature, seed=seed + k)
-
-    def in_slot(k: int, worker: int) -> Completion:
-        WORKER.set(worker + k)  # a pool thread starts from an empty context
-        return one(k)
-
-    worker = WORKER.get()
-    with ThreadPoolExecutor(max_workers=n, thread_name_prefix="rawreact-sample") as pool:
-        futures = [pool.submit(in_slot, k, worker) for k in range(n)]
-        return [future.result() for future in futures]
+    seeds = [seed + k for k in range(n)]
+    return sample_each_in_flight(model, [prompt] * n, temperature=temperature, seeds=seeds, stop=stop,
+                                 max_tokens=max_tokens)  # fmt: skip
 
 
 def sample_each_in_flight(

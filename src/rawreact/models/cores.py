@@ -74,6 +74,25 @@ def own_ticks() -> float:
     return (times.user + times.system) * os.sysconf("SC_CLK_TCK")
 
 
+def process_seconds(pid: int) -> float:
+    """CPU seconds (user and system, every thread) that another process `pid` has used, from /proc/PID/stat."""
+    with open(f"/proc/{pid}/stat", "rb") as file:
+        fields = file.read().rsplit(b")", 1)[1].split()  # after the command's name, which may hold spaces
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_name() -> str:
+    """The CPU's model name as /proc/cpuinfo gives it, for a figure's label ("unknown CPU" without one)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as file:
+            for line in file:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
 class Cores:
     """The thread count of the next pass: `threads()`, re-measured at most every `every` seconds.
 

@@ -61,6 +61,13 @@ def server_path() -> Path | None:
     return path if path.is_file() and os.access(path, os.X_OK) else None
 
 
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def start(
     model: str | Path,
     *,
@@ -68,29 +75,35 @@ def start(
     threads: int = 2,
     n_ctx: int = 4096,
     port: int = 0,
+    repack: bool | None = None,
     binary: Path | None = None,
-    extra: tuple[str, ...] = (),
     wait: float = 120.0,
 ) -> tuple[subprocess.Popen, str]:
     """Start the built llama-server on loopback serving `model` with `parallel` slots of `n_ctx` tokens each, and
     wait until its /health answers; (the process, its base URL ending in /v1). `stop` ends it.
 
-    Loaded as the embedded model loads (`--swa-full`, so that Gemma 3 can reuse a prompt; weights repacked
-    unless the build has AMX, see models.build), with greedy defaults that rawreact sends anyway. Its log
-    goes to a temporary file (`process.log`), not a pipe, which could fill up.
+    Loaded as the embedded model loads (`--swa-full`, so that Gemma 3 can reuse a prompt; weights repacked as
+    `repack` says, None: as models.build decides for this build), with greedy defaults that rawreact sends anyway.
     """
     binary = binary or server_path()
     if binary is None:
         raise FileNotFoundError("no llama-server is built; build it with: python -m rawreact.models.llama_server")
-    if not port:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+    port = port or free_port()
     command = [str(binary), "--model", str(model), "--host", "127.0.0.1", "--port", str(port), "--threads",
                str(threads), "--threads-batch", str(threads), "--parallel", str(parallel), "--ctx-size",
-               str(n_ctx * parallel), "--no-kv-unified", "--swa-full", "--no-webui", *extra]  # fmt: skip
-    if not _repacks():
+               str(n_ctx * parallel), "--no-kv-unified", "--swa-full", "--no-webui"]  # fmt: skip
+    if not (_repacks() if repack is None else repack):
         command.append("--no-repack")
+    base = f"http://127.0.0.1:{port}"
+    return serve(command, f"{base}/health", "llama-server", wait), f"{base}/v1"
+
+
+def serve(command: list[str], probe: str, name: str, wait: float = 120.0) -> subprocess.Popen:
+    """Start a server process and wait until `probe` (a URL) answers; the process, which `stop` ends.
+
+    Its log goes to a temporary file (`process.log`), not a pipe, which could fill up; a server that exits or does
+    not answer within `wait` seconds is a RuntimeError quoting the end of its log.
+    """
     log = tempfile.TemporaryFile("w+")  # noqa: SIM115 (closed by stop)
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True)
     process.log = log
@@ -98,18 +111,16 @@ def start(
     while True:
         if process.poll() is not None:
             log.seek(0)
-            raise RuntimeError(f"llama-server exited ({process.returncode}): {log.read()[-2000:]}")
+            raise RuntimeError(f"{name} exited ({process.returncode}): {log.read()[-2000:]}")
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as answer:
-                if answer.status == 200:
-                    break
+            with urllib.request.urlopen(probe, timeout=2):
+                return process
         except OSError:
             pass
         if time.monotonic() > deadline:
             stop(process)
-            raise RuntimeError(f"llama-server did not answer within {wait:g} s")
+            raise RuntimeError(f"{name} did not answer within {wait:g} s")
         time.sleep(0.2)
-    return process, f"http://127.0.0.1:{port}/v1"
 
 
 def stop(process: subprocess.Popen) -> None:
