@@ -8,19 +8,33 @@ ratio to the ideal (workers / (steps x latency)), the client's CPU seconds per m
 resident memory. The stub's own CPU is not the client's: it runs in other processes.
 
     python benchmarks/scale.py [--workers 1 64 256 1024] [--latency 1.0] [--seconds 20] [--servers 2]
+
+With `--ray`, the questions go to Ray actors on two Ray nodes started on this machine (`ray start --head`, then
+a second node joined to it, 2 CPUs each): 1, 2 and 4 actors (`--actors`) of `--per-actor` questions in hand
+each, and beside each setting one process with as many in flight, interleaved and repeated (`--repeat`). Each
+writes a run file, as `rawreact run` does. It prints episodes per second and the CPU a question of the driver
+(the process that hands out the questions and writes the records), of the actors, and of the one process.
+
+    python benchmarks/scale.py --ray [--actors 1 2 4] [--per-actor 16] [--latency 0.2] [--seconds 10] [--json F]
 """
 
 import argparse
 import asyncio
+import contextlib
 import json
 import multiprocessing
+import os
 import resource
+import secrets
+import signal
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 from rawreact import load_collection, load_model, load_prompt, run_questions
+from rawreact.models.cores import cpu_name
 
 STEPS = 2  # a search, then a finish
 
@@ -111,13 +125,165 @@ def measure(spec: str, data, prompt, workers: int, latency: float, seconds: floa
     }
 
 
+@contextlib.contextmanager
+def local_nodes(cpus: int = 2, second: dict | None = None):
+    """A Ray cluster of two nodes on this machine (`ray start --head`, then `ray start --address`), `cpus` CPUs
+    each, the second with the extra resources `second`; token authentication with a token of its own. Yields
+    the environment that joins it (RAY_ADDRESS, the token); stops only this cluster's processes at the end."""
+    from rawreact.models.llama_server import free_port
+
+    env = dict(os.environ, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
+    env.pop("RAY_ADDRESS", None)
+    port, ray = str(free_port()), str(Path(sys.executable).parent / "ray")
+    common = ["--num-cpus", str(cpus), "--disable-usage-stats"]
+    head = [ray, "start", "--head", "--port", port, "--include-dashboard", "false", *common]
+    joined = [ray, "start", "--address", f"127.0.0.1:{port}", "--resources", json.dumps(second or {}), *common]
+    session = None
+    try:
+        for command in (head, joined):
+            started = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
+            if started.returncode != 0:
+                raise RuntimeError(f"{' '.join(command[1:3])} failed: {started.stderr[-2000:]}")
+            if command is head:
+                session = Path("/tmp/ray/session_latest").resolve().name
+        yield env | {"RAY_ADDRESS": f"127.0.0.1:{port}"}
+    finally:
+        if session is not None:
+            stop_session(session)
+
+
+def stop_session(session: str) -> None:
+    """Kill the processes of one Ray session (those that name it, and their children), and no other Ray's:
+    `ray stop` would stop every Ray on the machine."""
+    parents = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            parents[int(pid)] = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            if session.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                parents[int(pid)] = -1  # a root of the session
+        except (OSError, IndexError, ValueError):
+            continue
+    doomed = {pid for pid, parent in parents.items() if parent == -1}
+    while True:
+        more = {pid for pid, parent in parents.items() if parent in doomed} - doomed
+        if not more:
+            break
+        doomed |= more
+    for pid in doomed:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def measure_ray(spec: str, data, prompt, actors: int, per_actor: int, latency: float, seconds: float, folder) -> dict:
+    """One Ray setting: `actors` actors of `per_actor` questions in hand, the records written by this process."""
+    from rawreact.config.settings import Settings
+    from rawreact.runs.cluster import Cluster, Plan, ray_questions
+    from rawreact.runs.runfile import RunFile
+    from rawreact.runs.setup import solve_options
+
+    flying = actors * per_actor
+    questions = data.questions[: max(flying, int(flying / (STEPS * latency) * seconds))]
+    settings = Settings(model=spec, ray="auto", actors=actors, workers=per_actor, max_steps=4, timeout=60.0)
+    plan = Plan(settings, data, prompt, solve_options(settings, None, None), tuple(questions))
+    with Cluster(settings, plan) as cluster:
+        sink = RunFile(Path(folder) / f"ray-{actors}-{time.monotonic_ns()}.jsonl", {"benchmark": "scale"})
+        actor_cpu, cpu, start = cluster.cpu_seconds(), time.process_time(), time.perf_counter()
+        results = list(ray_questions(questions, cluster, out=sink))
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+        actor_cpu = cluster.cpu_seconds() - actor_cpu
+        nodes = len({slot.node for slot in cluster.slots})
+    assert len(results) == len(questions) and all(r.em == 1 for r in results), "the stub's episodes all finish right"
+    return {
+        "actors": actors,
+        "nodes": nodes,
+        "in flight": flying,
+        "episodes": len(results),
+        "ray/s": len(results) / wall,
+        "of ideal": len(results) / wall / (flying / (STEPS * latency)),
+        "driver ms/q": 1000 * cpu / len(results),
+        "actors ms/q": 1000 * actor_cpu / len(results),
+    }
+
+
+def measure_one(spec: str, data, prompt, workers: int, latency: float, seconds: float, folder) -> dict:
+    """The same number in flight from one process, which writes its run file as a run does."""
+    from rawreact.runs.runfile import RunFile
+
+    questions = data.questions[: max(workers, int(workers / (STEPS * latency) * seconds))]
+    model = load_model(spec, timeout=60.0, workers=workers)
+    sink = RunFile(Path(folder) / f"one-{workers}-{time.monotonic_ns()}.jsonl", {"benchmark": "scale"})
+    cpu, start = time.process_time(), time.perf_counter()
+    results = list(run_questions(questions, data.env, model, prompt, workers=workers, max_steps=4, out=sink))
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    sink.close()
+    assert len(results) == len(questions) and all(r.em == 1 for r in results), "the stub's episodes all finish right"
+    return {"one/s": len(results) / wall, "one ms/q": 1000 * cpu / len(results)}
+
+
+def main_ray(args) -> None:
+    """The Ray rows: each setting beside one process with as many in flight, interleaved, `--repeat` times."""
+    context = multiprocessing.get_context("spawn")
+    box = context.Queue()
+    stub = context.Process(target=_serve, args=(box, args.latency), daemon=True)
+    stub.start()
+    spec = f"vllm:http://127.0.0.1:{box.get(timeout=30)}/v1"
+    rows = []
+    with tempfile.TemporaryDirectory() as folder, local_nodes(2) as env:
+        os.environ.update({k: env[k] for k in ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN")})
+        import ray  # after the environment names the cluster's token: Ray reads it as it loads
+
+        timing = (args.latency, args.seconds, folder)
+        path = Path(folder) / "questions.json"
+        most = max(a * args.per_actor for a in args.actors)
+        _questions(path, max(most, int(most / (STEPS * args.latency) * args.seconds)))
+        data, prompt = load_collection(path), load_prompt(k=1)
+        print(f"{cpu_name()}, {os.cpu_count()} cores, Ray {ray.__version__}, two nodes of 2 CPUs on this machine")
+        print(f"stub latency {args.latency} s per call, {STEPS} calls per episode, {args.per_actor} in hand an actor")
+        heads = ("actors", 6), ("in flight", 9), ("Ray eps/s", 10), ("one eps/s", 10), ("driver ms/q", 11)
+        heads += ("actors ms/q", 11), ("one ms/q", 9), ("of ideal", 8)
+        print(" ".join(f"{name:>{width}}" for name, width in heads))
+        for repeat in range(args.repeat):
+            for actors in args.actors:
+                flying = actors * args.per_actor
+                pair = [
+                    lambda a=actors: measure_ray(spec, data, prompt, a, args.per_actor, *timing),
+                    lambda f=flying: measure_one(spec, data, prompt, f, *timing),
+                ]
+                first, second = pair if (repeat + actors) % 2 == 0 else pair[::-1]  # which goes first alternates
+                got = {}
+                for run in (first, second):
+                    got |= run()
+                row = got | {"repeat": repeat + 1}
+                rows.append(row)
+                print(
+                    f"{row['actors']:>6} {row['in flight']:>9} {row['ray/s']:>10.1f} {row['one/s']:>10.1f} "
+                    f"{row['driver ms/q']:>11.3f} {row['actors ms/q']:>11.3f} {row['one ms/q']:>9.3f} "
+                    f"{row['of ideal']:>8.0%}",
+                    flush=True,
+                )
+    stub.terminate()
+    if args.json:
+        Path(args.json).write_text(json.dumps({"cpu": cpu_name(), "latency": args.latency, "rows": rows}, indent=1))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 64, 256, 1024])
-    parser.add_argument("--latency", type=float, default=1.0, help="seconds the stub takes per call")
+    parser.add_argument(
+        "--latency", type=float, default=None, help="seconds the stub takes per call (default: 1, 0.2 with --ray)"
+    )
     parser.add_argument("--seconds", type=float, default=20.0, help="about how long each setting runs")
     parser.add_argument("--servers", type=int, default=1, help="stub processes (a fleet when more than one)")
+    parser.add_argument("--ray", action="store_true", help="Ray actors on two local nodes, beside one process")
+    parser.add_argument("--actors", type=int, nargs="+", default=[1, 2, 4], help="with --ray: actor counts")
+    parser.add_argument("--per-actor", type=int, default=16, help="with --ray: questions in hand an actor")
+    parser.add_argument("--repeat", type=int, default=2, help="with --ray: rounds of the settings, interleaved")
+    parser.add_argument("--json", help="with --ray: write the rows to this file")
     args = parser.parse_args()
+    if args.latency is None:
+        args.latency = 0.2 if args.ray else 1.0
+    if args.ray:
+        return main_ray(args)
     context = multiprocessing.get_context("spawn")
     boxes = [context.Queue() for _ in range(args.servers)]
     stubs = [context.Process(target=_serve, args=(box, args.latency), daemon=True) for box in boxes]

@@ -25,6 +25,12 @@ def compare_command(args: argparse.Namespace) -> int:
     given = given_settings(args)
     shared = Settings(**{key: value for key, value in given.items() if key in SHARED})
     refuse_cache_inputs(given, args.config)
+    if shared.ray is not None:  # a settings file's (compare has no --ray): refused rather than ignored
+        where = f"{args.config}: " if args.config else ""
+        raise DataError(
+            f"{where}ray={shared.ray!r}: compare runs its variants in this process, and Ray runs are `rawreact run "
+            "--ray`'s; drop ray (and actors, actor_cpus) from the settings, or run each variant with `rawreact run`"
+        )
     own = {key: value for key, value in given.items() if key in VARIANT_KEYS}
     own |= parse_spec(args.base, f"--base {args.base!r}", VARIANT_KEYS)
     if "reflexion" in args.ablation and own.get("method") not in REFLEXION:  # the ablation's trials are ReAct's

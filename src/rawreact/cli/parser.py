@@ -60,6 +60,17 @@ def _share(text: str) -> float:
     return value
 
 
+def _cpus(text: str) -> float:
+    """An argparse type: a finite number above 0 (a Ray actor's CPUs may be a share of one)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of CPUs") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} must be a finite number of CPUs above 0, such as 1 or 0.5")
+    return value
+
+
 def _seconds(text: str) -> float:
     """An argparse type: a finite number of seconds above 0."""
     try:
@@ -85,6 +96,7 @@ def parser() -> argparse.ArgumentParser:
     by_guard = run.add_argument_group("guardrails and limits")
     by_output = run.add_argument_group("settings files and output")
     by_trials = run.add_argument_group("Reflexion (--method react-reflexion or cot-reflexion)")
+    by_ray = run.add_argument_group("a Ray cluster (pip install 'rawreact[ray]'; docs: Runs across machines)")
     by_search = run.add_argument_group("LATS (--method lats)")
     by_questions.add_argument(
         "data",
@@ -240,6 +252,30 @@ def parser() -> argparse.ArgumentParser:
         metavar="K/N",
         help="run the K-th of N parts of the chosen questions (every N-th from the K-th), into a run file of its "
         "own; `rawreact merge` joins the parts (default: all)",
+    )
+    by_ray.add_argument(
+        "--ray",
+        action="store_const",
+        const="local",
+        help="answer the questions on Ray actors, on a Ray started for the run and stopped after it",
+    )
+    by_ray.add_argument(
+        "--ray-address",
+        dest="ray",
+        metavar="ADDRESS",
+        help="answer them on the running Ray cluster at ADDRESS (host:port; auto: the one RAY_ADDRESS names), "
+        "and leave it running",
+    )
+    by_ray.add_argument(
+        "--actors",
+        type=_positive,
+        help="Ray actors, each holding a model and --workers questions (default: one a node)",
+    )
+    by_ray.add_argument(
+        "--actor-cpus",
+        type=_cpus,
+        metavar="CPUS",
+        help="CPUs each actor reserves, and the embedded model's threads unless --threads says (default: 1)",
     )
     by_model.add_argument("--seed", type=int, help=f"seed of sampling (default: {_DEFAULT.seed})")
     by_output.add_argument("--out", help="write one JSON line per question to this run file, and a manifest beside it")

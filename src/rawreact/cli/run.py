@@ -3,6 +3,7 @@
 import argparse
 import sys
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 from rawreact import __version__
@@ -33,9 +34,9 @@ from rawreact.core.text import inline, plural, printable
 from rawreact.environments.custom import check_recorded
 from rawreact.models import cores, load_model
 from rawreact.models.cache import CachedModel, CallCache
-from rawreact.models.cores import bound_spinning
 from rawreact.models.specs import EMBEDDED_MODELS, is_embedded
 from rawreact.reports.summary import context_warning, summarize, summary_line
+from rawreact.runs.cluster import Cluster, Plan, ray_questions
 from rawreact.runs.records import manifest_path
 from rawreact.runs.run import check_context, run_questions
 from rawreact.runs.runfile import RunFile
@@ -43,8 +44,8 @@ from rawreact.runs.setup import (
     check_questions,
     envs_of,
     load_parts,
+    model_facts,
     model_options,
-    served_config,
     solve_options,
 )
 from rawreact.tasks.collection import Question
@@ -52,6 +53,11 @@ from rawreact.tasks.collection import Question
 
 def run(args: argparse.Namespace) -> int:
     """`rawreact run`: load everything first, so bad input fails before any model time is spent."""
+    with ExitStack() as stack:  # a Ray cluster's actors, killed however the run ends
+        return _run(args, stack)
+
+
+def _run(args: argparse.Namespace, stack: ExitStack) -> int:
     if args.resume and not args.out:
         raise DataError("--resume continues the run file given with --out; add --out RUN.jsonl")
     if args.out and Path(args.out).is_dir():
@@ -83,61 +89,44 @@ def run(args: argparse.Namespace) -> int:
     check_questions(settings, questions)
     prompt, grammar, backoff = parts.prompt, parts.grammar, parts.backoff
     embedded = is_embedded(settings.model)
-    calls = CallCache(settings.cache) if settings.cache else None  # a bad cache file fails before the model loads
-    # The first load and the first prompt take seconds to minutes on a slow machine: say what is loading (a spec
-    # that names no model is refused by the load, in one line, with nothing before it).
-    known = settings.model in EMBEDDED_MODELS or settings.model.startswith("hf:") or Path(settings.model).is_file()
-    if embedded and known and not args.quiet:
-        print(f"rawreact: loading {settings.model} ...", file=sys.stderr, flush=True)
-    loading = time.perf_counter()
-    model = load_model(settings.model, **model_options(settings))
-    if embedded and known and not args.quiet:
-        print(f"rawreact: loaded {model.name} in {time.perf_counter() - loading:.1f} s", file=sys.stderr, flush=True)
-    if grammar is not None and not model.supports_grammar:
-        raise GrammarError(f"model {model.name} cannot apply a grammar; drop --grammar, or use a llama.cpp model")
-    check_context(model, prompt, questions, settings.max_tokens, settings.method, backoff)
-    if calls is not None:  # calls made before come from the cache's file (models.cache)
-        model = CachedModel(model, calls, sampled=settings.cache_sampled)
+    if settings.ray is not None:
+        model, cluster = None, stack.enter_context(_cluster(args, settings, collection, questions, parts))
+        facts = cluster.facts
+    else:
+        model, cluster = _load(args, settings, questions, parts), None
+        facts = model_facts(model, embedded)
+    if grammar is not None and not facts["supports_grammar"]:
+        name = facts["details"]["model_name"]
+        raise GrammarError(f"model {name} cannot apply a grammar; drop --grammar, or use a llama.cpp model")
     details = {
         **({} if chosen.paper is None else {"reference": reference_record(chosen)}),
         "data": collection.source,
         "layout": collection.layout,
         "limit": settings.limit,
         "questions": len(questions),
-        "model_file": str(model.path) if hasattr(model, "path") else None,
-        "model_name": model.name,
-        # llama.cpp's threads: its arithmetic depends on the count, so a run records it ("auto": it followed the load)
-        "threads": "auto" if getattr(model, "cores", None) is not None else getattr(model, "n_threads", None),
-        # how its idle OpenMP threads wait (models.cores.bound_spinning): what a busy machine's wall times depend on
-        "openmp": bound_spinning() if embedded else None,
-        # the CPU features of its llama.cpp build, whether the weights were repacked, and whether the streams of
-        # several workers share one cache (it lays cells out otherwise): they decide its arithmetic
-        "llama_cpp": {
-            "features": model.build,
-            "repack": model.repack,
-            "kv_cache": "shared" if model.shared_cache else "per stream",
-        }
-        if hasattr(model, "build")
-        else None,
+        **facts["details"],
         "workers": settings.workers,
         "timeout": settings.timeout,
         "settings": manifest_settings(settings),
     }
-    config = parts.config | served_config(model)
+    if cluster is not None:
+        details["ray"] = cluster.described()
+    config = parts.config | facts["served"]
     sink = RunFile(args.out, config, resume=args.resume, details=details) if args.out else None
     ids = {q.id for q in questions}
     done = [] if sink is None else [r for r in sink.done.values() if r["id"] in ids]
     task = task_type(collection.task)
     loop = game_loop_said(settings, task.name) if task.style == "commands" else loop_said(settings)
     print(
-        f"rawreact {__version__}: {plural(len(questions), task.unit)} from {collection.name}, model {model.name}, "
+        f"rawreact {__version__}: {plural(len(questions), task.unit)} from {collection.name}, model "
+        f"{facts['details']['model_name']}{_on_ray(cluster)}, "
         f"method {settings.method}{sampling_said(settings)}{loop}, prompt {prompt.source} "
         f"({plural(prompt.exemplars, 'exemplar')}), grammar {parts.config['grammar'] or 'off'}{passages_said(settings)}"
         + verbs_said(parts.config)
         + (f"; {len(done)} already in {args.out}" if done else ""),
         flush=True,
     )
-    with Stopper(settings.workers) as stopper, progress(len(questions), len(done)) as bar:
+    with Stopper(settings.workers if cluster is None else 2) as stopper, progress(len(questions), len(done)) as bar:
 
         def say(text: str) -> None:
             bar.write(printable(text.rstrip("\n")), file=sys.stdout)
@@ -167,19 +156,22 @@ def run(args: argparse.Namespace) -> int:
             head = f"\n=== {inline(question.id)}{trial}\n{question.header}: {question.question}\n"
             say((head if step.i == 1 else "") + text)
 
-        live = not args.quiet and settings.workers == 1  # with workers, a transcript is printed when it is done
-        results = run_questions(
-            questions,
-            envs_of(settings, collection),
-            model,
-            prompt,
-            out=sink,
-            on_step=print_step if live else None,
-            on_trial=print_trial if live and settings.method in REFLEXION else None,
-            workers=settings.workers,
-            stop=lambda: stopper.signal is not None,
-            **solve_options(settings, grammar, backoff, collection.task),
-        )
+        live = not args.quiet and settings.workers == 1 and cluster is None  # else a transcript prints when done
+        if cluster is not None:
+            results = ray_questions(questions, cluster, out=sink, stop=lambda: stopper.signal is not None)
+        else:
+            results = run_questions(
+                questions,
+                envs_of(settings, collection),
+                model,
+                prompt,
+                out=sink,
+                on_step=print_step if live else None,
+                on_trial=print_trial if live and settings.method in REFLEXION else None,
+                workers=settings.workers,
+                stop=lambda: stopper.signal is not None,
+                **solve_options(settings, grammar, backoff, collection.task),
+            )
         records = list(done)
         first, started = True, (time.perf_counter(), cores.sample())  # the first question's wall time and load
         scored = [r for r in done if r["em"] is not None]  # running sums for the bar, over the scored questions
@@ -194,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
             say(result_line(len(records), len(questions), result))
             if first:  # what the first question cost, and whether the machine was busy while it ran (measured)
                 first = False
-                fixed = model if embedded and getattr(model, "cores", None) is None else None
+                fixed = model if embedded and model is not None and getattr(model, "cores", None) is None else None
                 say_first(result, started, fixed, args.quiet)
             if result.em is not None:
                 n, em, f1 = n + 1, em + result.em, f1 + result.f1
@@ -218,3 +210,54 @@ def run(args: argparse.Namespace) -> int:
         print(f"rawreact: stopped early{where}", file=sys.stderr)
         return 128 + stopper.signal
     return 0
+
+
+def _load(args: argparse.Namespace, settings, questions: list[Question], parts):
+    """The run's model, loaded here and checked against its prompt (behind the call cache when one is named)."""
+    embedded = is_embedded(settings.model)
+    calls = CallCache(settings.cache) if settings.cache else None  # a bad cache file fails before the model loads
+    # The first load and the first prompt take seconds to minutes on a slow machine: say what is loading (a spec
+    # that names no model is refused by the load, in one line, with nothing before it).
+    known = settings.model in EMBEDDED_MODELS or settings.model.startswith("hf:") or Path(settings.model).is_file()
+    if embedded and known and not args.quiet:
+        print(f"rawreact: loading {settings.model} ...", file=sys.stderr, flush=True)
+    loading = time.perf_counter()
+    model = load_model(settings.model, **model_options(settings))
+    if embedded and known and not args.quiet:
+        print(f"rawreact: loaded {model.name} in {time.perf_counter() - loading:.1f} s", file=sys.stderr, flush=True)
+    if parts.grammar is not None and not model.supports_grammar:
+        raise GrammarError(f"model {model.name} cannot apply a grammar; drop --grammar, or use a llama.cpp model")
+    check_context(model, parts.prompt, questions, settings.max_tokens, settings.method, parts.backoff)
+    if calls is not None:  # calls made before come from the cache's file (models.cache)
+        model = CachedModel(model, calls, sampled=settings.cache_sampled)
+    return model
+
+
+def _cluster(args: argparse.Namespace, settings, collection, questions: list[Question], parts) -> Cluster:
+    """The run's Ray actors, started (each loads the model and checks the prompt fits it) before any question."""
+    if not args.quiet:
+        where = "a Ray started for the run" if settings.ray == "local" else f"the Ray cluster at {settings.ray}"
+        print(f"rawreact: starting the actors on {where} ...", file=sys.stderr, flush=True)
+    started = time.perf_counter()
+    plan = Plan(
+        settings,
+        collection,
+        parts.prompt,
+        solve_options(settings, parts.grammar, parts.backoff, collection.task),
+        tuple(questions),
+        parts.backoff,
+    )
+    cluster = Cluster(settings, plan)
+    if not args.quiet:
+        nodes = len({slot.node for slot in cluster.slots})
+        print(
+            f"rawreact: {plural(len(cluster.slots), 'actor')} on {plural(nodes, 'node')} loaded "
+            f"{cluster.facts['details']['model_name']} in {time.perf_counter() - started:.1f} s",
+            file=sys.stderr,
+            flush=True,
+        )
+    return cluster
+
+
+def _on_ray(cluster: Cluster | None) -> str:
+    return "" if cluster is None else f" on {plural(len(cluster.slots), 'Ray actor')}"

@@ -54,6 +54,7 @@ _LEAST = {
     "limit": 1,
     "shuffle_range": 1,
     "workers": 1,
+    "actors": 1,
     "drafts": 0,
     "per_endpoint": 1,
     "trials": 1,
@@ -174,6 +175,11 @@ class Settings:
     timeout: float = 300.0
     cache: str | None = _file()  # an SQLite file of model calls: a call made before is answered from it
     cache_sampled: bool = False  # whether sampled calls may be answered from the cache too
+    # A Ray cluster's actors answer the questions (runs.cluster): "local" starts one for the run, "auto" joins
+    # RAY_ADDRESS's, and any other value is the address of one to join.
+    ray: str | None = None
+    actors: int | None = None  # how many actors (default: one a node of the cluster)
+    actor_cpus: float = 1.0  # the CPUs each actor reserves: the embedded model's threads, unless --threads says
 
     def __post_init__(self) -> None:
         for key in KEYS:  # a Variant's name is checked by the Variant
@@ -214,9 +220,23 @@ class Settings:
                 f"drafts={self.drafts} (--drafts) is for the embedded llama.cpp model, which drafts inside its own "
                 f"engine; {self.model} decodes elsewhere, so drop --drafts"
             )
+        if problem is None:
+            problem = self._ray_problem()
         if problem is None and self.cache_sampled and not self.cache:
             return "cache_sampled (--cache-sampled) lets sampled calls come from the cache: give it, --cache FILE"
         return problem or sequences_problem(self.model, self.samples if self.method in SAMPLING else 1, "samples")
+
+    def _ray_problem(self) -> str | None:
+        """What is wrong with the Ray settings, or None."""
+        if self.ray is None:
+            changed = [option(k) for k in ("actors", "actor_cpus") if getattr(self, k) != _DEFAULTS[k]]
+            return f"{' and '.join(changed)} place the actors of --ray: give --ray too" if changed else None
+        if self.cache:
+            return (
+                "--cache is one SQLite file that one process writes, and --ray answers in many; drop --cache, or "
+                "run without --ray"
+            )
+        return None
 
     def _lats_problem(self) -> str | None:
         """What is wrong with the LATS settings for the method, or None."""
@@ -377,6 +397,10 @@ def value_problem(key: str, value: object) -> str | None:
             f"threads={value} (--threads) must be at most {THREADS_MAX}, llama.cpp's most (GGML_MAX_N_THREADS); a "
             "thread a core is what runs fastest"
         )
+    if key == "actor_cpus" and not (math.isfinite(value) and value > 0):
+        return f"actor_cpus={value} (--actor-cpus) must be a finite number above 0, such as 1 or 0.5"
+    if key == "ray" and not value.strip():
+        return "ray='' (--ray) names no cluster; give local, auto or an address such as 10.0.0.5:6379"
     if key == "cache" and not value.strip():
         return "cache='' (--cache) names no file; give one, such as calls.sqlite, or leave it out"
     if key == "shard" and _shard(value) is None:

@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rawreact.agents.methods import Outcome, solve
@@ -43,6 +43,9 @@ class Result:
     finished: float | None = None
     endpoint: str | None = None  # the server of a fleet that ran the episode (see models.fleet)
     lost_on: tuple[str, ...] = ()  # the servers that failed under the episode, once per start over
+    ray: dict | None = None  # on a Ray cluster (runs.cluster): the node and actor that answered, and the nodes lost
+    # Its run file line, where it was worked out already (by the Ray actor that answered): `to_dict` returns it.
+    record: dict | None = field(default=None, compare=False, repr=False)
 
     @property
     def task(self) -> TaskType:
@@ -99,8 +102,12 @@ class Result:
         (several servers) adds `endpoint`, the server that ran the whole episode, `restarts`, how many
         times it started over after a server failed mid-episode (the lost attempts' steps are not kept),
         and `lost_on`, the server that failed each time, so the manifest's counts per server come from
-        the records alone.
+        the records alone. A run on Ray (`runs.cluster`) adds `ray`: the `node` that answered, the `actor`, how
+        many times the question started over because its actor or node died (`restarts`), and those nodes
+        (`lost_on`).
         """
+        if self.record is not None:
+            return dict(self.record)
         out = self.outcome
         reasoning = out.reasoning
         return (
@@ -135,6 +142,7 @@ class Result:
                 ),
                 **({"kind": self.question.kind} if self.question.kind else {}),
                 **({} if self.endpoint is None else self._served()),
+                **({} if self.ray is None else {"ray": self.ray}),
             }
             | self._own()
             | self._trials()
@@ -291,6 +299,25 @@ def run_questions(
     log = None
     if solve_options.get("method") in REFLEXION and sink is not None:
         log = TrialLog(sink.path, prompt.text, resumed="resumes" in sink.manifest)
+    answer = answerer(env, model, prompt, on_step=on_step, on_trial=on_trial, reflexion=reflexion, log=log,
+                      **solve_options)  # fmt: skip
+    results = _sequential(pending, answer, stop) if workers <= 1 else _parallel(pending, answer, stop, workers)
+    return _written(results, sink, log)
+
+
+def answerer(
+    env: Callable[[Question], PassageEnv],
+    model: Model,
+    prompt: Prompt,
+    *,
+    on_step: Callable[[Question, Step], None] | None = None,
+    on_trial: Callable[[Question, Trial], None] | None = None,
+    reflexion: dict | None = None,
+    log: TrialLog | None = None,
+    **solve_options,
+) -> Callable[[Question], Result]:
+    """The function that answers one question of a run (`run_questions`'s, and each Ray actor's): its
+    environment made, `solve` run on it, started over on another server when a fleet's server fails."""
 
     def answer(question: Question) -> Result:
         step_hook = None if on_step is None else (lambda step: on_step(question, step))
@@ -324,8 +351,7 @@ def run_questions(
             outcome.reflexion = {k: v for k, v in (reflexion or {}).items() if k in REFLEXION_RECORDED}
         return Result(question, outcome, started, time.time(), endpoint, tuple(lost_on))
 
-    results = _sequential(pending, answer, stop) if workers <= 1 else _parallel(pending, answer, stop, workers)
-    return _written(results, sink, log)
+    return answer
 
 
 # The Reflexion settings each record repeats, so that a record read alone says how its trials were judged.
@@ -414,6 +440,9 @@ def _written(results: Iterator[Result], sink: RunFile | None, log: TrialLog | No
             counts = served_counts(sink.done.values())
             if counts:
                 sink.set_counts("endpoints", counts)
+            counts = node_counts(sink.done.values())
+            if counts:
+                sink.set_counts("nodes", counts)
             sink.close()
 
 
@@ -445,6 +474,21 @@ def served_counts(records: Iterable[dict]) -> dict[str, dict[str, int]]:
             counts.setdefault(record["endpoint"], {"episodes": 0, "lost": 0})["episodes"] += 1
         for url in record.get("lost_on") or ():
             counts.setdefault(url, {"episodes": 0, "lost": 0})["lost"] += 1
+    return counts
+
+
+def node_counts(records: Iterable[dict]) -> dict[str, dict[str, int]]:
+    """Per Ray node, from the records alone: the questions it answered, and those that started over elsewhere
+    when it (or its actor) died."""
+    counts: dict[str, dict[str, int]] = {}
+    for record in records:
+        placed = record.get("ray")
+        if not isinstance(placed, dict):
+            continue
+        if isinstance(placed.get("node"), str):
+            counts.setdefault(placed["node"], {"questions": 0, "lost": 0})["questions"] += 1
+        for node in placed.get("lost_on") or ():
+            counts.setdefault(node, {"questions": 0, "lost": 0})["lost"] += 1
     return counts
 
 

@@ -36,7 +36,7 @@ from rawreact.core.tasks import QA, task_type
 from rawreact.environments.custom import Factory, import_factory
 from rawreact.environments.env import bound_verbs
 from rawreact.environments.game import commands_unknown
-from rawreact.models.cores import threads_problem
+from rawreact.models.cores import bound_spinning, threads_problem
 from rawreact.models.specs import model_sha256
 from rawreact.runs.run import unrunnable
 from rawreact.tasks.collection import Collection, Passages, Question
@@ -310,6 +310,30 @@ def _reflexion_config(settings: Settings, task: str = QA.name) -> dict:
         "reflect_prompt": None if reflect is None else reflect.source,
         "reflect_prompt_sha256": None if reflect is None else reflect.sha256,
     }
+
+
+def model_facts(model: object, embedded: bool) -> dict:
+    """What a run records of its loaded model (`details`: its file, name, threads and llama.cpp build, for the
+    manifest; `served`: `served_config`'s part of the config), and whether it can apply a grammar. A Ray actor
+    sends these back to the driver, which loads no model of its own."""
+    details = {
+        "model_file": str(model.path) if hasattr(model, "path") else None,
+        "model_name": model.name,
+        # llama.cpp's threads: its arithmetic depends on the count, so a run records it ("auto": it followed the load)
+        "threads": "auto" if getattr(model, "cores", None) is not None else getattr(model, "n_threads", None),
+        # how its idle OpenMP threads wait (models.cores.bound_spinning): what a busy machine's wall times depend on
+        "openmp": bound_spinning() if embedded else None,
+        # the CPU features of its llama.cpp build, whether the weights were repacked, and whether the streams of
+        # several workers share one cache (it lays cells out otherwise): they decide its arithmetic
+        "llama_cpp": {
+            "features": model.build,
+            "repack": model.repack,
+            "kv_cache": "shared" if model.shared_cache else "per stream",
+        }
+        if hasattr(model, "build")
+        else None,
+    }
+    return {"details": details, "served": served_config(model), "supports_grammar": bool(model.supports_grammar)}
 
 
 def served_config(model: object) -> dict:
