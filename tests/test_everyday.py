@@ -73,6 +73,7 @@ def test_run_help_groups_its_options_by_purpose():
         "settings files and output:",
         "Reflexion (--method react-reflexion or cot-reflexion):",
         "LATS (--method lats):",
+        "a Ray cluster (pip install 'rawreact[ray]'; docs: Runs across machines on Ray):",
     ]
 
 

@@ -46,7 +46,7 @@ def _reflexion_files(folder: Path) -> None:
 
 # The settings that are strings but name no file. A new string setting must be put here or declared a file.
 NOT_FILES = {"method", "loop", "model", "key", "grammar", "repeats", "backoff_key", "strategy", "evaluator"}
-NOT_FILES |= {"context", "reflect_key", "question", "answer", "shard", "host", "threads", "env"}
+NOT_FILES |= {"context", "reflect_key", "question", "answer", "shard", "host", "threads", "env", "ray"}
 
 
 def test_every_string_setting_is_declared_a_file_or_known_not_to_be_one():

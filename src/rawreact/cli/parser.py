@@ -96,8 +96,8 @@ def parser() -> argparse.ArgumentParser:
     by_guard = run.add_argument_group("guardrails and limits")
     by_output = run.add_argument_group("settings files and output")
     by_trials = run.add_argument_group("Reflexion (--method react-reflexion or cot-reflexion)")
-    by_ray = run.add_argument_group("a Ray cluster (pip install 'rawreact[ray]'; docs: Runs across machines)")
     by_search = run.add_argument_group("LATS (--method lats)")
+    by_ray = run.add_argument_group("a Ray cluster (pip install 'rawreact[ray]'; docs: Runs across machines on Ray)")
     by_questions.add_argument(
         "data",
         nargs="?",
