@@ -20,6 +20,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
+from rawreact import __version__
 from rawreact.agents.prompts import Prompt
 from rawreact.config.choices import REFLEXION
 from rawreact.config.settings import Settings
@@ -98,7 +99,8 @@ class Answerer:
         node = ray.get_runtime_context().get_node_id()
         for index in range(settings.workers):
             threading.Thread(target=self._work, args=(index, answer, node), daemon=True).start()
-        return model_facts(model, is_embedded(settings.model)) | {"node": node, "pid": os.getpid()}
+        facts = model_facts(model, is_embedded(settings.model))
+        return facts | {"node": node, "pid": os.getpid(), "rawreact": __version__}
 
     def _work(self, index: int, answer: Callable[[Question], Result], node: str) -> None:
         WORKER.set(index)
@@ -250,6 +252,12 @@ class Cluster:
             raise _cause(error, f"a Ray actor on node {_short(slot.node)}") from None
         except self.ray.exceptions.RayActorError as error:
             raise ModelError(f"a Ray actor died while loading its model: {_first_line(error)}") from None
+        if found["rawreact"] != __version__:  # its answers would come from other code than the manifest says
+            self.ray.kill(slot.handle, no_restart=True)
+            raise ModelError(
+                f"the Ray node {_short(found['node'])} runs rawreact {found['rawreact']}, and this driver "
+                f"{__version__}; install rawreact {__version__} on every node of the cluster"
+            )
         slot.node = found["node"]
         slot.answers = slot.handle.stream.options(num_returns="streaming").remote()
         self.slots.append(slot)
