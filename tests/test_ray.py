@@ -319,3 +319,16 @@ def test_a_node_with_another_rawreact_is_refused_naming_both_versions(tmp_path, 
     with pytest.raises(ModelError, match=r"runs rawreact \d+\.\d+\.\d+, and this driver 0\.0\.1; install rawreact 0"):
         cluster.Cluster(settings, plan)
     assert not ray.is_initialized()  # the Ray it started is stopped
+
+
+def test_nothing_imports_ray_unless_the_run_asks_for_it(tmp_path):
+    """A run without --ray, through the command's own code, leaves Ray unimported (it is an extra)."""
+    data, model = _scripted(tmp_path, 2)
+    args = ["run", str(data), "--model", model, "-q", "--out", str(tmp_path / "r.jsonl")]
+    code = (
+        f"import sys\nfrom rawreact.cli.app import main\nassert main({args!r}) == 0\n"
+        "print(sorted(name for name in sys.modules if name == 'ray' or name.startswith('ray.')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]"
