@@ -39,7 +39,7 @@ def _records(path: Path) -> list[dict]:
 
 def _strip_seconds(found: object) -> object:
     if isinstance(found, dict):
-        return {k: _strip_seconds(v) for k, v in found.items() if k not in ("seconds", *VARYING)}
+        return {k: _strip_seconds(v) for k, v in found.items() if k not in VARYING}
     if isinstance(found, list):
         return [_strip_seconds(v) for v in found]
     return found

@@ -90,14 +90,19 @@ def _run(args: argparse.Namespace, stack: ExitStack) -> int:
     prompt, grammar, backoff = parts.prompt, parts.grammar, parts.backoff
     embedded = is_embedded(settings.model)
     if settings.ray is not None:
-        model, cluster = None, stack.enter_context(_cluster(args, settings, collection, questions, parts))
+        model, calls, cluster = None, None, stack.enter_context(_cluster(args, settings, collection, questions, parts))
         facts = cluster.facts
     else:
-        model, cluster = _load(args, settings, questions, parts), None
+        calls = CallCache(settings.cache) if settings.cache else None  # a bad cache file fails before the model loads
+        model, cluster = _load(args, settings), None
         facts = model_facts(model, embedded)
     if grammar is not None and not facts["supports_grammar"]:
         name = facts["details"]["model_name"]
         raise GrammarError(f"model {name} cannot apply a grammar; drop --grammar, or use a llama.cpp model")
+    if model is not None:  # each Ray actor checks its own (runs.cluster)
+        check_context(model, prompt, questions, settings.max_tokens, settings.method, backoff)
+        if calls is not None:  # calls made before come from the cache's file (models.cache)
+            model = CachedModel(model, calls, sampled=settings.cache_sampled)
     details = {
         **({} if chosen.paper is None else {"reference": reference_record(chosen)}),
         "data": collection.source,
@@ -126,7 +131,8 @@ def _run(args: argparse.Namespace, stack: ExitStack) -> int:
         + (f"; {len(done)} already in {args.out}" if done else ""),
         flush=True,
     )
-    with Stopper(settings.workers if cluster is None else 2) as stopper, progress(len(questions), len(done)) as bar:
+    in_flight = settings.workers * (1 if cluster is None else len(cluster.slots))
+    with Stopper(in_flight) as stopper, progress(len(questions), len(done)) as bar:
 
         def say(text: str) -> None:
             bar.write(printable(text.rstrip("\n")), file=sys.stdout)
@@ -212,10 +218,9 @@ def _run(args: argparse.Namespace, stack: ExitStack) -> int:
     return 0
 
 
-def _load(args: argparse.Namespace, settings, questions: list[Question], parts):
-    """The run's model, loaded here and checked against its prompt (behind the call cache when one is named)."""
+def _load(args: argparse.Namespace, settings):
+    """The run's model, loaded here, saying so for the embedded model (whose load can take minutes)."""
     embedded = is_embedded(settings.model)
-    calls = CallCache(settings.cache) if settings.cache else None  # a bad cache file fails before the model loads
     # The first load and the first prompt take seconds to minutes on a slow machine: say what is loading (a spec
     # that names no model is refused by the load, in one line, with nothing before it).
     known = settings.model in EMBEDDED_MODELS or settings.model.startswith("hf:") or Path(settings.model).is_file()
@@ -225,11 +230,6 @@ def _load(args: argparse.Namespace, settings, questions: list[Question], parts):
     model = load_model(settings.model, **model_options(settings))
     if embedded and known and not args.quiet:
         print(f"rawreact: loaded {model.name} in {time.perf_counter() - loading:.1f} s", file=sys.stderr, flush=True)
-    if parts.grammar is not None and not model.supports_grammar:
-        raise GrammarError(f"model {model.name} cannot apply a grammar; drop --grammar, or use a llama.cpp model")
-    check_context(model, parts.prompt, questions, settings.max_tokens, settings.method, parts.backoff)
-    if calls is not None:  # calls made before come from the cache's file (models.cache)
-        model = CachedModel(model, calls, sampled=settings.cache_sampled)
     return model
 
 
@@ -245,7 +245,6 @@ def _cluster(args: argparse.Namespace, settings, collection, questions: list[Que
         parts.prompt,
         solve_options(settings, parts.grammar, parts.backoff, collection.task),
         tuple(questions),
-        parts.backoff,
     )
     cluster = Cluster(settings, plan)
     if not args.quiet:

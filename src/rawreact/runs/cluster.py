@@ -52,15 +52,14 @@ def import_ray():
 @dataclass(frozen=True)
 class Plan:
     """What each actor makes its part of the run from: the settings, the questions' collection (their passages),
-    the prompts the driver loaded and checked, `solve`'s options, and the run's questions (each actor checks the
-    longest fits its model's context before the first one starts)."""
+    the prompt the driver loaded and checked, `solve`'s options (a back-off's second prompt among them), and the
+    run's questions (each actor checks the longest fits its model's context before the first one starts)."""
 
     settings: Settings
     collection: Collection
     prompt: Prompt
     options: dict
     questions: tuple[Question, ...] = ()  # the run's: a question goes to an actor by its id alone
-    backoff: Prompt | None = None
 
 
 def actor_threads(settings: Settings) -> int | str | None:
@@ -90,9 +89,8 @@ class Answerer:
 
         plan, settings = self.plan, self.plan.settings
         model = load_model(settings.model, **(model_options(settings) | {"n_threads": actor_threads(settings)}))
-        if plan.questions:
-            longest = max(plan.questions, key=lambda q: len(q.question))
-            check_context(model, plan.prompt, [longest], settings.max_tokens, settings.method, plan.backoff)
+        backoff = plan.options.get("backoff_prompt")
+        check_context(model, plan.prompt, plan.questions, settings.max_tokens, settings.method, backoff)
         options = dict(plan.options)
         reflexion = options.pop("reflexion", None)
         answer = answerer(envs_of(settings, plan.collection), model, plan.prompt, reflexion=reflexion, **options)
@@ -188,7 +186,7 @@ class Cluster:
             )
             for _ in range(count):
                 self._make()
-            self.facts = self._wait_started(len(self._starting))
+            self.facts = self._wait_started()
             self.started_nodes = nodes
         except BaseException:
             self.close()
@@ -229,17 +227,16 @@ class Cluster:
         self._made += 1
         self._starting[handle.start.remote()] = slot
 
-    def _wait_started(self, count: int) -> dict:
-        """Wait for `count` actors to load their models; the first one's facts."""
+    def _wait_started(self) -> dict:
+        """Wait for the actors made so far to load their models; the first one's facts."""
         facts, deadline = None, time.monotonic() + PLACING
-        while self._starting and count:
+        while self._starting:
             ready, _ = self.ray.wait(list(self._starting), num_returns=1, timeout=0.5)
             if not ready:
                 if time.monotonic() > deadline:
                     raise ModelError(self._no_room())
                 continue
             found = self._started(ready[0])
-            count -= 1
             facts = facts or found
         return facts
 

@@ -425,7 +425,7 @@ def _episode(model: Model):
 
 def _written(results: Iterator[Result], sink: RunFile | None, log: TrialLog | None = None) -> Iterator[Result]:
     """Append each result to the run file before yielding it; close the file at the end, however the run
-    ended, after writing a fleet's episodes per server to the manifest (`endpoints`). A Reflexion run's
+    ended, after writing where its questions ran to the manifest (`placement_counts`). A Reflexion run's
     trials under way (`log`) are closed with it."""
     try:
         for result in results:
@@ -437,12 +437,8 @@ def _written(results: Iterator[Result], sink: RunFile | None, log: TrialLog | No
         if log is not None:
             log.close(set(sink.done) if sink is not None else set())
         if sink is not None:
-            counts = served_counts(sink.done.values())
-            if counts:
-                sink.set_counts("endpoints", counts)
-            counts = node_counts(sink.done.values())
-            if counts:
-                sink.set_counts("nodes", counts)
+            for key, counts in placement_counts(sink.done.values()).items():
+                sink.set_counts(key, counts)
             sink.close()
 
 
@@ -465,30 +461,35 @@ def _calls(found: object) -> Iterator[dict]:
             yield from _calls(item)
 
 
+def placement_counts(records: Iterable[dict]) -> dict[str, dict[str, dict[str, int]]]:
+    """Where a run's questions ran, counted from its records: a fleet's episodes per server (`endpoints`) and a Ray
+    run's questions per node (`nodes`), each kept when the run has any. Counted from what the run file holds, they
+    add up over kills, resumes and merges, where one process's own counts would not."""
+    records = list(records)
+    counts = {"endpoints": served_counts(records), "nodes": node_counts(records)}
+    return {key: found for key, found in counts.items() if found}
+
+
 def served_counts(records: Iterable[dict]) -> dict[str, dict[str, int]]:
-    """Per server of a fleet, from the records alone: the episodes it finished, and those that started over
-    elsewhere when it failed. Counted from what the run file holds, they add up over kills and resumes."""
-    counts: dict[str, dict[str, int]] = {}
-    for record in records:
-        if isinstance(record.get("endpoint"), str):
-            counts.setdefault(record["endpoint"], {"episodes": 0, "lost": 0})["episodes"] += 1
-        for url in record.get("lost_on") or ():
-            counts.setdefault(url, {"episodes": 0, "lost": 0})["lost"] += 1
-    return counts
+    """Per server of a fleet: the episodes it finished, and those that started over elsewhere when it failed."""
+    return _tally(((r.get("endpoint"), r.get("lost_on")) for r in records), "episodes")
 
 
 def node_counts(records: Iterable[dict]) -> dict[str, dict[str, int]]:
-    """Per Ray node, from the records alone: the questions it answered, and those that started over elsewhere
-    when it (or its actor) died."""
+    """Per Ray node: the questions it answered, and those that started over elsewhere when it (or its actor) died."""
+    placed = (r.get("ray") for r in records)
+    return _tally(((p.get("node"), p.get("lost_on")) for p in placed if isinstance(p, dict)), "questions")
+
+
+def _tally(pairs: Iterable[tuple], done: str) -> dict[str, dict[str, int]]:
+    """Counts by name from (who finished, who was lost under it) pairs: `done` for the first, `lost` for each of
+    the second."""
     counts: dict[str, dict[str, int]] = {}
-    for record in records:
-        placed = record.get("ray")
-        if not isinstance(placed, dict):
-            continue
-        if isinstance(placed.get("node"), str):
-            counts.setdefault(placed["node"], {"questions": 0, "lost": 0})["questions"] += 1
-        for node in placed.get("lost_on") or ():
-            counts.setdefault(node, {"questions": 0, "lost": 0})["lost"] += 1
+    for finished, lost_on in pairs:
+        if isinstance(finished, str):
+            counts.setdefault(finished, {done: 0, "lost": 0})[done] += 1
+        for name in lost_on or ():
+            counts.setdefault(name, {done: 0, "lost": 0})["lost"] += 1
     return counts
 
 
