@@ -86,6 +86,15 @@ def _serve(port_box, latency: float) -> None:
     asyncio.run(main())
 
 
+def start_stub(latency: float) -> tuple[multiprocessing.Process, str]:
+    """The stub in a process of its own (spawned, a daemon), once it listens, and its URL (http://127.0.0.1:PORT/v1)."""
+    context = multiprocessing.get_context("spawn")
+    box = context.Queue()
+    stub = context.Process(target=_serve, args=(box, latency), daemon=True)
+    stub.start()
+    return stub, f"http://127.0.0.1:{box.get(timeout=60)}/v1"
+
+
 def _questions(path: Path, count: int) -> None:
     """`count` invented questions in HotpotQA's layout, each answered by the title it names."""
     rows = []
@@ -222,11 +231,8 @@ def measure_one(spec: str, data, prompt, workers: int, latency: float, seconds: 
 
 def main_ray(args) -> None:
     """The Ray rows: each setting beside one process with as many in flight, interleaved, `--repeat` times."""
-    context = multiprocessing.get_context("spawn")
-    box = context.Queue()
-    stub = context.Process(target=_serve, args=(box, args.latency), daemon=True)
-    stub.start()
-    spec = f"vllm:http://127.0.0.1:{box.get(timeout=30)}/v1"
+    stub, url = start_stub(args.latency)
+    spec = f"vllm:{url}"
     rows = []
     with tempfile.TemporaryDirectory() as folder, local_nodes(2) as env:
         os.environ.update({k: env[k] for k in ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN")})
@@ -284,12 +290,7 @@ def main() -> None:
         args.latency = 0.2 if args.ray else 1.0
     if args.ray:
         return main_ray(args)
-    context = multiprocessing.get_context("spawn")
-    boxes = [context.Queue() for _ in range(args.servers)]
-    stubs = [context.Process(target=_serve, args=(box, args.latency), daemon=True) for box in boxes]
-    for stub in stubs:
-        stub.start()
-    urls = [f"http://127.0.0.1:{box.get(timeout=30)}/v1" for box in boxes]
+    stubs, urls = zip(*(start_stub(args.latency) for _ in range(args.servers)), strict=True)
     spec = "vllm:" + ",".join(urls)
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "questions.json"

@@ -177,17 +177,11 @@ def test_a_server_that_answers_503_or_times_out_is_lost_like_one_that_refuses():
 def test_hundreds_of_questions_in_flight_through_the_command(tmp_path):
     """Issue 31 item 2: `rawreact run --workers 256` against a server that takes 0.2 s per call (the scale
     benchmark's stub, in its own process): every question once in the run file, every answer right."""
-    import multiprocessing
-
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
     import scale
 
-    context = multiprocessing.get_context("spawn")
-    box = context.Queue()
-    stub = context.Process(target=scale._serve, args=(box, 0.2), daemon=True)
-    stub.start()
+    stub, url = scale.start_stub(0.2)
     try:
-        url = f"http://127.0.0.1:{box.get(timeout=60)}/v1"
         data, out = tmp_path / "questions.json", tmp_path / "run.jsonl"
         scale._questions(data, 600)
         command = [*RAWREACT, "run", data, "--model", f"vllm:{url}", "--workers", "256", "--out", out, "-q", "-k", "1"]

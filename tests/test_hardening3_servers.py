@@ -2,7 +2,6 @@
 garbage, shards and resumes on other servers), whole lines on stderr, and Ctrl-C twice on a real run.
 Each test fails on the main before the round."""
 
-import multiprocessing
 import os
 import re
 import signal
@@ -33,15 +32,8 @@ def _reply(text: str) -> dict:
 
 
 def _stub_servers(count: int, latency: float) -> tuple[list, list[str]]:
-    context = multiprocessing.get_context("spawn")
-    servers, urls = [], []
-    for _ in range(count):
-        box = context.Queue()
-        server = context.Process(target=scale._serve, args=(box, latency), daemon=True)
-        server.start()
-        servers.append(server)
-        urls.append(f"http://127.0.0.1:{box.get(timeout=60)}/v1")
-    return servers, urls
+    started = [scale.start_stub(latency) for _ in range(count)]
+    return [stub for stub, _ in started], [url for _, url in started]
 
 
 # Item 4: a fleet's counts per server describe the run file, however often the run was killed.

@@ -7,7 +7,6 @@ run, or its driver killed, must leave every question with exactly one record.
 """
 
 import json
-import multiprocessing
 import os
 import signal
 import subprocess
@@ -59,11 +58,8 @@ def _scripted(tmp_path: Path, count: int) -> tuple[Path, str]:
 
 
 def _stub(latency: float):
-    context = multiprocessing.get_context("spawn")
-    box = context.Queue()
-    process = context.Process(target=scale._serve, args=(box, latency), daemon=True)
-    process.start()
-    return process, f"vllm:http://127.0.0.1:{box.get(timeout=30)}/v1"
+    stub, url = scale.start_stub(latency)
+    return stub, f"vllm:{url}"
 
 
 def test_a_local_ray_run_equals_a_single_process_run(tmp_path):
