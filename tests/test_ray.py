@@ -328,3 +328,19 @@ def test_nothing_imports_ray_unless_the_run_asks_for_it(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_merged_shards_of_a_ray_run_count_their_questions_per_node_again(tmp_path):
+    """Two shards run on Ray, each on a Ray of its own (so on another node), then merged: the merged manifest's
+    counts per node are those of the merged records, as a fleet's per server are (before, merge left them out)."""
+    data, model = _scripted(tmp_path, 6)
+    for k in (1, 2):
+        done = _rawreact("run", str(data), "--model", model, "--ray", "--shard", f"{k}/2", "--out",
+                         str(tmp_path / f"s{k}.jsonl"), "-q")  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    merged = _rawreact("merge", str(tmp_path / "s1.jsonl"), str(tmp_path / "s2.jsonl"), "--out", str(tmp_path / "m"))
+    assert merged.returncode == 0, merged.stderr
+    nodes = [r["ray"]["node"] for r in _records(tmp_path / "m")]
+    counts = json.loads((tmp_path / "m.manifest.json").read_text())["nodes"]
+    assert len(nodes) == 6 and counts == {node: {"questions": nodes.count(node), "lost": 0} for node in set(nodes)}
+    assert len(counts) == 2  # each shard's Ray was a node of its own

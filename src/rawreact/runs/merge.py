@@ -23,7 +23,7 @@ from rawreact.core.folders import check_parents, make_parents, remove_made
 from rawreact.core.tasks import of_layout
 from rawreact.core.text import plural
 from rawreact.runs.records import existing_manifest, manifest_path, read_run, trials_path
-from rawreact.runs.run import cached_counts, served_counts
+from rawreact.runs.run import cached_counts, placement_counts
 from rawreact.runs.runfile import RunFile, changed_settings, json_bytes
 
 DUPLICATES = ("refuse", "first")
@@ -80,15 +80,13 @@ def merge(files: list[str | Path], out: str | Path, *, duplicates: str = "refuse
 
 def _counts(read: list, records: list[dict]) -> dict:
     """What a run counts from its records, counted again over the merged ones (each shard's counts are of its
-    part): the calls its cache answered and made, and a fleet's episodes per server."""
+    part): the calls its cache answered and made, a fleet's episodes per server, and a Ray run's questions per
+    node."""
     counts = {}
     said = next((m["cache"] for m, _ in read if isinstance(m.get("cache"), dict)), None)
     if said is not None:
         counts["cache"] = {k: v for k, v in said.items() if k not in ("hits", "made")} | cached_counts(records)
-    served = served_counts(records)
-    if served:
-        counts["endpoints"] = served
-    return counts
+    return counts | placement_counts(records)
 
 
 def _under_way(files: list[Path], finished: set[str]) -> tuple[set[str], list[bytes]]:
