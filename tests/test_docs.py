@@ -156,7 +156,7 @@ Array.from(document.querySelectorAll('.md-typeset__scrollwrap'))
 def test_no_code_block_of_the_site_hides_text_in_chromium(tmp_path, width):
     """Issue 60 item 6: at 1,400 and 1,000 px, no code block is cut at its right edge (a command's end, a usage
     line) nor has text under its copy button, and no table scrolls sideways, on the pages the newcomer found clipped
-    and the pages of ScienceWorld's and LATS's tables."""
+    and the pages of ScienceWorld's, LATS's and Ray's tables."""
     from browser import Browser, find_chromium
 
     binary = find_chromium()
@@ -179,6 +179,8 @@ def test_no_code_block_of_the_site_hides_text_in_chromium(tmp_path, width):
             "lats",
             "paper",
             "benchmarks",
+            "ray",
+            "shards",
         ):
             browser.open(site / page / "index.html")
             found = browser.evaluate(_HIDDEN) + browser.evaluate(_WIDE_TABLES)
