@@ -26,6 +26,7 @@ import multiprocessing
 import os
 import resource
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -134,53 +135,70 @@ def measure(spec: str, data, prompt, workers: int, latency: float, seconds: floa
     }
 
 
+FOLDER = "RAWREACT_RAY_FOLDER"  # where `local_nodes` says its cluster's temporary folder is
+
+
 @contextlib.contextmanager
 def local_nodes(cpus: int = 2, second: dict | None = None):
     """A Ray cluster of two nodes on this machine (`ray start --head`, then `ray start --address`), `cpus` CPUs
-    each, the second with the extra resources `second`; token authentication with a token of its own. Yields
-    the environment that joins it (RAY_ADDRESS, the token); stops only this cluster's processes at the end."""
+    each, the second with the extra resources `second`; on loopback (node address 127.0.0.1), with a temporary
+    folder of its own and token authentication with a token of its own. Yields the environment that joins it
+    (RAY_ADDRESS, the token, and its folder as FOLDER); stops exactly this cluster's processes at the end, found
+    by its folder."""
     from rawreact.models.llama_server import free_port
 
+    temp = tempfile.mkdtemp(prefix="rr-ray-")  # short: Ray's socket paths live under it
     env = dict(os.environ, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
     env.pop("RAY_ADDRESS", None)
     port, ray = str(free_port()), str(Path(sys.executable).parent / "ray")
-    common = ["--num-cpus", str(cpus), "--disable-usage-stats"]
+    common = ["--num-cpus", str(cpus), "--disable-usage-stats", "--node-ip-address", "127.0.0.1", "--temp-dir", temp]
     head = [ray, "start", "--head", "--port", port, "--include-dashboard", "false", *common]
     joined = [ray, "start", "--address", f"127.0.0.1:{port}", "--resources", json.dumps(second or {}), *common]
-    session = None
     try:
         for command in (head, joined):
             started = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
             if started.returncode != 0:
                 raise RuntimeError(f"{' '.join(command[1:3])} failed: {started.stderr[-2000:]}")
-            if command is head:
-                session = Path("/tmp/ray/session_latest").resolve().name
-        yield env | {"RAY_ADDRESS": f"127.0.0.1:{port}"}
+        yield env | {"RAY_ADDRESS": f"127.0.0.1:{port}", FOLDER: temp}
     finally:
-        if session is not None:
-            stop_session(session)
+        stop_session(temp)
+        shutil.rmtree(temp, ignore_errors=True)
 
 
-def stop_session(session: str) -> None:
-    """Kill the processes of one Ray session (those that name it, and their children), and no other Ray's:
-    `ray stop` would stop every Ray on the machine."""
-    parents = {}
+def ray_processes(mark: str) -> set[int]:
+    """The processes of one Ray: those whose command line or environment names `mark` (its temporary folder), and
+    their children."""
+    parents, marked, needle = {}, set(), mark.encode()
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             parents[int(pid)] = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            if session.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
-                parents[int(pid)] = -1  # a root of the session
+            if (
+                needle in Path(f"/proc/{pid}/cmdline").read_bytes()
+                or needle in Path(f"/proc/{pid}/environ").read_bytes()
+            ):
+                marked.add(int(pid))
         except (OSError, IndexError, ValueError):
             continue
-    doomed = {pid for pid, parent in parents.items() if parent == -1}
+    marked.discard(os.getpid())
+    doomed = set(marked)
     while True:
         more = {pid for pid, parent in parents.items() if parent in doomed} - doomed
         if not more:
-            break
+            return doomed
         doomed |= more
-    for pid in doomed:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+
+
+def stop_session(mark: str) -> None:
+    """Kill the processes of one Ray (`ray_processes(mark)`), and no other Ray's: `ray stop` would stop every Ray
+    on the machine, and the machine-wide /tmp/ray/session_latest may name another user's."""
+    for _ in range(3):  # a process may start another while the first are killed
+        doomed = ray_processes(mark)
+        if not doomed:
+            return
+        for pid in doomed:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.2)
 
 
 def measure_ray(spec: str, data, prompt, actors: int, per_actor: int, latency: float, seconds: float, folder) -> dict:

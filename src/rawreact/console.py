@@ -23,7 +23,9 @@ def main(argv: list[str] | None = None) -> int:
         return command(argv)  # it handles Ctrl-C itself once a run is under way, saying what was kept
     except KeyboardInterrupt:
         print("\nrawreact: interrupted", file=sys.stderr)
-        return 130
+        from rawreact.cli.terminal import stopped_code
+
+        return stopped_code()
 
 
 def run(argv: list[str] | None = None) -> None:

@@ -18,6 +18,7 @@ from rawreact.cli.files import (
 )
 from rawreact.cli.parser import parser as _parser
 from rawreact.cli.run import run
+from rawreact.cli.terminal import stopped_code
 from rawreact.core.errors import RawreactError
 from rawreact.core.text import printable
 
@@ -55,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         out = getattr(args, "out", None)
         kept = f"; finished questions are in {out}, --resume finishes" if out and Path(out).exists() else ""
         print(f"\nrawreact: interrupted{kept}", file=sys.stderr)
-        return 130
+        return stopped_code()
     except BrokenPipeError:
         return 1
     except Exception as error:  # a bug of ours: say so in one line, show the traceback on request

@@ -4,6 +4,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -20,20 +21,50 @@ def interrupt(number: int, frame) -> None:
 def _unraisable(found) -> None:
     """Where Python cannot pass an exception on (a destructor, or a function that C calls back, such as
     llama.cpp's log), it prints it as a traceback and drops it: a KeyboardInterrupt that lands there is sent
-    again in a moment instead, and anything else is printed as Python prints it."""
+    again in a moment instead, and anything else is printed as Python prints it.
+
+    All this does for an interrupt is set an event that a thread started before waits on: another interrupt
+    that lands in here (a second Ctrl-C, SIGTERM) is caught and the event set again, which sends one."""
     if not isinstance(found.exc_value, KeyboardInterrupt):
         sys.__unraisablehook__(found)
         return
-    again = threading.Timer(0.02, os.kill, (os.getpid(), _last))
-    again.daemon = True
-    again.start()
+    for _ in range(8):
+        try:
+            _again.set()
+            return
+        except KeyboardInterrupt:
+            continue
+
+
+_again = threading.Event()
+
+
+def _send_again() -> None:
+    while True:
+        _again.wait()
+        _again.clear()
+        time.sleep(0.02)  # the code that dropped it has returned by then
+        os.kill(os.getpid(), _last)
+
+
+def stopped_code() -> int:
+    """The exit code of a command that a signal stopped: 128 and the signal (130 for Ctrl-C, 143 for SIGTERM)."""
+    return 128 + _last
 
 
 def take_interrupts() -> None:
-    """Ctrl-C raises KeyboardInterrupt, as Python's own handler does, and one that lands where Python would
-    drop it is sent again once that code returned (the model may be loading or being freed)."""
+    """Ctrl-C and SIGTERM raise KeyboardInterrupt, as Python's own handler does Ctrl-C, and one that lands where
+    Python would drop it is sent again once that code returned (the model may be loading or being freed)."""
+    global _sender
     signal.signal(signal.SIGINT, interrupt)
+    signal.signal(signal.SIGTERM, interrupt)  # SIGTERM as Ctrl-C: "interrupted", and 143 (see `stopped_code`)
     sys.unraisablehook = _unraisable
+    if _sender is None:
+        _sender = threading.Thread(target=_send_again, daemon=True, name="rawreact-interrupts")
+        _sender.start()
+
+
+_sender: threading.Thread | None = None
 
 
 class Stopper:

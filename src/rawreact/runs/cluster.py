@@ -13,7 +13,10 @@ import contextlib
 import logging
 import os
 import queue
+import secrets
+import signal
 import socket
+import sys
 import threading
 import time
 from collections import deque
@@ -40,12 +43,28 @@ PLACING = 300.0
 GATHER = 0.005
 
 
-def import_ray():
-    """Ray, or a DataError that says how to install it."""
+# A Ray started for one run listens on loopback only (Ray's switch for a machine that is not a cluster's node,
+# read when Ray is imported and by every process it starts), with token authentication on and a token of the
+# run's own, given to its processes through the environment: nothing is written to ~/.ray/auth_token.
+LOCAL_ONLY = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+QUIET_SIGNALS = "RAY_DISABLE_FAILURE_SIGNAL_HANDLER"
+_TOKEN_KEYS = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")
+
+
+def import_ray(local: bool = False):
+    """Ray, or a DataError that says how to install it; `local`: for a Ray of this process's own, on loopback.
+
+    Imported with Ray's C++ failure handler off in this process (the driver): it printed a stack dump for a
+    SIGTERM, which rawreact answers "interrupted". The processes Ray starts later keep theirs."""
+    switches = {QUIET_SIGNALS: "1"} | ({LOCAL_ONLY: "0"} if local else {})
+    saved = {key: os.environ.get(key) for key in switches} if "ray" not in sys.modules else {}
+    os.environ.update({key: switches[key] for key in saved})  # read once, when Ray is imported
     try:
         import ray
     except ImportError:
         raise DataError(f"--ray answers the questions on Ray, which is not installed here; {RAY_EXTRA}") from None
+    finally:
+        _restore(saved)
     return ray
 
 
@@ -157,14 +176,15 @@ class Cluster:
     and stops the Ray it started (a joined cluster stays up)."""
 
     def __init__(self, settings: Settings, plan: Plan) -> None:
-        self.ray = ray = import_ray()
+        self.ray = ray = import_ray(local=settings.ray == "local")
         self.settings, self.workers = settings, settings.workers
         self.address = settings.ray
+        self._saved: dict[str, str | None] = {}  # the environment a Ray of the run's own changed, restored after it
         if ray.is_initialized():  # a script that called ray.init() itself: the run uses that Ray
             self.owned = False
         else:
             self.owned = True
-            _init(ray, settings.ray)
+            self._saved = _init(ray, settings.ray)
         self.slots: list[_Slot] = []
         self._starting: dict = {}  # a started actor's `start` call, by its ref
         self._made = 0
@@ -362,21 +382,27 @@ class Cluster:
         if self.owned and self.ray.is_initialized():
             self.ray.shutdown()
             self.owned = False
+        _restore(self._saved)
+        self._saved = {}
 
 
-def _init(ray, address: str) -> None:
-    """Start a Ray for the run (`local`), or join the cluster at `address` (`auto`: RAY_ADDRESS's)."""
+def _init(ray, address: str) -> dict[str, str | None]:
+    """Start a Ray for the run (`local`: on loopback, with a token of its own), or join the cluster at `address`
+    (`auto`: RAY_ADDRESS's); the environment variables it changed, with their values before."""
     quiet = {"log_to_driver": False, "logging_level": logging.WARNING if address != "local" else logging.ERROR}
     if address == "auto" and not os.environ.get("RAY_ADDRESS"):
         raise DataError("--ray-address auto joins the cluster RAY_ADDRESS names, and RAY_ADDRESS is not set")
     if address != "local":
         _reachable(os.environ["RAY_ADDRESS"] if address == "auto" else address)
+    saved = _local_only(ray) if address == "local" else {}
     try:
-        if address == "local":  # a new Ray of this run's own, even where another runs on this machine
-            ray.init(address="local", include_dashboard=False, **quiet)
-        else:
-            ray.init(address=address, **quiet)
+        with _own_sigterm():
+            if address == "local":  # a new Ray of this run's own, even where another runs on this machine
+                ray.init(address="local", include_dashboard=False, **quiet)
+            else:
+                ray.init(address=address, **quiet)
     except (ConnectionError, TimeoutError, ValueError, RuntimeError) as error:
+        _restore(saved)
         if address == "local":
             raise ModelError(f"cannot start Ray on this machine: {_first_line(error)}") from None
         raise DataError(
@@ -384,6 +410,52 @@ def _init(ray, address: str) -> None:
             "this process its token (RAY_AUTH_TOKEN, or the file ~/.ray/auth_token), or run with --ray to start a Ray "
             "for this run"
         ) from None
+    except BaseException:
+        _restore(saved)
+        raise
+    return saved
+
+
+def _local_only(ray) -> dict[str, str | None]:
+    """Make the Ray about to start listen on loopback only, and admit only the holders of a fresh token, which its
+    processes inherit through the environment; the variables' values before."""
+    saved = {key: os.environ.get(key) for key in (LOCAL_ONLY, *_TOKEN_KEYS)}
+    os.environ.update({LOCAL_ONLY: "0", "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)})
+    ray._private.ray_constants.ENABLE_RAY_CLUSTER = False  # Ray imported before: its switch was read already
+    with contextlib.suppress(Exception):  # Ray reads the mode and the token once; read them again
+        from ray._raylet import AuthenticationTokenLoader, Config
+
+        Config.initialize("")
+        AuthenticationTokenLoader.instance().reset_cache()
+    return saved
+
+
+def _restore(saved: dict[str, str | None]) -> None:
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@contextlib.contextmanager
+def _own_sigterm():
+    """`ray.init` puts a SIGTERM handler of its own in the main thread's (one that calls `sys.exit(15)`): the
+    caller's is put back after it, and a SIGTERM that came while Ray started is handed to the caller's."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    ours = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    except SystemExit as stop:
+        if stop.code != signal.SIGTERM:
+            raise
+        signal.signal(signal.SIGTERM, ours)
+        signal.raise_signal(signal.SIGTERM)  # the caller's handler says what a SIGTERM does (the CLI: interrupted)
+        raise KeyboardInterrupt from None  # a handler that returned: the start was interrupted all the same
+    finally:
+        signal.signal(signal.SIGTERM, ours)
 
 
 def _reachable(address: str) -> None:
