@@ -253,13 +253,14 @@ def parser() -> argparse.ArgumentParser:
         help="run the K-th of N parts of the chosen questions (every N-th from the K-th), into a run file of its "
         "own; `rawreact merge` joins the parts (default: all)",
     )
-    by_ray.add_argument(
+    ray_where = by_ray.add_mutually_exclusive_group()  # both would name a cluster: neither silently wins
+    ray_where.add_argument(
         "--ray",
         action="store_const",
         const="local",
         help="answer the questions on Ray actors, on a Ray started for the run and stopped after it",
     )
-    by_ray.add_argument(
+    ray_where.add_argument(
         "--ray-address",
         dest="ray",
         metavar="ADDRESS",

@@ -72,7 +72,7 @@ def _run(args: argparse.Namespace, stack: ExitStack) -> int:
     if args.resume and settings.env:  # the code that made the run, or none: checked before it is imported
         recorded = recorded_env(manifest_path(args.out))
         if recorded is not None:
-            check_recorded(settings.env, recorded[1], manifest_path(args.out).name)
+            check_recorded(settings.env, recorded[1], manifest_path(args.out).name, recorded[2])
     kept = not args.out  # every run is kept: without --out, in the runs folder under a name that says what it is
     if kept:
         args.out = str(kept_path(settings, collection.name))

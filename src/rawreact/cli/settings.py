@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rawreact.config import paper
 from rawreact.config.choices import LATS, MODES, REFLEXION
-from rawreact.config.files import read_settings, recorded_env
+from rawreact.config.files import is_manifest, read_settings, recorded_env
 from rawreact.config.settings import KEYS, OPTIONS, Settings, in_shard
 from rawreact.core.errors import DataError, EnvironmentSetupError
 from rawreact.core.modules import module_problem, read_module
@@ -68,6 +68,13 @@ def given_settings(args: argparse.Namespace) -> dict:
     typed = given_flags(args)
     if from_file.get("env") is not None:
         _check_env_of(args.config, from_file["env"], typed.get("env"))
+    if from_file.get("ray") not in (None, "local") and typed.get("ray") is None and is_manifest(args.config):
+        address = from_file["ray"]  # joining sends the cluster the plan and unpickles what its workers send back
+        raise DataError(
+            f"{args.config} ran on the Ray cluster at {address}; a cluster a run's manifest names is joined only "
+            f"when the command line names it too: add --ray-address {address}, or --ray to start a Ray of this "
+            "run's own, or leave both out to run here"
+        )
     return from_file | typed
 
 
@@ -91,7 +98,7 @@ def _check_env_of(config: str, spec: str, typed: str | None) -> None:
             f"the command line names it too: read that file, then add --env {where.named}"
         )
     if module_problem(typed) is None and read_module(typed).named == where.named:  # (a bad one: Settings says)
-        check_recorded(typed, recorded[1], config)
+        check_recorded(typed, recorded[1], config, recorded[2])
 
 
 def choose(args: argparse.Namespace) -> Chosen:

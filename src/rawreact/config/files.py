@@ -111,9 +111,16 @@ def _env_beside(spec: str, folder: Path) -> str:
     return where.named if inside == Path(".") else f"{inside.as_posix()}/{where.named}"
 
 
-def recorded_env(path: str | Path) -> tuple[str, str | None] | None:
-    """The `--env` a run's manifest (or the run file it stands beside) records, with its source's SHA-256, or
-    None when it records none: code a manifest names runs only when the command line names it too."""
+def is_manifest(path: str | Path) -> bool:
+    """Whether a settings file is a run's manifest (or the run file it stands beside), not a TOML file a user
+    wrote: what a manifest names (code, a cluster) is used only when the command line names it too."""
+    return Path(path).suffix in (".json", ".jsonl")
+
+
+def recorded_env(path: str | Path) -> tuple[str, str | None, dict | None] | None:
+    """The `--env` a run's manifest (or the run file it stands beside) records, with its source's SHA-256 and its
+    folder's Python files' (`env_files`, in newer manifests), or None when it records none: code a manifest
+    names runs only when the command line names it too."""
     path = Path(path)
     manifest = Path(f"{path}.manifest.json") if path.suffix == ".jsonl" else path
     if manifest.suffix != ".json":
@@ -127,7 +134,8 @@ def recorded_env(path: str | Path) -> tuple[str, str | None] | None:
     if not isinstance(env, str):
         return None
     digest = config.get("env_sha256") if isinstance(config, dict) else None
-    return env, digest if isinstance(digest, str) else None
+    files = config.get("env_files") if isinstance(config, dict) else None
+    return env, digest if isinstance(digest, str) else None, files if isinstance(files, dict) else None
 
 
 def _beside(settings_file: Path):

@@ -38,7 +38,7 @@ from rawreact.core.errors import DataError
 from rawreact.core.modules import module_problem
 from rawreact.core.tasks import QA, task_type
 from rawreact.core.text import whole_number
-from rawreact.models.specs import DEFAULT_MODEL, DRAFTS_MAX, is_embedded, sequences_problem
+from rawreact.models.specs import DEFAULT_MODEL, DRAFTS_MAX, STREAMS_MAX, is_embedded, sequences_problem
 
 # The least value each count may take, and the largest seed every backend takes (llama.cpp, vLLM
 # and Ollama read it as an unsigned 32-bit number).
@@ -65,6 +65,7 @@ _LEAST = {
     "lats_depth": 1,
     "rollout_depth": 1,
 }
+_TOGETHER = f"a call's samples decode together (llama.cpp has {STREAMS_MAX} sequences for them)"
 # The largest value a count may take, and why: each is checked before any model loads.
 _MOST = {
     "drafts": (
@@ -73,6 +74,14 @@ _MOST = {
     ),  # fmt: skip
     # Under the reflexion strategy each trial's prompt carries every reflection before it, so the trials' prompts
     # and the log of trials under way grow with the square of the count (1,900 trials made a 172 MB log).
+    # A call's samples decode together: on the embedded model as sequences of one llama.cpp context (it has 256,
+    # less the kept prompts'), on a server as requests in flight; so their count is bounded on every backend.
+    "samples": (STREAMS_MAX, _TOGETHER),
+    "lats_samples": (STREAMS_MAX, _TOGETHER + "; the LATS repository samples 5"),
+    "lats_values": (STREAMS_MAX, _TOGETHER + "; the LATS repository samples 1"),
+    "iterations": (1000, "the LATS repository runs 30 (50 by default), each a few model calls"),
+    "lats_depth": (100, "a path of more steps does not fit a model's context"),
+    "rollout_depth": (100, "a path of more steps does not fit a model's context"),
     "trials": (
         100,
         "each trial's prompt holds every reflection before it, so prompts and the trial log grow "
@@ -399,8 +408,8 @@ def value_problem(key: str, value: object) -> str | None:
         )
     if key == "actor_cpus" and not (math.isfinite(value) and value > 0):
         return f"actor_cpus={value} (--actor-cpus) must be a finite number above 0, such as 1 or 0.5"
-    if key == "ray" and not value.strip():
-        return "ray='' (--ray) names no cluster; give local, auto or an address such as 10.0.0.5:6379"
+    if key == "ray":
+        return ray_address_problem(value)
     if key == "cache" and not value.strip():
         return "cache='' (--cache) names no file; give one, such as calls.sqlite, or leave it out"
     if key == "shard" and _shard(value) is None:
@@ -470,3 +479,16 @@ def _convert(key: str, value: str, where: str):
         return kind(value)
     except ValueError:
         raise DataError(f"{where}: {key}={value!r} is not {'a whole number' if kind is int else 'a number'}") from None
+
+
+def ray_address_problem(value: str) -> str | None:
+    """What is wrong with a `--ray-address` (local, auto, HOST:PORT or ray://HOST:PORT), or None."""
+    if value in ("local", "auto"):
+        return None
+    host, colon, port = value.removeprefix("ray://").rpartition(":")
+    if not colon or not host.strip("[]") or not port.isdigit() or not 0 < int(port) < 65536:
+        return (
+            f"ray={value!r} (--ray-address) is not a cluster's address: give HOST:PORT, as `ray status` prints it "
+            "(such as 10.0.0.5:6379), auto for the one RAY_ADDRESS names, or --ray to start a Ray for the run"
+        )
+    return None

@@ -13,8 +13,10 @@ installed modules only, never in the current folder.
 import hashlib
 import importlib.machinery
 import importlib.metadata
+import json
 import re
 import sys
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,7 +39,10 @@ class ModuleSpec:
     @property
     def search(self) -> list[str]:
         """Where its module is looked for, in order: its folder, then the installed modules."""
-        return list(sys.path) if self.plugin is not None else [str(self.root), *sys.path]
+        if self.plugin is None:
+            return [str(self.root), *sys.path]
+        here = Path.cwd().resolve()  # `python -m` puts it first: a plugin is never a file the user stands beside
+        return [entry for entry in sys.path if entry and Path(entry).resolve() != here]
 
     @property
     def named(self) -> str:
@@ -123,6 +128,38 @@ def plugin(name: str) -> ModuleSpec:
         f"env={name!r} (--env): no installed plugin is named {name} (installed: {installed}; `rawreact plugins` "
         "lists them); otherwise it must be an import path, package.module:factory, as in myverbs:with_calculate"
     )
+
+
+def installed_files(spec: ModuleSpec, located: Path) -> list[Path] | None:
+    """The files a plugin's distribution installed, with the module found at `located` among them (None for an
+    editable install, whose files are its project's folder); a ValueError when the module lies outside them."""
+    name, package, version = spec.plugin
+    for dist in importlib.metadata.distributions(name=package):
+        if dist.version != version:
+            continue
+        editable = _editable_folder(dist)
+        if editable is not None:
+            if located.resolve().is_relative_to(editable):
+                return None
+            continue
+        files = [Path(dist.locate_file(file)).resolve() for file in dist.files or ()]
+        if located.resolve() in files:
+            return files
+    raise ValueError(
+        f"plugin {name}: its module {spec.module} was found at {located}, which is not among the files "
+        f"{package} {version} installed; remove that file, or reinstall {package}"
+    )
+
+
+def _editable_folder(dist) -> Path | None:
+    try:
+        said = json.loads(dist.read_text("direct_url.json") or "{}")
+    except ValueError:
+        return None
+    url = said.get("url", "") if isinstance(said, dict) else ""
+    if not (isinstance(said.get("dir_info"), dict) and said["dir_info"].get("editable") and url.startswith("file://")):
+        return None
+    return Path(urllib.parse.unquote(url.removeprefix("file://"))).resolve()
 
 
 def file_sha256(path: Path) -> str:

@@ -10,7 +10,6 @@ return an environment of its own that answers the same interface (`base.Environm
 """
 
 import contextlib
-import hashlib
 import importlib
 import inspect
 import io
@@ -20,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rawreact.core.errors import EnvironmentSetupError
-from rawreact.core.modules import file_sha256, read_module
+from rawreact.core.modules import ModuleSpec, installed_files, read_module
+from rawreact.core.sources import Snapshot, serve, snapshot
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,7 @@ class Factory:
     make: Callable[[object], object]
     sha256: str | None
     plugin: tuple[str, str, str] | None = None  # an installed plugin's (name, package, version)
+    files: dict[str, str] | None = None  # each Python file it runs from, by name under its folder: its SHA-256
 
     def __call__(self, env: object, row: dict | None = None) -> object:
         """The environment to run, from the run's own `env` and, for a factory that takes a second argument,
@@ -65,21 +66,17 @@ def _takes_two(make: Callable) -> bool:
 
 def import_factory(spec: str) -> Factory:
     """The factory `spec` names (`package.module:factory`, with a folder before it or as a `.py` file if
-    need be; see `core.modules`), imported with its folder (else the current one) first on the path."""
-    try:
-        where = read_module(spec)
-    except ValueError as error:
-        raise EnvironmentSetupError(str(error)) from None
-    located = where.locate()
-    if located is None:
-        place = "the current folder" if where.folder is None else f"the folder {where.folder}"
-        raise EnvironmentSetupError(
-            f"--env {spec}: no module {where.module} in {place} nor among the installed ones; give the folder "
-            f"that holds {where.module.replace('.', '/')}.py, as in --env path/to/{where.named}, or install its package"
-        )
+    need be; see `core.modules`), imported with its folder (else the current one) first on the path, from the
+    bytes of its files' snapshot (`core.sources`: the very bytes a rerun's check compared, if one did)."""
+    where, located = _located(spec)
+    taken = _TAKEN.pop((spec, str(Path.cwd())), None) or _snapshot(spec, where, located)
+    serve(taken, where.search if where.plugin is not None else None)
     added = None if where.plugin is not None else str(where.root)  # a plugin is imported from where it is installed
     if added is not None:
         sys.path.insert(0, added)  # a module beside the user (or in the folder named), as `python -m` would find it
+    kept = list(sys.path)
+    if where.plugin is not None:  # nor does anything it imports come from the current folder (`python -m`'s first)
+        sys.path[:] = where.search
     said = io.StringIO()
     try:
         with contextlib.redirect_stderr(said):  # what it prints is its own; said again below, as its own
@@ -97,6 +94,7 @@ def import_factory(spec: str) -> Factory:
             f"--env {spec}: importing {where.module} ({located}) raised {type(error).__name__}: {error}"
         ) from None
     finally:
+        sys.path[:] = kept
         if added is not None and sys.path and sys.path[0] == added:
             sys.path.pop(0)
     sys.stderr.write(said.getvalue())  # what it printed while it loaded, now that it loaded
@@ -107,30 +105,68 @@ def import_factory(spec: str) -> Factory:
             f"--env {spec}: {where.module} has no function {where.function}; its functions are "
             f"{', '.join(found) or 'none'}"
         )
-    return Factory(spec, make, _source_sha256(module), where.plugin)
+    return Factory(spec, make, taken.module_sha256, where.plugin, taken.digests)
 
 
-def check_recorded(spec: str, recorded: str | None, where: str) -> None:
-    """Refuse, before it is imported, an `--env` module whose source differs from the digest `where` (a run's
-    manifest) recorded: a rerun or a resume runs the code that made the run, or nothing."""
+# Snapshots a rerun's check took, by (spec, folder): the import runs exactly the bytes that were compared.
+_TAKEN: dict[tuple[str, str], Snapshot] = {}
+
+
+def _located(spec: str) -> tuple[ModuleSpec, Path]:
     try:
-        located = read_module(spec).locate()
+        where = read_module(spec)
     except ValueError as error:
         raise EnvironmentSetupError(str(error)) from None
-    if recorded is None or located is None:
-        return  # nothing recorded to compare, or nothing to import (import_factory says so)
-    if file_sha256(located) != recorded:
+    located = where.locate()
+    if located is None:
+        if where.plugin is not None:
+            name, package, version = where.plugin
+            raise EnvironmentSetupError(
+                f"--env {spec}: plugin {name} of {package} {version} names the module {where.module}, which is not "
+                f"installed; reinstall {package} (pip install --force-reinstall {package})"
+            )
+        place = "the current folder" if where.folder is None else f"the folder {where.folder}"
         raise EnvironmentSetupError(
-            f"--env {spec}: {located} is not the code {where} recorded (its SHA-256 differs), so it is not "
-            "imported; restore that file, or run the changed code as a new run (another --out, without "
-            "--config or --resume of the old one)"
+            f"--env {spec}: no module {where.module} in {place} nor among the installed ones; give the folder "
+            f"that holds {where.module.replace('.', '/')}.py, as in --env path/to/{where.named}, or install its package"
         )
+    return where, located
 
 
-def _source_sha256(module: object) -> str | None:
-    """A digest of the module's source file, so a run records which code made its environment."""
+def _snapshot(spec: str, where: ModuleSpec, located: Path) -> Snapshot:
+    installed = None
+    if where.plugin is not None:
+        try:
+            installed = installed_files(where, located)
+        except ValueError as error:
+            raise EnvironmentSetupError(f"--env {spec}: {error}") from None
+    return snapshot(located, where.module, installed)
+
+
+def check_recorded(spec: str, recorded: str | None, where: str, files: dict | None = None) -> None:
+    """Refuse, before it is imported, an `--env` module whose files differ from those `where` (a run's manifest)
+    recorded: its own file's SHA-256 (`recorded`) and, where the manifest has them, each of its folder's Python
+    files (`files`); a rerun or a resume runs the code that made the run, or nothing."""
     try:
-        path = inspect.getsourcefile(module)
-        return None if path is None else hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    except (OSError, TypeError):
-        return None
+        read_module(spec)
+    except ValueError as error:
+        raise EnvironmentSetupError(str(error)) from None
+    if recorded is None:
+        return  # nothing recorded to compare
+    try:
+        where_module, located = _located(spec)
+    except EnvironmentSetupError:
+        return  # nothing to import: import_factory says so
+    taken = _snapshot(spec, where_module, located)
+    changed = [taken.name(taken.module)] if taken.module_sha256 != recorded else []
+    if isinstance(files, dict):
+        changed = sorted({*changed, *taken.changed(files)})
+    if changed:
+        shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+        raise EnvironmentSetupError(
+            f"--env {spec}: {shown} in {taken.root} is not the code {where} recorded (its SHA-256 differs; rawreact "
+            "checks every Python file of the module's folder and of the packages below it), so it is not imported; "
+            "restore it, or run the changed code as a new run (another --out, without --config or --resume of the "
+            "old one)"
+        )
+    _TAKEN[(spec, str(Path.cwd()))] = taken

@@ -130,6 +130,9 @@ def cut_at_stop(text: str, stop: list[str]) -> tuple[str, bool]:
     return (text, False) if cut < 0 else (text[:cut], True)
 
 
+IN_FLIGHT_MAX = 32  # threads one call's samples open on a server: each holds a request (and a watchdog's thread)
+
+
 def sample_in_flight(
     model, prompt: str, *, n: int, temperature: float, seed: int, stop: list[str], max_tokens: int
 ) -> list[Completion]:
@@ -156,7 +159,8 @@ def sample_each_in_flight(
         return model.complete(prompts[k], stop=stop, max_tokens=max_tokens, temperature=temperature, seed=seeds[k])
 
     worker = WORKER.get()
-    with ThreadPoolExecutor(max_workers=len(prompts), thread_name_prefix="rawreact-sample") as pool:
+    threads = min(len(prompts), IN_FLIGHT_MAX)  # more requests wait for a thread, as a server's slots make them wait
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="rawreact-sample") as pool:
         futures = [pool.submit(one, k, worker) for k in range(len(prompts))]
         return [future.result() for future in futures]
 

@@ -239,7 +239,13 @@ _BY_CONTENT = {
     "passages": "passages_sha256",
     "reflect_prompt": "reflect_prompt_sha256",
 }
-_ADDED = ("model_sha256", "grammar_sha256", "shuffle_seed", "shuffle_range")  # settings older runs did not record
+_ADDED = (
+    "model_sha256",
+    "grammar_sha256",
+    "shuffle_seed",
+    "shuffle_range",
+    "env_files",
+)  # settings older runs did not record
 # Settings added after rawreact 0.1, and the value every run made before them had: ReAct with no
 # samples (the methods), the tolerant loop, no guardrails, no drafts.
 _BEFORE = dict.fromkeys(

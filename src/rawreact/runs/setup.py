@@ -12,7 +12,7 @@ from pathlib import Path
 
 from rawreact.agents.commands import CommandGrammar, load_commands_grammar
 from rawreact.agents.grammar import Grammar, load_grammar, validate
-from rawreact.agents.lats import LatsPromptFiles
+from rawreact.agents.lats import LatsPromptFiles, reference_strings
 from rawreact.agents.prompts import Prompt, read_text
 from rawreact.agents.prompts import load_prompt as _load_prompt
 from rawreact.agents.reflexion import ReflectPrompt, load_reflect_prompt
@@ -174,7 +174,7 @@ def check_env(settings: Settings, collection: Collection, grammar: Grammar | Non
         validate(grammar, env.verbs)
     verbs = [{"name": v.name, "shown": v.shown, "arg": v.arg, "description": v.description} for v in env.verbs]
     factory = factory_of(settings)
-    recorded = {"env": settings.env, "env_sha256": factory.sha256, "verbs": verbs}
+    recorded = {"env": settings.env, "env_sha256": factory.sha256, "env_files": factory.files, "verbs": verbs}
     if factory.plugin is not None:  # an installed plugin: which package and version made the environment
         recorded["env_plugin"] = dict(zip(("name", "package", "version"), factory.plugin, strict=True))
     # How long a verb may take decides what an episode whose verb hangs sees: a resume compares it.
@@ -211,6 +211,7 @@ def lats_options(settings: Settings) -> dict:
         return {}
     if settings.loop == "reference":
         prompts = LatsPromptFiles(lats_prompts=settings.lats_prompts)
+        reference_strings(settings.lats_prompts)  # a template naming a field LATS does not fill: refused now
     else:
         value = Path(settings.value_prompt) if settings.value_prompt else resource("prompts", "lats/value.txt")
         prompts = LatsPromptFiles(value=read_text(value), reflect=load_reflect_prompt(agent="react"),
