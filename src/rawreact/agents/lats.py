@@ -29,6 +29,7 @@ from pathlib import Path
 
 from rawreact.agents.record import Step, Trajectory
 from rawreact.core.actions import Action, Verbs, parse_action, parse_step
+from rawreact.core.errors import PromptError
 from rawreact.core.metrics import exact_match, is_answer
 from rawreact.models.base import Completion, Model, keep_prefix
 
@@ -257,7 +258,10 @@ class Tree:
         x = self.text(node)
         self._reflect(x)
         head = f"Thought {node.depth + 1}:" + (" " if self.reference else "")  # lats.py's y ends in a space
-        made = self._sample("expand", self.prompts.expand(x + head, self.reflections), n, [STOP])
+        # lats.py glues the step's header to the line before (`...?Thought 1:`); rawreact's own rules lay the
+        # steps out as its exemplars and `--method react` do, a line each
+        made = self._sample("expand", self.prompts.expand(x + ("" if self.reference else "\n") + head,
+                                                          self.reflections), n, [STOP])  # fmt: skip
         first = len(self.calls) - len(made)
         unique: dict[str, Node] = {}
         for k, call in enumerate(made):
@@ -300,7 +304,9 @@ class Tree:
             observation, done = self.env.step(self._sent(node))
             answer = getattr(self.env, "answer", None)
             reward = self.reward(answer, []) if answer is not None else 0.0
-            node.answer = answer
+            # lats.py scores a node by the `em` of its own step's info, which only a finish (done) has: a step after
+            # another branch's right finish is rewarded 1 by the shared environment's answer, yet scores 0
+            node.answer = answer if done else None
             return (f"Episode finished, reward = {int(reward)}\n" if done else observation), reward, done
         env = self.env.fresh()  # rawreact's own: the environment of the node's path, its actions replayed
         env.reset()
@@ -553,6 +559,43 @@ def words(text: str) -> int:
 
 REFERENCE_STRINGS = ("cot_prompt", "cot_prompt_short", "cot_prompt_feedback", "cot_prompt_feedback_short",
                      "value_prompt_reasoning", "reflection_prompt")  # fmt: skip
+# The fields each template may name: what `HotPotQATask` fills them with (`.format(input=..., ...)`).
+REFERENCE_FIELDS = {
+    "cot_prompt": {"input"},
+    "cot_prompt_short": {"input"},
+    "cot_prompt_feedback": {"trajectories", "input"},
+    "cot_prompt_feedback_short": {"trajectories", "input"},
+    "value_prompt_reasoning": {"s", "input"},
+    "reflection_prompt": {"trajectory"},
+}
+
+
+def reference_strings(path: str) -> dict[str, str]:
+    """The repository's templates, read from its `hotpot/hotpot.py`, each checked to name only the fields its
+    task fills: a PromptError naming the template and the field, when the file is read (before any model)."""
+    import string
+
+    from rawreact.agents.prompts import python_string
+
+    found = {name: python_string(Path(path), name) for name in REFERENCE_STRINGS}
+    for name, template in found.items():
+        allowed = REFERENCE_FIELDS[name]
+        try:
+            fields = [field for _, field, _, _ in string.Formatter().parse(template) if field is not None]
+        except ValueError as error:
+            raise PromptError(
+                f"{path}: {name} is not a format template: {error}; restore it from the repository"
+            ) from None
+        for named in fields:
+            if named not in allowed:
+                filled = ", ".join("{" + f + "}" for f in sorted(allowed))
+                raise PromptError(
+                    f"{path}: {name} names the field {{{named}}}, and LATS fills only {filled} in it; restore the "
+                    "template from the repository"
+                )
+    return found
+
+
 LONGEST = 4000  # hotpotqa.py's max_token_length: past it, the short prompts
 
 
@@ -562,9 +605,7 @@ def reference_prompts(path: str, count: Callable[[str], int]) -> LatsPrompts:
     question and steps, its short forms past 4,000 tokens (`count` counts them: the model's tokenizer here,
     GPT-2's there); the value prompt `value_prompt_reasoning` alone (its branch with the failed trajectories
     is never taken: `if len(z) != 0 and False`); the reflection prompt around a failed trajectory."""
-    from rawreact.agents.prompts import python_string
-
-    found = {name: python_string(Path(path), name) for name in REFERENCE_STRINGS}
+    found = reference_strings(path)
 
     def expand(text: str, reflections: list[dict]) -> str:
         if not reflections:

@@ -9,11 +9,11 @@ score counted 0, as SwiftSage counts it. `admissible` lists the valid action-obj
 which `--grammar commands` turns into the only lines a model may write.
 
 The simulator is a Java program (scienceworld's jar, through py4j). One JVM serves every episode of a
-process: each episode has its own `PythonInterface` in it, and episodes on several threads run at once
-(measured: three threads of steps took 1.15 times one thread's time, for three times the steps; a JVM
-holds 1.2 GB). It is started by the first episode or data read that needs it, and ended when the process
-ends (atexit; a process killed outright breaks the JVM's pipe, and the JVM ends itself: py4j's
-`--die-on-broken-pipe`). scienceworld is an optional extra (`pip install 'rawreact[scienceworld]'`).
+process: each episode has its own `PythonInterface` in it (a JVM holds 1.2 GB), and episodes on several
+threads take turns in it, a call at a time (`JVM`): its simulators share the state they draw worlds from.
+It is started by the first episode or data read that needs it (off the main thread, so Ctrl-C never lands in
+py4j), and ended when the process ends (atexit; a process killed outright breaks the JVM's pipe, and the JVM
+ends itself: py4j's `--die-on-broken-pipe`). scienceworld is an optional extra (`pip install 'rawreact[scienceworld]'`).
 """
 
 import atexit
@@ -63,18 +63,27 @@ def _import():
 _CALLS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="scienceworld")
 
 
+def in_jvm(work):
+    """`work()`, with the JVM to itself (`JVM`), on a thread of its own when called from the main thread."""
+
+    def done():
+        with JVM:
+            return work()
+
+    if threading.current_thread() is not threading.main_thread():
+        return done()
+    return _CALLS.submit(done).result()
+
+
 def _off_main(method):
-    """`method` of scienceworld's environment, run on a thread of its own when called from the main thread, its
-    Java list made a Python list there."""
+    """`method` of scienceworld's environment, run by `in_jvm`, its Java list made a Python list there."""
 
     def call(*args, **kwargs):
         def done():
             result = method(*args, **kwargs)
             return list(result) if type(result).__module__.startswith("py4j") else result
 
-        if threading.current_thread() is not threading.main_thread():
-            return done()
-        return _CALLS.submit(done).result()
+        return in_jvm(done)
 
     call.__name__, call.__doc__ = method.__name__, method.__doc__
     return call
@@ -91,15 +100,19 @@ class _Simulator:
         self._probe = None  # the simulator the data's variations are read from
 
     def _started(self):
+        if threading.current_thread() is threading.main_thread():
+            # the JVM starts off the main thread, which waits: Ctrl-C or SIGTERM lands in the wait, not in py4j
+            return _CALLS.submit(self._started).result()
         with self._lock:
             if self._env is None:
                 module = _import()
                 try:
-                    self._env = module.ScienceWorldEnv("", envStepLimit=ENV_STEPS)
+                    env = module.ScienceWorldEnv("", envStepLimit=ENV_STEPS)
                 except Exception as error:  # noqa: BLE001 - py4j raises several kinds when the JVM cannot start
                     raise DataError(f"ScienceWorld's simulator (Java) did not start: {error}") from None
+                atexit.register(self.stop)  # at once: a start the main thread stopped waiting for ends too
+                self._env = env
                 self._names = list(self._env.get_task_names())
-                atexit.register(self.stop)
             return self._env
 
     @property
@@ -119,9 +132,8 @@ class _Simulator:
     def variations(self, task: str, split: str) -> list[int]:
         """The variations of `task` in `split` (train, dev or test), as ScienceWorld divides them."""
         probe = self._probe = self._probe or self.episode()
-        probe.load(task, 0, "")
-        return list({"train": probe.get_variations_train, "dev": probe.get_variations_dev,
-                     "test": probe.get_variations_test}[split]())  # fmt: skip
+        read = {"train": probe.get_variations_train, "dev": probe.get_variations_dev, "test": probe.get_variations_test}
+        return in_jvm(lambda: (probe.load(task, 0, ""), list(read[split]()))[1])
 
     @property
     def running(self) -> bool:
@@ -173,6 +185,10 @@ def _episode_class(env):
 
 
 SIMULATOR = _Simulator()
+# One call at a time in the JVM, and an episode's load, reset and description in one go: the simulators of one
+# JVM draw their worlds from state they share, so an episode loading beside another's call could start in another
+# room (measured: 4 of 6 episodes differed at --workers 2). tests/test_hardening5_games.py plays both ways.
+JVM = threading.RLock()
 
 
 @dataclass(frozen=True)
@@ -239,12 +255,15 @@ class ScienceWorldEnv:
         """Load the episode (with the simulator's gold path made, where `gold_path`) and start it: the first
         observation and info as the simulator gives them. `description` is its `taskdescription()`."""
         sim, ep = self.simulator, self.episode
-        try:
-            sim.load(ep.task, ep.variation, ep.simplify, generateGoldPath=gold_path)
-        except ValueError as error:  # an unknown task or simplification: ScienceWorld's message names them
-            raise DataError(f"{self.path}: {error}") from None
-        obs, info = sim.reset()
-        self.description = sim.taskdescription()
+
+        def load() -> tuple[str, dict, str]:  # in one go: no other episode's call comes between
+            try:
+                sim.load(ep.task, ep.variation, ep.simplify, generateGoldPath=gold_path)
+            except ValueError as error:  # an unknown task or simplification: ScienceWorld's message names them
+                raise DataError(f"{self.path}: {error}") from None
+            return (*sim.reset(), sim.taskdescription())
+
+        obs, info, self.description = in_jvm(load)
         self.score, self.won, self.lost, self.finished, self.moves = 0, False, False, False, 0
         self.answer, self.obs = None, ""
         self.update(info, False)
@@ -297,9 +316,13 @@ class ScienceWorldEnv:
 
     def gold_path(self) -> list[str]:
         """The simulator's own solution of the episode (its gold path), as commands."""
-        ep = self.episode
-        self.simulator.load(ep.task, ep.variation, ep.simplify, generateGoldPath=True)
-        return list(self.simulator.get_gold_action_sequence())
+        ep, sim = self.episode, self.simulator
+
+        def load() -> list[str]:
+            sim.load(ep.task, ep.variation, ep.simplify, generateGoldPath=True)
+            return list(sim.get_gold_action_sequence())
+
+        return in_jvm(load)
 
     def close(self) -> None:
         """Let go of the episode's simulator (the JVM goes on serving others)."""

@@ -220,6 +220,50 @@ def is_games(path: str | Path) -> bool:
     return path.name == MANIFEST or path.suffix in GAME_FILES
 
 
+# The largest story file each Z-machine version can hold (the standard's 1.1, section 1.1.4), and Glulx's magic.
+_Z_MOST = {1: 128 << 10, 2: 128 << 10, 3: 128 << 10, 4: 256 << 10, 5: 256 << 10, 6: 512 << 10, 7: 512 << 10,
+           8: 512 << 10}  # fmt: skip
+_GLULX = b"Glul"
+
+
+def check_story(file: Path) -> None:
+    """Refuse, when the folder is read, a game file the interpreter cannot run (its header is not a Z-machine's
+    or Glulx's, or it is larger than its version allows), and a malformed TextWorld `.json` beside it: the
+    interpreter would end the process at the game's turn with its own `Fatal error`."""
+    try:
+        with file.open("rb") as handle:
+            head = handle.read(64)
+        size = file.stat().st_size
+    except OSError as error:
+        raise DataError(f"{file}: cannot read the game: {error.strerror or error}") from None
+    if file.suffix == ".ulx":
+        if head[:4] != _GLULX:
+            raise DataError(f"{file}: not a Glulx story file (it does not begin with 'Glul'); make it again")
+    elif len(head) < 64 or head[0] not in _Z_MOST:
+        raise DataError(
+            f"{file}: not a Z-machine story file (its header names no version 1 to 8); make it again, or remove it"
+        )
+    elif size > _Z_MOST[head[0]]:
+        raise DataError(
+            f"{file}: {size:,} bytes, more than a version-{head[0]} Z-machine story holds ({_Z_MOST[head[0]]:,}); "
+            "not a story file: make it again, or remove it"
+        )
+    info = file.with_suffix(".json")
+    if info.exists():
+        try:
+            made = json.loads(info.read_text(encoding="utf-8"))
+        except UnicodeDecodeError:
+            raise DataError(
+                f"{info}: not UTF-8 text, so not TextWorld's game description; make the game again"
+            ) from None
+        except json.JSONDecodeError as error:
+            raise DataError(f"{info} line {error.lineno}: not valid JSON: {error.msg}; make the game again") from None
+        except OSError as error:
+            raise DataError(f"{info}: cannot read it: {error.strerror or error}") from None
+        if not isinstance(made, dict):
+            raise DataError(f"{info}: not TextWorld's game description (a JSON object); make the game again")
+
+
 def read_game_files(path: str | Path) -> Collection:
     """Game files as a collection, made by TextWorld's `tw-make` or anyone else, without a games.json: a `.z8` or
     `.ulx` file, or a folder of them (in the order of their names). Each game's id is its file's name without
@@ -236,6 +280,7 @@ def read_game_files(path: str | Path) -> Collection:
         if file.stem in seen:
             raise DataError(f"{file} and {seen[file.stem]} would both be the game {file.stem!r}; keep one of them")
         seen[file.stem] = file
+        check_story(file)
         sha256 = _sha256(file)
         digest.update(f"{file.stem}\0{sha256}\0".encode())
         questions.append(Question(file.stem, _objective(file) or file.stem, "", task=GAME.name, game=str(file)))
@@ -310,6 +355,7 @@ def read_games(path: str | Path) -> Collection:
         file = folder / game["file"]
         if not file.is_file():
             raise DataError(f"{file}: the game is missing; make it again with `rawreact games {folder}`")
+        check_story(file)  # first: a huge file is not read whole to learn that it is no game
         if _sha256(file) != game["sha256"]:
             raise DataError(f"{file}: the game file changed since it was made (its SHA-256 differs); make it again")
         if not described(file):

@@ -39,6 +39,11 @@ SETS = {
     "test_mini_mini": ("test", slice(0, 1)),
 }
 SPELLING = "scienceworld[:SPLIT[:TASKS[:N]]][:simplify=S][:limit=L]"
+# ScienceWorld's simplifications (its `get_possible_simplifications`, and `easy`: all of them), known before the
+# simulator starts, so a misspelt one is refused at once.
+SIMPLIFICATIONS = ("easy", "teleportAction", "selfWateringFlowerPots", "openContainers", "openDoors",
+                   "noElectricalAction")  # fmt: skip
+MOST = 10_000  # the most variations of a task, and the largest step limit (a Java int would overflow far above)
 
 
 def is_scienceworld(data: str) -> bool:
@@ -66,12 +71,21 @@ def parse(data: str) -> tuple[str, str, int | None, str, int]:
     if chosen not in SETS:
         raise _fail(data, f"no set {chosen!r}; the sets are {', '.join(SETS)}")
     count = whole_number(most) if most else None
-    if most and (count is None or count < 1):
-        raise _fail(data, f"N is a whole number of variations, 1 or more, not {most!r}")
+    if most and (count is None or not 1 <= count <= MOST):
+        raise _fail(data, f"N is a whole number of variations, 1 to {MOST:,}, not {most!r}")
     limit = whole_number(named.get("limit", str(ENV_STEPS)))
-    if limit is None or limit < 1:
-        raise _fail(data, f"limit={named['limit']}: the simulator's step limit is a whole number, 1 or more")
+    if limit is None or not 1 <= limit <= MOST:
+        raise _fail(
+            data,
+            f"limit={named['limit']}: the simulator's step limit is a whole number, 1 to {MOST:,} (SwiftSage's: 100)",
+        )
     simplify = named.get("simplify", SIMPLIFY)
+    unknown = [s for s in simplify.split(",") if s and s not in SIMPLIFICATIONS] if simplify != "none" else []
+    if unknown:
+        known = ", ".join(SIMPLIFICATIONS)
+        raise _fail(
+            data, f"simplify={simplify}: no simplification {unknown[0]!r}; they are {known} (joined by commas), or none"
+        )
     return chosen, tasks or "all", count, "" if simplify == "none" else simplify, limit
 
 
@@ -86,6 +100,8 @@ def task_list(data: str, tasks: str, names: list[str]) -> list[str]:
             found = [part]
         elif low.isdigit() and (not dash or high.isdigit()):
             first, last = int(low), int(high) if dash else int(low)
+            if first > last:
+                raise _fail(data, f"task {part!r}: a range runs from the lower number to the higher, as {last}-{first}")
             if not 0 <= first <= last < len(names):
                 raise _fail(data, f"task {part!r}: the tasks are numbered 0 to {len(names) - 1}")
             found = names[first : last + 1]
