@@ -136,6 +136,12 @@ def measure(spec: str, data, prompt, workers: int, latency: float, seconds: floa
 
 
 FOLDER = "RAWREACT_RAY_FOLDER"  # where `local_nodes` says its cluster's temporary folder is
+LOCAL_ONLY = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+# `ray start` with its node address taken as given (127.0.0.1), for a node that joins a cluster on this machine.
+AS_GIVEN = (
+    "import sys, ray._private.services as services; services.resolve_ip_for_localhost = lambda host: host; "
+    "from ray.scripts.scripts import main; sys.argv[0] = 'ray'; sys.exit(main())"
+)
 
 
 @contextlib.contextmanager
@@ -148,15 +154,21 @@ def local_nodes(cpus: int = 2, second: dict | None = None):
     from rawreact.models.llama_server import free_port
 
     temp = tempfile.mkdtemp(prefix="rr-ray-")  # short: Ray's socket paths live under it
-    env = dict(os.environ, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
+    # On loopback only: the head and the drivers with Ray's switch for a machine that is no cluster's node (its node
+    # address is then 127.0.0.1, and it listens there alone); the second node, which that switch would refuse,
+    # with its --node-ip-address taken as given (Ray turns 127.0.0.1 into the machine's address, and then listens
+    # on every interface).
+    env = dict(os.environ, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32), **{LOCAL_ONLY: "0"})
     env.pop("RAY_ADDRESS", None)
     port, ray = str(free_port()), str(Path(sys.executable).parent / "ray")
     common = ["--num-cpus", str(cpus), "--disable-usage-stats", "--node-ip-address", "127.0.0.1", "--temp-dir", temp]
     head = [ray, "start", "--head", "--port", port, "--include-dashboard", "false", *common]
-    joined = [ray, "start", "--address", f"127.0.0.1:{port}", "--resources", json.dumps(second or {}), *common]
+    joined = [sys.executable, "-c", AS_GIVEN, "start", "--address", f"127.0.0.1:{port}", "--resources",
+              json.dumps(second or {}), *common]  # fmt: skip
     try:
         for command in (head, joined):
-            started = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
+            own = env if command is head else {k: v for k, v in env.items() if k != LOCAL_ONLY}
+            started = subprocess.run(command, capture_output=True, text=True, timeout=120, env=own)
             if started.returncode != 0:
                 raise RuntimeError(f"{' '.join(command[1:3])} failed: {started.stderr[-2000:]}")
         yield env | {"RAY_ADDRESS": f"127.0.0.1:{port}", FOLDER: temp}

@@ -217,3 +217,19 @@ def test_ray_flags_that_cannot_both_hold_or_name_no_cluster_are_one_line(tmp_pat
         done = _rawreact(tmp_path, "run", "--ray-address", address, "--model", "scripted:x.json")
         assert done.returncode == 2 and "Traceback" not in done.stderr, (address, done.stderr)
         assert "is not a cluster's address: give HOST:PORT" in done.stderr and "token" not in done.stderr, address
+
+
+def test_a_folder_of_more_python_files_than_rawreact_checks_is_refused_naming_it(tmp_path):
+    """Item 2: every Python file of the module's folder is checked; a folder of more than 2,000 (a home folder, a
+    checkout) is refused with one line saying to give the module a folder of its own, before anything runs."""
+    folder = tmp_path / "crowded"
+    folder.mkdir()
+    (folder / "helpers.py").write_text(
+        HELPERS.replace("import sibling", "from pathlib import Path\nPath('ran').touch()")
+    )
+    for k in range(2001):
+        (folder / f"m{k}.py").write_text("")
+    done = _rawreact(folder, "run", "--model", "scripted:x.json", *QUESTION, "--env", "helpers:with_calc")
+    assert done.returncode == 2 and not (folder / "ran").exists()
+    [line] = done.stderr.splitlines()
+    assert f"its folder {folder} holds 2002 Python files" in line and "a folder of their own" in line

@@ -211,3 +211,219 @@ def test_a_malformed_json_beside_a_good_game_is_refused_when_the_folder_is_read(
     assert done.returncode == 2
     [line] = done.stderr.splitlines()
     assert f"{folder / 'broken.json'} line " in line and "not valid JSON" in line
+
+
+# The reference game loops (items 9 to 16): each identical to the reference code, or listed in docs/reference.md.
+
+sys.path.insert(0, str(Path(__file__).parent))
+import test_reference_games as ref  # noqa: E402 (the notebook's loop restated, its stand-in checkout)
+
+KINDS = ("put", "heat")
+KIND_EXEMPLARS = {
+    f"{m}_{kind}_{n}": f"You are somewhere {m}{kind}{n}.\nYour task is to: {kind} a thing.\n> go to shelf {n}\nOK.\n"
+    for m in ("react", "act")
+    for kind in KINDS
+    for n in (0, 1)
+}
+BANNER = "-= Welcome to TextWorld, ALFRED! =-\n\n"
+# An ALFWorld-shaped environment made from a games file's row: its opening begins with ALFWorld's banner.
+HOUSEHOLD = ref.ALFWORLD.replace(
+    'self.opening = f"You are in the middle',
+    'self.opening = "-= Welcome to TextWorld, ALFRED! =-\\n\\n" + f"You are in the middle',
+)
+
+
+def _kind_checkout(folder: Path) -> Path:
+    checkout = ref._checkout(folder)
+    (checkout / "prompts" / "alfworld_3prompts.json").write_text(json.dumps(KIND_EXEMPLARS))
+    return checkout
+
+
+def _games_file(folder: Path) -> Path:
+    """Two ALFWorld games by row, as one would list them from ALFWorld's data: one names its kind, one's kind is
+    read from its game file's folder, as the notebook reads `info['extra.gamefile']`."""
+    rows = [
+        {
+            "id": "heat-egg",
+            "game": "json_2.1.1/valid_unseen/pick_heat_then_place_in_recep-Egg-None-13/trial_1/game.tw-pddl",
+        },
+        {"id": "put-key", "game": "json_2.1.1/valid_unseen/x/trial_2/game.tw-pddl", "kind": "pick_and_place_simple"},
+    ]
+    path = folder / "alfworld_games.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def test_an_alfworld_env_run_takes_each_games_exemplars_by_its_kind_from_its_own_data(tmp_path, monkeypatch):
+    """Items 9, 10, 11: a games file (one row a game: its id, its game and kind) runs an ALFWorld environment given
+    by --env under --reference: each game's prompt is the notebook's frame around its kind's two exemplars
+    (`react_heat_1` + `react_heat_0` for a heat game), the banner of its opening is dropped as the notebook drops
+    it, and the record and the lines name the game by its id and kind."""
+    checkout = _kind_checkout(tmp_path / "ReAct")
+    (tmp_path / "alfworld_stub.py").write_text(HOUSEHOLD)
+    data = _games_file(tmp_path)
+    (tmp_path / "script.json").write_text(json.dumps(ref.QUIRKY * 2))
+    monkeypatch.chdir(tmp_path)
+    from rawreact import read_run
+    from rawreact.agents.record import Trajectory
+    from rawreact.cli.app import main
+
+    args = ["run", str(data), "--reference", str(checkout), "--env", "alfworld_stub:make", "--model",
+            "scripted:script.json", "--out", "r.jsonl"]  # fmt: skip
+    assert main(args) == 0
+    records = {r["id"]: r for r in read_run(tmp_path / "r.jsonl")[1]}
+    assert set(records) == {"heat-egg", "put-key"}
+    for game_id, kind in (("heat-egg", "heat"), ("put-key", "put")):
+        record = records[game_id]
+        assert record["kind"] == kind and record["task"] == "game"
+        traj = Trajectory.from_dict(record["trajectory"])
+        frame = ref.BEFORE + KIND_EXEMPLARS[f"react_{kind}_1"] + KIND_EXEMPLARS[f"react_{kind}_0"] + ref.AFTER
+        household = _notebook_household(tmp_path, game_id)
+        assert [traj.transcript(k) for k in range(len(traj.steps))] == ref.notebook_run(frame, household, ref.QUIRKY)
+        assert BANNER.strip() not in traj.transcript(0)
+
+
+def _notebook_household(tmp_path: Path, name: str):
+    """The stand-in's environment as the notebook's loop gets it: ALFWorld's first text, its banner dropped as
+    the notebook drops it (`'\\n'.join(ob.split('\\n\\n')[1:])`)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"household_{name.replace('-', '_')}", tmp_path / "alfworld_stub.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    made = module.Household(name)
+    assert made.opening.startswith(BANNER)
+    made.opening = "\n".join(made.opening.split("\n\n")[1:])
+    return made
+
+
+def test_reflexion_over_alfworld_games_takes_each_games_kind_and_drops_the_banner(tmp_path, monkeypatch):
+    """Item 9 for the Reflexion code's loop: `--key 'react_{kind}_1+react_{kind}_0'` gives a heat game the heat
+    exemplars after the base prompt, as its run_trial picks them by the game's kind."""
+    checkout = ref._code_checkout(tmp_path / "reflexion")
+    (checkout / "prompts" / "alfworld_3prompts.json").write_text(json.dumps(KIND_EXEMPLARS))
+    (tmp_path / "alfworld_stub.py").write_text(HOUSEHOLD)
+    data = _games_file(tmp_path)
+    (tmp_path / "script.json").write_text(json.dumps({"completions": [" go to shelf 1", " put key 2 in/on box 1"] * 4}))
+    monkeypatch.chdir(tmp_path)
+    from rawreact import read_run
+    from rawreact.cli.app import main
+
+    args = ["run", str(data), "--method", "react-reflexion", "--loop", "reference", "--trials", "1",
+            "--prompt", str(checkout / "prompts" / "alfworld_3prompts.json"), "--key", "react_{kind}_1+react_{kind}_0",
+            "--instruction", f"{checkout / 'alfworld_trial.py'}#base_prompt",
+            "--reflect-prompt", str(checkout / "reflexion_few_shot_examples.txt"),
+            "--reflect-instruction", f"{checkout / 'generate_reflections.py'}#query", "--evaluator", "won",
+            "--env", "alfworld_stub:make", "--model", "scripted:script.json", "--workers", "1", "--out", "r.jsonl",
+            "-q"]  # fmt: skip
+    assert main(args) == 0
+    records = {r["id"]: r for r in read_run(tmp_path / "r.jsonl")[1]}
+    heat = records["heat-egg"]["trajectory"]
+    first = ref.CODE_BASE + KIND_EXEMPLARS["react_heat_1"] + KIND_EXEMPLARS["react_heat_0"]
+    assert heat["prompt"] == first
+    assert "-= Welcome" not in json.dumps(heat)
+
+
+def test_a_games_file_without_env_and_a_question_file_without_questions_are_one_line(tmp_path):
+    """Item 11 and 22: a games file needs the --env that plays it; an --env question file's row without a
+    question, with an empty one, or with an id that is not text, is told so (not HotpotQA's words)."""
+    data = _games_file(tmp_path)
+    done = subprocess.run([str(CONSOLE), "run", str(data), "--passages", str(data), "--model", "scripted:x.json"],
+                          cwd=tmp_path, capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 2
+    (tmp_path / "helpers.py").write_text("def make(env, row):\n    return env\n")
+    cases = [
+        ({"id": "a", "answer": "b"}, "needs its question as text"),
+        ({"id": "a", "question": "  ", "answer": "b"}, "has an empty 'question'"),
+        (
+            {"id": 7, "question": "q?", "answer": "b"},
+            'has the id 7, which is not text; write it as a string, such as "7"',
+        ),
+        ({"id": [1], "question": "q?", "answer": "b"}, "has the id [1], which is not text"),
+    ]
+    for row, said in cases:
+        (tmp_path / "q.jsonl").write_text(json.dumps(row) + "\n")
+        done = subprocess.run([str(CONSOLE), "run", "q.jsonl", "--env", "helpers:make", "--model", "scripted:x.json"],
+                              cwd=tmp_path, capture_output=True, text=True)  # fmt: skip
+        assert done.returncode == 2 and said in done.stderr and "HotpotQA" not in done.stderr, (row, done.stderr)
+
+
+def test_the_python_reference_loop_lays_a_textworld_game_out_as_alfworld_by_itself(tmp_path):
+    """Item 13: `solve(..., GameEnv(path), loop="reference")`, the obvious Python path, makes the notebook's calls
+    (it gave 0 identical calls; only `GameEnv(path, opening="alfworld")` gave them all)."""
+    from rawreact import ScriptedModel, solve
+    from rawreact.environments.game import GameEnv
+    from rawreact.tasks.games import make_games
+
+    make_games(tmp_path, ["coin:1"], [3])
+    game = tmp_path / "coin1-s3.z8"
+    replies = [" think: look first", " look", " take coin"]
+    frame = ref.BEFORE + ref.EXEMPLARS["react_put_1"] + ref.EXEMPLARS["react_put_0"] + ref.AFTER
+
+    def sent(env) -> list[str]:
+        model = ScriptedModel(replies)
+        solve("", env, model, frame, method="react", loop="reference")
+        return [call["prompt"] for call in model.history]
+
+    assert sent(GameEnv(game)) == sent(GameEnv(game, opening="alfworld"))
+    assert "\nYour task is to: " in sent(GameEnv(game))[0]
+
+
+def test_textworlds_empty_reply_reads_nothing_happens_as_listed(tmp_path):
+    """Item 12: TextWorld says nothing to `again` at a game's start; the loop's observation is `Nothing happens.`
+    (ALFWorld's words for a command it cannot carry out), and docs/reference.md's G10 says so."""
+    import textworld
+
+    from rawreact import ScriptedModel, solve
+    from rawreact.environments.game import GameEnv, clean
+    from rawreact.tasks.games import make_games
+
+    make_games(tmp_path, ["coin:1"], [3])
+    game = tmp_path / "coin1-s3.z8"
+    raw = textworld.start(str(game))
+    raw.reset()
+    state, _, _ = raw.step("again")
+    assert clean(state.feedback) == ""  # TextWorld's own reply: its status bar and prompt, nothing more
+    frame = ref.BEFORE + ref.EXEMPLARS["react_put_1"] + ref.EXEMPLARS["react_put_0"] + ref.AFTER
+    outcome = solve("", GameEnv(game), ScriptedModel([" again", " take coin"]), frame, method="react", loop="reference")
+    assert outcome.trajectory.steps[0].observation == "Nothing happens."
+    g10 = next(line for line in (Path(__file__).parent.parent / "docs" / "reference.md").read_text().splitlines()
+               if line.startswith("| G10 "))  # fmt: skip
+    assert "Nothing happens." in g10 and "says nothing" in g10
+
+
+def test_the_reference_header_of_games_without_json_says_their_opening_is_the_interpreters_text(tmp_path):
+    """Item 14: for a game without TextWorld's .json the --reference header does not claim ALFWorld's layout."""
+    from rawreact.tasks.games import make_games
+
+    make_games(tmp_path / "games", ["coin:1"], [3])
+    (tmp_path / "games" / "coin1-s3.json").unlink()
+    (tmp_path / "games" / "games.json").unlink()
+    checkout = ref._checkout(tmp_path / "ReAct")
+    (tmp_path / "s.json").write_text(json.dumps([" take coin"] * 5))
+    command = [str(CONSOLE), "run", str(tmp_path / "games"), "--reference", str(checkout), "--model", "scripted:s.json"]
+    done = subprocess.run([*command, "--out", "r.jsonl"], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "each opening the interpreter's first text" in done.stdout
+    assert "laid out as ALFWorld's" not in done.stdout
+
+
+def test_reflexion_over_several_games_differs_from_the_code_only_by_the_totals_as_listed(tmp_path):
+    """Item 15: the Reflexion code writes every game of a trial into one log and reflects on each from its slice:
+    a game before the last is shown its scenario ending `STATUS: FAIL`, with no totals; rawreact runs each game
+    alone and shows each a one-game run's totals. Restated here: rawreact's scenario is the code's for the last
+    game of a one-game run, and the code's for an earlier game with the totals block after it; docs say this."""
+    from rawreact.agents.record import Trajectory
+    from rawreact.agents.reflexion_games import LOOP, TASK, scenario
+
+    traj = Trajectory("You are in a room.\nYour task is to: put a key in the box.", "base", header=TASK, loop=LOOP)
+    traj.ended = "max_steps"
+    ours = scenario(traj)
+    environment = f"\n#####\n\nEnvironment #0:\n{traj.transcript()[:-1]}\n\nSTATUS: FAIL\n\n#####\n"
+    totals = "\n-----\nSUCCESS: 0\nADDITIONAL SUCCESS: 0\nFAIL: 1\nTOTAL: 1\nACCURACY: 0.0\n-----"
+    earlier = (environment + "\n#####\n\nEnvironment #1:\n...").split("#####\n\n#####")[0]  # the code's slice
+    earlier = earlier.split("Here is the task:")[-1].strip()
+    assert earlier.endswith("STATUS: FAIL") and ours.startswith(earlier) and ours != earlier
+    assert ours == (environment + totals).split("Here is the task:")[-1].strip()
+    said = (Path(__file__).parent.parent / "docs" / "reference.md").read_text()
+    assert "games before the last are shown no totals" in said

@@ -4,9 +4,11 @@ by their own folder and stopped, and no other Ray is touched. Each test failed o
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -125,8 +127,7 @@ def test_the_tests_ray_is_found_by_its_own_folder_and_another_ray_is_left_runnin
     """Item 5: the tests' cluster starts with a folder of its own and node address 127.0.0.1 (it listens on
     loopback only); another Ray started on the machine meanwhile (one more head, as another user's would be) keeps
     running when the tests' cluster is stopped, and none of the tests' processes outlives it."""
-    other = tmp_path / "other"
-    other.mkdir()
+    other = Path(tempfile.mkdtemp(prefix="rr-other-"))  # short: Ray's socket paths live under it
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     try:
         with scale.local_nodes(1) as joined:
@@ -148,6 +149,7 @@ def test_the_tests_ray_is_found_by_its_own_folder_and_another_ray_is_left_runnin
         assert not Path(folder).exists()
     finally:
         scale.stop_session(str(other))
+        shutil.rmtree(other, ignore_errors=True)
     assert not scale.ray_processes(str(other))
 
 

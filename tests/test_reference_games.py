@@ -410,7 +410,9 @@ def test_reflexion_over_games_makes_every_call_the_reflexion_codes_makes(games, 
           reflexion={"trials": 5, "reflect_prompt": reflect})  # fmt: skip
     assert [(h["prompt"], h["stop"], h["max_tokens"]) for h in model.history] == expected
     temperatures = [h.get("temperature", 0.0) for h in model.history]
-    assert temperatures[3:5] == [0.0, 0.2] and temperatures[8:14] == [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
+    # the code's `cur_try * 0.2`, as the floats it sends: the 4th try is 0.6000000000000001 (issue 67 item 16)
+    assert temperatures[3:5] == [0.0, 0.2] and temperatures[8:14] == [cur_try * 0.2 for cur_try in range(6)]
+    assert temperatures[11] == 0.6000000000000001
 
 
 def test_reflexion_over_questions_is_still_refused_the_reference_loop_before_any_model(tmp_path, capsys):

@@ -86,7 +86,7 @@ def test_the_spelling_chooses_tasks_by_name_number_and_range_with_swiftsages_set
         ("scienceworld:tests", "no set 'tests'"),
         ("scienceworld:test:boiling", "no task 'boiling' (did you mean"),
         ("scienceworld:test:30", "numbered 0 to 29"),
-        ("scienceworld:test:3-1", "numbered 0 to 29"),
+        ("scienceworld:test:3-1", "a range runs from the lower number to the higher, as 1-3"),  # issue 67 item 22
         ("scienceworld:test:boil:0", "N is a whole number"),
         ("scienceworld:test:boil:1:limit=0", "limit=0"),
         ("scienceworld:test:boil:1:steps=3", "'steps=3' is not simplify"),
@@ -100,8 +100,12 @@ def test_a_bad_spelling_is_one_line_naming_the_part_and_the_spelling(spelling, s
 
 
 def test_an_unknown_simplification_is_refused_naming_the_episode():
-    data = _load("scienceworld:test_mini:boil:1:simplify=fast")
-    with pytest.raises(DataError, match=r"scienceworld:boil:\d+:fast:100: Unknown simplification: 'fast'"):
+    """A misspelt simplification is refused when the data is read (issue 67 item 22); one the simulator refuses
+    for a task (no electrical actions in an electrical task) is refused naming the episode."""
+    with pytest.raises(DataError, match=r"simplify=fast: no simplification 'fast'; they are easy, teleportAction"):
+        _load("scienceworld:test_mini:boil:1:simplify=fast")
+    data = _load("scienceworld:test_mini:power-component:1:simplify=noElectricalAction")
+    with pytest.raises(DataError, match=r"scienceworld:power-component:\d+:noElectricalAction:100: Invalid simplif"):
         data.env(data.questions[0]).reset()
 
 

@@ -21,6 +21,7 @@ from rawreact.agents.record import Step, Trajectory
 from rawreact.config.choices import MAX_TOKENS
 from rawreact.core.actions import Action
 from rawreact.core.errors import ContextLengthExceeded
+from rawreact.environments.game import drop_banner
 from rawreact.models.base import Completion, Model, keep_prefix
 
 SEEN = "OK."
@@ -108,15 +109,26 @@ def alfworld_run(
 ) -> Trajectory:
     """Play one episode as `alfworld_run` does; the trajectory's transcript is the text of its last call plus
     the last step, and `ended` is "won", "lost" (done, not won) or "max_steps"."""
+    env = as_alfworld(env)
     env.reset()
     text = prompt if isinstance(prompt, str) else prompt.text
-    traj = Trajectory(env.opening, text, header="", loop="game", verbs=env.verbs)  # its prompt ends in its cue
+    traj = Trajectory(
+        drop_banner(env.opening), text, header="", loop="game", verbs=env.verbs
+    )  # its prompt ends in its cue
 
     def take(transcript: str) -> tuple[list[Completion], str]:  # one call; its text, stripped, is the line
         call = model.complete(transcript, stop=["\n"], max_tokens=max_tokens)
         return [call], call.text.strip()
 
     return play_lines(env, model, traj, take, max_steps=max_steps, on_step=on_step)
+
+
+def as_alfworld(env):
+    """The environment a reference game loop plays: a TextWorld game laid out as ALFWorld opens (its room, then
+    `Your task is to: `), whichever layout it was made with (`GameEnv(path)` opens with its objective)."""
+    if getattr(env, "layout", None) == "textworld" and hasattr(env, "laid_out"):
+        return env.laid_out("alfworld")
+    return env
 
 
 def _error(env, line: str, thought: bool, finish_reason: str) -> str | None:

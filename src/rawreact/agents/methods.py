@@ -17,7 +17,7 @@ from rawreact.agents.guardrails import supported
 from rawreact.agents.lats import LatsPromptFiles, Search
 from rawreact.agents.lats import lats as run_lats
 from rawreact.agents.loop import react
-from rawreact.agents.prompts import Prompt
+from rawreact.agents.prompts import Prompt, framed
 from rawreact.agents.reasoning import Reasoning, reason
 from rawreact.agents.record import Step, Trajectory, token_totals
 from rawreact.agents.reference import reference_react
@@ -37,6 +37,7 @@ from rawreact.config.choices import (
 )
 from rawreact.core.metrics import is_answer
 from rawreact.environments.env import PassageEnv
+from rawreact.environments.game import alfworld_kind
 from rawreact.environments.scienceworld import ScienceWorldEnv
 from rawreact.models.base import Completion, Model
 
@@ -253,6 +254,9 @@ def _play(env, model: Model, prompt: Prompt | str, method: str, max_tokens: int,
             f"games are played by react or act (the paper's ALFWorld rows) or react-reflexion, not {method}"
         )
     grammar = options.get("grammar")
+    kind = options.pop("kind", None)  # the game's kind, as its row says it (an environment's own kind comes first)
+    if not isinstance(env, ScienceWorldEnv):  # a prompt keyed by kind: the game's kind's exemplars
+        prompt = framed(prompt, alfworld_kind(getattr(env, "kind", None), kind))
     if loop == "reference":  # the reference code's own loop, byte for byte: no grammar, no guardrail
         if grammar is not None:
             raise ValueError("the reference game loops send what the model wrote, with no grammar")

@@ -19,6 +19,7 @@ from rawreact.core.errors import PromptError
 from rawreact.core.folders import NAMED, split_named
 from rawreact.core.resources import resource
 from rawreact.core.tasks import QA, TASK_TYPES, task_type
+from rawreact.environments.game import ALFWORLD_KINDS, NEAREST_KIND
 
 _BLOCKS = re.compile(r"\n[ \t]*\n")
 # Where each method's shipped instruction and exemplars are, under prompts/ (ReAct's at the top).
@@ -272,11 +273,12 @@ def load_prompt(
             raise PromptError(f"order={order}: a reference prompt ({exemplars}) is used whole and cannot be shuffled")
         if key == TASK_KEY:  # each episode takes the exemplar of its task (SwiftSage's `d[str(task_num)]`)
             return _keyed_prompt(Path(exemplars), k, instruction_text, instruction)
-        made = _reference_prompt(Path(exemplars), key, k, instruction_text)
         file, name = split_named(str(instruction)) if instruction else ("", None)
-        if name is not None and file.endswith(".ipynb"):  # a notebook's frame: what it writes after the exemplars
-            made = replace(made, text=made.text + notebook_frame(Path(file), name)[1])
-        return made
+        after = notebook_frame(Path(file), name)[1] if name is not None and file.endswith(".ipynb") else ""
+        if key is not None and KIND_KEY in key:  # each game takes its kind's exemplars (alfworld.ipynb's `v`)
+            return _kind_prompt(Path(exemplars), key, k, instruction_text, after)
+        made = _reference_prompt(Path(exemplars), key, k, instruction_text)
+        return replace(made, text=made.text + after) if after else made  # a notebook's frame: what follows them
     if key is not None:
         raise PromptError(f"--key {key!r} applies to a reference JSON prompt file, not to {exemplars}")
     blocks = read_exemplars(exemplars, method, task)
@@ -325,6 +327,39 @@ def _keyed_prompt(path: Path, k: int | None, instruction: str, source: str | Non
     file, name = split_named(str(source)) if source else ("", None)
     head = python_string(Path(file), EPISODE_HEAD) if name is not None and file.endswith(".py") else ""
     return Prompt(text=instruction, source=f"{path}#{TASK_KEY}", exemplars=1, keyed=prompts, episode_head=head)
+
+
+KIND_KEY = "{kind}"  # in --key, a game's kind of ALFWorld (put, clean, heat, cool, examine, puttwo)
+
+
+def _kind_prompt(path: Path, key: str, k: int | None, instruction: str, after: str) -> Prompt:
+    """A reference prompt whose exemplars each game takes by its kind (`react_{kind}_1+react_{kind}_0`, as
+    alfworld.ipynb and the Reflexion code pick `d[f'react_{v}_1'] + d[f'react_{v}_0']`): the instruction, the
+    exemplars of each kind the file has (`keyed`), and the frame's words after them (`episode_head`)."""
+    if k is not None:
+        raise PromptError(f"k={k}: a reference prompt ({path}, {key}) is used whole; drop -k")
+    keyed = {}
+    for kind in ALFWORLD_KINDS.values():
+        parts = key.replace(KIND_KEY, kind).split("+")
+        try:
+            keyed[kind] = "".join(json_string(path, part) for part in parts)
+        except PromptError:
+            continue  # the file has no exemplars of this kind
+    if NEAREST_KIND not in keyed:
+        raise PromptError(
+            f"{path}: --key {key} takes each game's exemplars by its kind, and the file has none for "
+            f"{key.replace(KIND_KEY, NEAREST_KIND)} (the kind of a game that names none)"
+        )
+    return Prompt(text=instruction, source=f"{path}#{key}", exemplars=2, keyed=keyed, episode_head=after)
+
+
+def framed(prompt: Prompt | str, kind: str | None) -> Prompt | str:
+    """The prompt a game of `kind` is played with: a prompt keyed by kind (`KIND_KEY`) made whole with that kind's
+    exemplars (`put`, the nearest, for a game that names none), any other as it is."""
+    if isinstance(prompt, str) or prompt.keyed is None or KIND_KEY not in prompt.source:
+        return prompt
+    chosen = kind if kind in prompt.keyed else NEAREST_KIND
+    return replace(prompt, text=prompt.text + prompt.keyed[chosen] + prompt.episode_head, keyed=None, episode_head="")
 
 
 def _reference_prompt(path: Path, key: str | None, k: int | None, instruction: str) -> Prompt:

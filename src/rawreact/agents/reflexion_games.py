@@ -20,12 +20,13 @@ the last three of them as `Trial #i: ...`, and `New plan:`. Its text is kept as 
 from collections.abc import Callable
 from functools import partial
 
-from rawreact.agents.alfworld import play_lines
+from rawreact.agents.alfworld import as_alfworld, play_lines
 from rawreact.agents.game import GAME_STEPS
 from rawreact.agents.prompts import Prompt
 from rawreact.agents.record import Trajectory
 from rawreact.agents.reflexion import Reflection, ReflectPrompt, Trial
 from rawreact.core.errors import ContextLengthExceeded, PromptError
+from rawreact.environments.game import drop_banner
 from rawreact.models.base import Completion, Model, keep_prefix
 
 TOKENS = 256  # its completions' max_tokens, for the trial's calls and the reflection's
@@ -70,7 +71,8 @@ def play_trial(
     twice in a row: the code's trial gives up) or "max_steps"."""
     env.reset()
     text = prompt if isinstance(prompt, str) else prompt.text
-    traj = Trajectory(env.opening, text, header=TASK, preamble=memory_text(memory), loop=LOOP, verbs=env.verbs)
+    opening = drop_banner(env.opening)  # as its run_trial drops ALFWorld's banner
+    traj = Trajectory(opening, text, header=TASK, preamble=memory_text(memory), loop=LOOP, verbs=env.verbs)
     take = partial(_tries, model, seed=seed)
     return play_lines(env, model, traj, take, max_steps=max_steps, on_step=on_step, errors=False, gives_up=True)
 
@@ -82,7 +84,8 @@ def _tries(model: Model, text: str, seed: int) -> tuple[list[Completion], str]:
     for k in range(1, TRIES):
         if len(calls[-1].text.strip()) >= SHORT:
             break
-        calls += model.sample(text, n=1, temperature=round(0.2 * k, 1), seed=seed, stop=["\n"], max_tokens=TOKENS)
+        # its `cur_try * 0.2`, as the float it is: the 4th try sends 0.6000000000000001
+        calls += model.sample(text, n=1, temperature=k * 0.2, seed=seed, stop=["\n"], max_tokens=TOKENS)
     line = calls[-1].text.strip()
     return calls, line if len(line) >= SHORT else ""
 
@@ -133,6 +136,7 @@ def code_trials(
     (the last one too, as its `update_memory` does after every trial), until one succeeds (the game said it
     was done). `done` and `on_trial` as `reflexion.trials` takes them."""
     check(reflect_prompt)
+    env = as_alfworld(env)
     history = list(done or [])
     while True:
         written = [t.reflection.text for t in history if t.reflection is not None]

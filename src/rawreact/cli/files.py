@@ -8,7 +8,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from rawreact.cli.terminal import terminated_as_interrupt
+from rawreact.cli.terminal import stopped_code, terminated_as_interrupt
 from rawreact.config.settings import PATHS, SEED_MAX
 from rawreact.core.errors import DataError
 from rawreact.core.folders import split_named
@@ -215,7 +215,7 @@ def index_command(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             bar.close()
             print(f"\nrawreact: interrupted; {out} was not written", file=sys.stderr)
-            return 130
+            return stopped_code()
     repeats, skipped = info["duplicates"], sum(source["skipped"] for source in info["sources"])
     unreadable = sum(source.get("unreadable", 0) for source in info["sources"])
     dropped = [f"{plural(repeats, 'repeated title')} kept once"] if repeats else []

@@ -16,6 +16,7 @@ from rawreact.core.tasks import task_type
 from rawreact.core.text import plural
 from rawreact.environments.custom import check_recorded
 from rawreact.tasks.collection import Collection, Question, choose_questions
+from rawreact.tasks.games import undescribed
 from rawreact.tasks.loading import load_collection
 
 # The parser's name (dest) of each flag whose setting has another name: exemplars -> k (config.settings.OPTIONS).
@@ -166,6 +167,10 @@ def say_paper(chosen: Chosen) -> list[str]:
         "passages": store or own,
         "model": settings.model,
     }
+    if chosen.collection.game_rows:
+        parts["games"] = paper.GAMES["rows"]
+    elif undescribed(chosen.collection):
+        parts["games"] = paper.GAMES["undescribed"]
     lines = paper.describe(info["options"], info["given"], parts)
     whose = "LATS's" if chosen.settings.method == LATS else "the paper's"
     head = f"rawreact: {whose} setup from {info['directory']} (--reference), "

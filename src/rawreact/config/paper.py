@@ -37,6 +37,17 @@ OPTIONS = (
 )
 
 
+# What a games run's header says of its games, by what they are: (whose, how each opens, what is not the paper's).
+GAMES = {
+    "described": ("TextWorld's", "each opening laid out as ALFWorld's (its room, then `Your task is to: ` and its "
+                  "objective)", ", not its task"),
+    "undescribed": ("TextWorld's, without TextWorld's .json", "each opening the interpreter's first text (without "
+                    "the .json the room and objective are not known apart)", ", not its task"),
+    "rows": ("your --env environment's, one a row of the games file", "each opening as the environment gives it "
+             "(ALFWorld's banner dropped, as the notebook drops it)", ""),
+}  # fmt: skip
+
+
 def _reference(task: str) -> Reference:
     return task_type(task).reference
 
@@ -146,7 +157,9 @@ def describe(options: dict[str, object], given: dict[str, object], chosen: dict[
             said.append(
                 part("tokens a call", str(tokens), None if "max_tokens" not in given else str(given["max_tokens"]))
             )
-        return lines + said + [f"  not the paper's: {d.format(model=chosen['model'])}" for d in reference.differences]
+        games = chosen.get("games") or GAMES["described"]
+        named = {"model": chosen["model"], "games": games[0], "openings": games[1], "not_task": games[2]}
+        return lines + said + [f"  not the paper's: {d.format(**named)}" for d in reference.differences]
     instruction = options.get("instruction", "none (the prompt file's own)" if reference.own_instruction else "none")
     lines.append(part("instruction", str(instruction), _given(given, "instruction")))
     if "backoff_key" in options:

@@ -51,7 +51,7 @@ class Reference:
         """The key of `method`'s prompt in this file, from its HotpotQA reference key."""
         if self.key_suffix is not None:
             key = key.replace(*self.key_suffix)
-        return self.key.format(key=key, method=method)
+        return self.key.replace("{key}", key).replace("{method}", method)  # a `{kind}` stays: each game's own
 
 
 @dataclass(frozen=True)
@@ -161,20 +161,20 @@ GAME = TaskType(
     steps=49,  # alfworld.ipynb's `range(1, 50)`
     own_passages=False,
     fields={"success": _NUMBER, "reward": (*_NUMBER, None), "game": (str,)},
-    # The ALFWorld notebook's prompt file: it joins two exemplars of the game's kind; a TextWorld game's
-    # nearest kind is `put` (find an object, act on it).
+    # The ALFWorld notebook's prompt file: it joins two exemplars of the game's kind (agents.prompts.KIND_KEY); a
+    # TextWorld game's nearest kind is `put` (find an object, act on it).
     reference=Reference(
         "prompts/alfworld_3prompts.json",
         "alfworld.ipynb",
-        key="{method}_put_1+{method}_put_0",
+        key="{method}_{kind}_1+{method}_{kind}_0",
         methods=("react", "act"),
         sampled=False,
         frame="prompt",  # alfworld.ipynb's `prompt = '<instruction>' + d[...] + d[...] + '<the task follows>'`
         loop_said="alfworld.ipynb's alfworld_run, byte for byte (--loop reference)",
         differences=(
-            "games: TextWorld's (the paper's: ALFWorld's 134 unseen games), each opening laid out as ALFWorld's (its "
-            "room, then `Your task is to: ` and its objective); its exemplars are ALFWorld's household, so this is "
-            "the paper's format, not its task",
+            "games: {games} (the paper's: ALFWorld's 134 unseen games), {openings}; its exemplars are ALFWorld's "
+            "household, of each game's kind (put, the nearest, for a game that names none), so this is the paper's "
+            "format{not_task}",
             "scoring: success and reward of TextWorld's games",
             "model: {model} (the paper's: PaLM-540B; the notebook: text-davinci-002)",
         ),

@@ -35,6 +35,36 @@ THOUGHT_SEEN = "OK."  # what a thought is answered, as in alfworld.ipynb
 # TextWorld's interpreter (jericho's frotz) is not safe to drive from two threads at once: under --workers,
 # games in flight take turns at it, one command at a time (a command costs milliseconds, a model call far more).
 _INTERPRETER = threading.Lock()
+# alfworld.ipynb's (and the Reflexion code's) prefixes of ALFWorld's six kinds of game, by the name of the game's
+# folder, and the exemplar key each kind takes; a game of no such kind (TextWorld's) takes `put`, the nearest.
+ALFWORLD_KINDS = {"pick_and_place": "put", "pick_clean_then_place": "clean", "pick_heat_then_place": "heat",
+                  "pick_cool_then_place": "cool", "look_at_obj": "examine", "pick_two_obj": "puttwo"}  # fmt: skip
+NEAREST_KIND = "put"
+BANNER = "-= Welcome"  # how ALFWorld's first text begins (`-= Welcome to TextWorld, ALFRED! =-`)
+
+
+def alfworld_kind(*said: str | None) -> str | None:
+    """The exemplar key of the first of `said` that names an ALFWorld kind: a key itself (`heat`), a kind's name
+    (`pick_heat_then_place_in_recep`), or a game's path with a folder so named, as the notebook reads
+    `info['extra.gamefile']`; None when none does."""
+    for text in said:
+        if not text:
+            continue
+        if text in ALFWORLD_KINDS.values():
+            return text
+        for part in reversed(str(text).replace("\\", "/").split("/")):
+            found = next((key for prefix, key in ALFWORLD_KINDS.items() if part.startswith(prefix)), None)
+            if found:
+                return found
+    return None
+
+
+def drop_banner(opening: str) -> str:
+    """ALFWorld's first text without its banner, as the notebook drops it (`'\\n'.join(ob.split('\\n\\n')[1:])`);
+    an opening that does not begin with the banner, as it is."""
+    return "\n".join(opening.split("\n\n")[1:]) if opening.startswith(BANNER) else opening
+
+
 ALFWORLD_TASK = "Your task is to: "  # how an ALFWorld game's opening states its task, after its room
 _END = "*** The End ***"
 _LOST = "*** You lost! ***"
@@ -93,6 +123,10 @@ class GameEnv:
     def fresh(self) -> "GameEnv":
         """The same game, not yet started."""
         return GameEnv(self.path, self.layout)
+
+    def laid_out(self, opening: str) -> "GameEnv":
+        """The same game, not yet started, its opening laid out as `opening` says ("textworld" or "alfworld")."""
+        return GameEnv(self.path, opening)
 
     def _start(self):
         try:

@@ -22,6 +22,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from rawreact import __version__
 from rawreact.agents.prompts import Prompt
@@ -410,10 +411,42 @@ def _init(ray, address: str) -> dict[str, str | None]:
             "this process its token (RAY_AUTH_TOKEN, or the file ~/.ray/auth_token), or run with --ray to start a Ray "
             "for this run"
         ) from None
-    except BaseException:
+    except BaseException:  # Ctrl-C or SIGTERM while it started: what started of a Ray of the run's own stops
+        if address == "local":
+            _stop_started(ray)
         _restore(saved)
         raise
     return saved
+
+
+def _stop_started(ray) -> None:
+    """Stop a Ray this process was starting when it was interrupted: Ray's own shutdown, then what it left of its
+    processes below this one (its raylet's agents outlive it by a minute or two otherwise, as measured)."""
+    with contextlib.suppress(Exception):
+        ray.shutdown()
+    for pid in _ray_children(os.getpid()):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _ray_children(root: int) -> list[int]:
+    """The processes below `root` that are Ray's (named `ray::...`, run from Ray's package, or a raylet's)."""
+    parents = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            parents[int(pid)] = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    below, more = set(), {root}
+    while more:
+        more = {pid for pid, parent in parents.items() if parent in more} - below
+        below |= more
+    found = []
+    for pid in below:
+        with contextlib.suppress(OSError):
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+            if command.startswith(b"ray::") or b"/ray/" in command or b"RAY_RAYLET_PID=" in environ:
+                found.append(pid)
+    return found
 
 
 def _local_only(ray) -> dict[str, str | None]:

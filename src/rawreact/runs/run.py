@@ -21,7 +21,7 @@ from rawreact.agents.tools import check_model
 from rawreact.config.choices import BACKOFFS, REFLEXION, first_method
 from rawreact.core.errors import DataError, EpisodeLost, ModelError
 from rawreact.core.metrics import scores
-from rawreact.core.tasks import TaskType, task_type
+from rawreact.core.tasks import GAME, TaskType, task_type
 from rawreact.environments.env import PassageEnv
 from rawreact.models.base import WORKER, Model
 from rawreact.runs.records import manifest_path, read_manifest, read_run
@@ -327,6 +327,8 @@ def answerer(
             options = dict(solve_options)
             if solve_options.get("method") in REFLEXION:  # after a lost server, the trials kept so far stay
                 options["reflexion"] = _trial_options(question, episode_env, reflexion or {}, log, on_trial)
+            if question.task == GAME.name:  # a game's kind chooses its exemplars where the prompt is keyed by kind
+                options["kind"] = question.kind
             if "lats" in options:  # the question's gold answer, which the em evaluator rewards a finish by
                 options["lats"] = options["lats"] | {"gold": question.answer}
             try:

@@ -123,6 +123,11 @@ def game_problem(settings: Settings, task: str) -> str | None:
 
 def collection_of(settings: Settings, collection: Collection) -> Collection:
     """The questions over the settings' passages: their own, or those of `passages`."""
+    if collection.game_rows and settings.env is None:
+        raise DataError(
+            f"{collection.source} lists games by row (id and game), which an environment of your own plays: give "
+            "--env with the factory that makes each from its row"
+        )
     if settings.passages is None:
         refused = task_type(collection.task).refused  # what a task type cannot be run by, in its own words
         if settings.method in REFLEXION and "reflexion" in refused:

@@ -82,6 +82,11 @@ class Collection:
     _shared: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
+    def game_rows(self) -> bool:
+        """Whether its questions are games listed by row, which an --env environment plays (`games.from_rows`)."""
+        return bool(self.questions) and bool(self.questions[0].game) and self.questions[0].row is not None
+
+    @property
     def task(self) -> str:
         """The task type of its questions (its name), from its layout: a question unless a type declares it."""
         return of_layout(self.layout).name
@@ -100,6 +105,8 @@ class Collection:
             raise ValueError(f"unknown loop {loop!r}; the loops are {', '.join(LOOPS)}")
         if question is not None and is_episode(question.game):  # a ScienceWorld episode, in the simulator
             return ScienceWorldEnv(question.game)
+        if question is not None and question.game and question.row is not None:
+            return None  # a game of a games file (tasks.games.from_rows): the --env factory makes it from its row
         if question is not None and question.game:  # a text game is its own environment, laid out for the loop
             return GameEnv(question.game, opening="alfworld" if loop == "reference" else "textworld")
         n_first = LOOPS[loop] if n_first is None else n_first

@@ -27,7 +27,7 @@ from pathlib import Path
 from rawreact.core.errors import DataError
 from rawreact.core.tasks import GAME
 from rawreact.core.text import whole_number
-from rawreact.environments.game import described
+from rawreact.environments.game import ALFWORLD_KINDS, NEAREST_KIND, alfworld_kind, described
 from rawreact.environments.scienceworld import is_episode
 from rawreact.tasks.collection import Collection, Question
 
@@ -287,6 +287,42 @@ def read_game_files(path: str | Path) -> Collection:
     return Collection(folder.name, {}, tuple(questions), GAME.layout, str(path), digest.hexdigest())
 
 
+def is_game_row(row: object) -> bool:
+    """Whether a question file's row is a game an `--env` environment plays (`id` and `game`, no question)."""
+    return isinstance(row, dict) and "game" in row and "question" not in row
+
+
+def from_rows(path: Path, digest: str, rows: list[tuple[int, object]], unit: str = "row") -> Collection:
+    """Games an `--env` environment plays (ALFWorld's, say), one a row: its `id`, its `game` (what the factory is
+    given to find it, such as ALFWorld's game file) and its `kind` (an ALFWorld kind: put, clean, heat, cool,
+    examine, puttwo, or its long name; else read from the game's folder, as alfworld.ipynb reads it; else put).
+    The kind chooses the exemplars of a prompt keyed by kind; the record and the lines name the game by its id."""
+    questions, seen = [], set()
+    for number, row in rows:
+        where = f"{path} {unit} {number}"
+        if not is_game_row(row):
+            raise DataError(f"{where}: every row of a games file is an object with 'id' and 'game', as row 1 is")
+        for name in ("id", "game"):
+            if not isinstance(row.get(name), str) or not row[name].strip():
+                raise DataError(f"{where}: {name!r} must be text, not empty (a game's row: its 'id' and 'game')")
+        if row["id"] in seen:
+            raise DataError(f"{where} repeats the id {row['id']!r}; give each game its own id")
+        seen.add(row["id"])
+        said = row.get("kind")
+        if said is not None and not isinstance(said, str):
+            raise DataError(f"{where}: 'kind' must be text, such as heat or pick_heat_then_place_in_recep")
+        kind = alfworld_kind(said, row["game"])
+        if said and kind is None:
+            kinds = ", ".join(ALFWORLD_KINDS.values())
+            raise DataError(f"{where}: 'kind' {said!r} is no ALFWorld kind ({kinds}, or their long names)")
+        task = row.get("task") if isinstance(row.get("task"), str) else row["id"]
+        questions.append(Question(row["id"], task, "", kind=kind or NEAREST_KIND, task=GAME.name, game=row["game"],
+                                  row=row))  # fmt: skip
+    if not questions:
+        raise DataError(f"{path} lists no games")
+    return Collection(path.stem, {}, tuple(questions), GAME.layout, str(path), digest)
+
+
 def undescribed(collection: Collection) -> list[str]:
     """The game files of a collection without TextWorld's `.json` beside them: they do not say which commands
     they admit, so `--grammar commands` cannot apply to them."""
@@ -355,7 +391,6 @@ def read_games(path: str | Path) -> Collection:
         file = folder / game["file"]
         if not file.is_file():
             raise DataError(f"{file}: the game is missing; make it again with `rawreact games {folder}`")
-        check_story(file)  # first: a huge file is not read whole to learn that it is no game
         if _sha256(file) != game["sha256"]:
             raise DataError(f"{file}: the game file changed since it was made (its SHA-256 differs); make it again")
         if not described(file):
@@ -364,6 +399,7 @@ def read_games(path: str | Path) -> Collection:
                 f"from the .json tw-make writes beside it: copy it back, or make the game again with `rawreact "
                 f"games {folder}`"
             )
+        check_story(file)
         digest.update(f"{game['id']}\0{game['sha256']}\0".encode())
         objective = game.get("objective") or game["id"]
         questions.append(Question(game["id"], objective, "", kind=game.get("recipe", ""), task=GAME.name,

@@ -76,7 +76,20 @@ def _row(where: str, row: object, questions_only: bool = False) -> Question:
     for name in ("question",) if questions_only else ("question", "answer"):
         if not isinstance(row.get(name), str):
             state = "has no" if name not in row else "has a non-string"
+            if questions_only:  # --env or --passages: the row is the user's, not HotpotQA's
+                raise DataError(
+                    f"{where} {state} {name!r}; with --env or --passages each row needs its question as text (and "
+                    "its gold answer, to be scored), or, for a game an --env environment plays, its 'id' and 'game'"
+                )
             raise DataError(f"{where} {state} {name!r}; every HotpotQA row needs its question and gold answer")
+    if not row["question"].strip():
+        raise DataError(f"{where} has an empty 'question'; write the question, or remove the row")
+    raw_id = row.get("_id", row.get("id"))
+    if raw_id is not None and not isinstance(raw_id, str):
+        raise DataError(
+            f"{where} has the id {json.dumps(raw_id)[:40]}, which is not text; write it as a string, such as "
+            f"{json.dumps(str(raw_id))[:40]}, or leave it out (rawreact then derives one)"
+        )
     if questions_only and not isinstance(row.get("answer", ""), str):
         raise DataError(f"{where} has a non-string 'answer'; a gold answer is text (or leave it out: no score)")
     kind = "/".join(str(row[k]) for k in ("type", "level") if row.get(k))

@@ -102,6 +102,8 @@ def _parse(path: Path, text: str, digest: str, questions_only: bool = False) -> 
     def rows_of(rows: list[tuple[int, object]], unit: str) -> Collection:
         if rows and fever.is_claim_row(rows[0][1]):
             return fever.from_rows(path, digest, rows, unit)
+        if rows and questions_only and games.is_game_row(rows[0][1]):  # games an --env environment plays
+            return games.from_rows(path, digest, rows, unit)
         return hotpotqa.from_rows(path, digest, rows, unit, questions_only)
 
     start = text.lstrip()[:1]
@@ -116,7 +118,7 @@ def _parse(path: Path, text: str, digest: str, questions_only: bool = False) -> 
             return rows_of(hotpotqa.jsonl_rows(path, text), "line")
         if isinstance(data, dict) and "passages" in data:
             return _envs_layout(path, digest, data)
-        row_keys = ("context", "claim", "question") if questions_only else ("context", "claim")
+        row_keys = ("context", "claim", "question", "game", "id", "answer") if questions_only else ("context", "claim")
         if isinstance(data, dict) and any(key in data for key in row_keys):  # a JSONL file of one row
             return rows_of([(1, data)], "line")
         raise _unknown(path)
