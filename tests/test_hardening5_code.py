@@ -9,8 +9,9 @@ import py_compile
 import shutil
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
+
+from plugins import install_plugin
 
 from rawreact import read_run
 
@@ -129,24 +130,12 @@ def test_a_sibling_module_changed_since_the_run_is_refused_naming_it(tmp_path):
     assert fine.returncode == 0, fine.stderr
 
 
+PLUGIN = "from rawreact import PassageEnv\n\ndef make(env, row):\n    return PassageEnv(row['glossary'])\n"
+
+
 def _plugin(tmp_path: Path) -> dict:
-    wheel = tmp_path / "glossary_plugin-1.0.0-py3-none-any.whl"
-    info = "glossary_plugin-1.0.0.dist-info"
-    files = {
-        "glossary_plugin/__init__.py": "from rawreact import PassageEnv\n\ndef make(env, row):\n"
-        "    return PassageEnv(row['glossary'])\n",
-        f"{info}/METADATA": "Metadata-Version: 2.1\nName: glossary-plugin\nVersion: 1.0.0\n",
-        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-        f"{info}/entry_points.txt": "[rawreact.environments]\nglossary = glossary_plugin:make\n",
-    }
-    with zipfile.ZipFile(wheel, "w") as archive:
-        for name, text in files.items():
-            archive.writestr(name, text)
-        archive.writestr(f"{info}/RECORD", "".join(f"{name},,\n" for name in files) + f"{info}/RECORD,,\n")
-    site = tmp_path / "site"
-    pip = [PYTHON, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(site), str(wheel)]
-    assert subprocess.run(pip, capture_output=True, text=True).returncode == 0
-    return {**os.environ, "PYTHONPATH": str(site)}
+    """The environment of a process that has the glossary plugin installed (version 1.0.0)."""
+    return {**os.environ, "PYTHONPATH": str(install_plugin(tmp_path, PLUGIN, "1.0.0"))}
 
 
 def test_python_m_never_imports_a_plugin_from_the_current_folder(tmp_path):

@@ -3,7 +3,6 @@ and the reference game loops. Each test failed on the main before the round. The
 (scienceworld's jar, run by Java); without Java these tests say what to install, and under CI they fail."""
 
 import json
-import os
 import re
 import shutil
 import signal
@@ -13,26 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
+from simulators import needs_java
 
 from rawreact import ScriptedModel
 from rawreact.core.errors import DataError
 
 CONSOLE = Path(sys.executable).with_name("rawreact")
-
-
-def _needs_java() -> None:
-    missing = shutil.which("java") is None
-    try:
-        import scienceworld  # noqa: F401
-    except ImportError:
-        missing = True
-    if missing:
-        message = (
-            "ScienceWorld needs Java and scienceworld: apt-get install default-jre-headless; pip install scienceworld"
-        )
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
 
 
 # Commands that move about (the kitchen is a door away from where most of these variations start), then look.
@@ -76,7 +61,7 @@ def test_scienceworld_at_4_workers_plays_each_episode_as_at_1_worker():
     """Item 6: episodes loaded side by side in one JVM drew their worlds from shared state (another start room);
     now one loads at a time, and a run at --workers 4 equals one at --workers 1 episode by episode: the opening
     (task and start room), every observation (the rooms moved through, the valid moves) and the score."""
-    _needs_java()
+    needs_java()
     alone, together = _play(1), _play(4)
     assert len(alone) == 6 and alone.keys() == together.keys()
     rooms = {episode["rooms"][0] for episode in alone.values()}
@@ -87,7 +72,7 @@ def test_scienceworld_at_4_workers_plays_each_episode_as_at_1_worker():
 def test_ctrl_c_while_the_jvm_starts_is_interrupted_without_py4js_traceback(tmp_path):
     """Item 17: Ctrl-C while ScienceWorld's JVM starts (it runs on the main thread's behalf, off it) ends the command
     with "interrupted" and 130: no py4j traceback, no "did not start", no internal error, and no JVM left."""
-    _needs_java()
+    needs_java()
     (tmp_path / "s.json").write_text(json.dumps([" look around"] * 10))
     command = [str(CONSOLE), "run", "scienceworld:test_mini_mini:boil", "--model", "scripted:s.json", "-q",
                "--out", "r.jsonl"]  # fmt: skip
@@ -144,7 +129,7 @@ def test_a_scienceworld_spelling_out_of_bounds_is_refused_before_the_jvm_starts(
 
     running = SIMULATOR.running
     if "5-2" in spelling:
-        _needs_java()  # task numbers are checked against the simulator's list of tasks
+        needs_java()  # task numbers are checked against the simulator's list of tasks
     with pytest.raises(DataError) as error:
         load_collection(spelling)
     assert said in str(error.value)

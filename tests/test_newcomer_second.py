@@ -3,8 +3,9 @@
 import json
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
+
+from plugins import install_plugin
 
 from rawreact import PassageEnv, ScriptedModel, react, read_run
 from rawreact.cli.app import main
@@ -174,22 +175,7 @@ def test_an_installed_plugin_is_listed_and_runs_by_its_name_with_its_package_rec
     """Item 1: a package declares an environment under the entry-point group rawreact.environments; pip installs
     it; `rawreact plugins` lists it (importing nothing), `--env NAME` runs it, and the manifest records its
     package and version. A file of the same module name in the current folder is not what runs."""
-    wheel = tmp_path / "glossary_plugin-1.2.0-py3-none-any.whl"  # a package as a registry serves it, made here
-    info = "glossary_plugin-1.2.0.dist-info"
-    files = {
-        "glossary_plugin/__init__.py": PLUGIN_MODULE,
-        f"{info}/METADATA": "Metadata-Version: 2.1\nName: glossary-plugin\nVersion: 1.2.0\n",
-        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-        f"{info}/entry_points.txt": "[rawreact.environments]\nglossary = glossary_plugin:make\n",
-    }
-    with zipfile.ZipFile(wheel, "w") as archive:
-        for name, text in files.items():
-            archive.writestr(name, text)
-        archive.writestr(f"{info}/RECORD", "".join(f"{name},,\n" for name in files) + f"{info}/RECORD,,\n")
-    installed = tmp_path / "site"
-    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(installed)]
-    done = subprocess.run([*pip, str(wheel)], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    installed = install_plugin(tmp_path, PLUGIN_MODULE)  # a package as a registry serves it, made here
     work = tmp_path / "work"
     work.mkdir()
     (work / "glossary_plugin.py").write_text("raise SystemExit('the local file ran')\n")  # must not be imported

@@ -9,7 +9,6 @@ under CI they fail instead."""
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -17,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from simulators import needs_java
 
 from rawreact import ScriptedModel, read_run, solve
 from rawreact.agents.commands import load_commands_grammar
@@ -33,19 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="module", autouse=True)
 def java():
     """ScienceWorld's simulator needs Java and the scienceworld package: said, or under CI a failure."""
-    missing = shutil.which("java") is None
-    try:
-        import scienceworld  # noqa: F401
-    except ImportError:
-        missing = True
-    if missing:
-        message = (
-            "ScienceWorld needs Java and scienceworld: sudo apt-get install default-jre-headless, then pip install "
-            "'rawreact[scienceworld]'"
-        )
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+    needs_java()
 
 
 def _load(spelling: str):
