@@ -135,7 +135,8 @@ PLUGIN = "from rawreact import PassageEnv\n\ndef make(env, row):\n    return Pas
 
 def _plugin(tmp_path: Path) -> dict:
     """The environment of a process that has the glossary plugin installed (version 1.0.0)."""
-    return {**os.environ, "PYTHONPATH": str(install_plugin(tmp_path, PLUGIN, "1.0.0"))}
+    paths = [str(install_plugin(tmp_path, PLUGIN, "1.0.0")), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
 
 
 def test_python_m_never_imports_a_plugin_from_the_current_folder(tmp_path):

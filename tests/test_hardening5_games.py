@@ -62,11 +62,12 @@ def test_scienceworld_at_4_workers_plays_each_episode_as_at_1_worker():
     now one loads at a time, and a run at --workers 4 equals one at --workers 1 episode by episode: the opening
     (task and start room), every observation (the rooms moved through, the valid moves) and the score."""
     needs_java()
-    alone, together = _play(1), _play(4)
-    assert len(alone) == 6 and alone.keys() == together.keys()
+    alone = _play(1)
+    assert len(alone) == 6
     rooms = {episode["rooms"][0] for episode in alone.values()}
     assert len(rooms) > 1, rooms  # the variations start in several rooms: a mix-up would show
-    assert together == alone
+    for _ in range(2):  # twice: side by side, a mix-up showed in 2 of 3 runs of one pass
+        assert _play(4) == alone
 
 
 def test_ctrl_c_while_the_jvm_starts_is_interrupted_without_py4js_traceback(tmp_path):
