@@ -274,12 +274,16 @@ def test_reference_over_games_sends_the_notebooks_frame_and_two_exemplars_and_sa
     args = ["run", str(games), "--reference", str(checkout), "--model", model, "--limit", "1", "--out", str(out)]
     assert main(args) == 0
     printed = capsys.readouterr()
-    assert "its exemplars are ALFWorld's household, so this is the paper's format, not its task" in printed.out
+    assert (
+        "its exemplars are ALFWorld's household, of each game's kind (put, the nearest, for a game that names "
+        "none), so this is the paper's format, not its task" in printed.out
+    )
+    assert "react_{kind}_1+react_{kind}_0" in printed.out
     assert "paper's: loop: alfworld.ipynb's alfworld_run, byte for byte" in printed.out
     manifest = json.loads((tmp_path / "ref.jsonl.manifest.json").read_text())
     [prompt] = manifest["prompts"].values()
     assert prompt == "Play as shown.\n" + keys["react_put_1"] + keys["react_put_0"] + "\nNow yours.\n"
-    assert manifest["config"]["prompt"].endswith("alfworld_3prompts.json#react_put_1+react_put_0")
+    assert manifest["config"]["prompt"].endswith("alfworld_3prompts.json#react_{kind}_1+react_{kind}_0")
     assert manifest["config"]["loop"] == "reference"
     [record] = read_run(out)[1]
     opening = record["trajectory"]["question"]

@@ -246,7 +246,7 @@ def test_an_alfworld_env_run_takes_each_games_exemplars_by_its_kind_from_its_own
     (`react_heat_1` + `react_heat_0` for a heat game), the banner of its opening is dropped as the notebook drops
     it, and the record and the lines name the game by its id and kind."""
     checkout = _kind_checkout(tmp_path / "ReAct")
-    (tmp_path / "alfworld_stub.py").write_text(HOUSEHOLD)
+    (tmp_path / "alfworld_banner.py").write_text(HOUSEHOLD)
     data = _games_file(tmp_path)
     (tmp_path / "script.json").write_text(json.dumps(ref.QUIRKY * 2))
     monkeypatch.chdir(tmp_path)
@@ -254,7 +254,7 @@ def test_an_alfworld_env_run_takes_each_games_exemplars_by_its_kind_from_its_own
     from rawreact.agents.record import Trajectory
     from rawreact.cli.app import main
 
-    args = ["run", str(data), "--reference", str(checkout), "--env", "alfworld_stub:make", "--model",
+    args = ["run", str(data), "--reference", str(checkout), "--env", "alfworld_banner:make", "--model",
             "scripted:script.json", "--out", "r.jsonl"]  # fmt: skip
     assert main(args) == 0
     records = {r["id"]: r for r in read_run(tmp_path / "r.jsonl")[1]}
@@ -274,7 +274,9 @@ def _notebook_household(tmp_path: Path, name: str):
     the notebook drops it (`'\\n'.join(ob.split('\\n\\n')[1:])`)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location(f"household_{name.replace('-', '_')}", tmp_path / "alfworld_stub.py")
+    spec = importlib.util.spec_from_file_location(
+        f"household_{name.replace('-', '_')}", tmp_path / "alfworld_banner.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     made = module.Household(name)
@@ -288,7 +290,7 @@ def test_reflexion_over_alfworld_games_takes_each_games_kind_and_drops_the_banne
     exemplars after the base prompt, as its run_trial picks them by the game's kind."""
     checkout = ref._code_checkout(tmp_path / "reflexion")
     (checkout / "prompts" / "alfworld_3prompts.json").write_text(json.dumps(KIND_EXEMPLARS))
-    (tmp_path / "alfworld_stub.py").write_text(HOUSEHOLD)
+    (tmp_path / "alfworld_banner.py").write_text(HOUSEHOLD)
     data = _games_file(tmp_path)
     (tmp_path / "script.json").write_text(json.dumps({"completions": [" go to shelf 1", " put key 2 in/on box 1"] * 4}))
     monkeypatch.chdir(tmp_path)
@@ -300,7 +302,7 @@ def test_reflexion_over_alfworld_games_takes_each_games_kind_and_drops_the_banne
             "--instruction", f"{checkout / 'alfworld_trial.py'}#base_prompt",
             "--reflect-prompt", str(checkout / "reflexion_few_shot_examples.txt"),
             "--reflect-instruction", f"{checkout / 'generate_reflections.py'}#query", "--evaluator", "won",
-            "--env", "alfworld_stub:make", "--model", "scripted:script.json", "--workers", "1", "--out", "r.jsonl",
+            "--env", "alfworld_banner:make", "--model", "scripted:script.json", "--workers", "1", "--out", "r.jsonl",
             "-q"]  # fmt: skip
     assert main(args) == 0
     records = {r["id"]: r for r in read_run(tmp_path / "r.jsonl")[1]}

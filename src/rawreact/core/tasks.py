@@ -34,7 +34,9 @@ class Reference:
 
     prompt_file: str
     notebook: str
-    key: str = "{key}"  # a method's reference key ({key}) as the prompt file spells it; {method} is the method
+    # A method's reference key ({key}) as the prompt file spells it; {method} is the method; a `{task}` or `{kind}`
+    # stays in the key, for each episode to take its own (agents.prompts' TASK_KEY and KIND_KEY).
+    key: str = "{key}"
     key_suffix: tuple[str, str] | None = None  # a suffix of the HotpotQA keys spelled otherwise in this file
     methods: tuple[str, ...] | None = None  # the methods it has (None: every method the paper ran)
     notebook_instruction: bool = False  # ReAct's prompt has the notebook's instruction before it
@@ -204,7 +206,7 @@ SCIENCEWORLD = TaskType(
     reference=Reference(
         "baselines/ReAct_baseline/prompt.jsonl",
         "baselines/eval_agent_react.py",
-        key="{{task}}",
+        key="{task}",
         methods=("react",),
         sampled=False,
         frame="init_prompt",

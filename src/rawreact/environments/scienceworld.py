@@ -127,7 +127,8 @@ class _Simulator:
         with self._lock:
             if self._episode is None:
                 self._episode = _episode_class(env)
-            return self._episode(step_limit)
+            made = self._episode
+        return in_jvm(lambda: made(step_limit))  # its interface is made in the JVM too: one call at a time
 
     def variations(self, task: str, split: str) -> list[int]:
         """The variations of `task` in `split` (train, dev or test), as ScienceWorld divides them."""
@@ -157,6 +158,14 @@ class _Simulator:
             except Exception:  # noqa: BLE001 - it did not end by itself
                 process.kill()
                 process.wait()
+
+
+def first_ids(sim) -> None:
+    """Number the objects of the world about to load from where a fresh simulator numbers them. The JVM numbers
+    every object it makes from one counter (scienceworld's `util.UniqueTypeID`), and a world's layout follows the
+    numbers (which room an agent starts in, the order a room lists its things in): so an episode's world would
+    depend on every load and step before it in the process, and at --workers above 1 on how they interleaved."""
+    getattr(sim._gateway.jvm.util.UniqueTypeID, "nextID_$eq")(0)
 
 
 def _episode_class(env):
@@ -257,6 +266,7 @@ class ScienceWorldEnv:
         sim, ep = self.simulator, self.episode
 
         def load() -> tuple[str, dict, str]:  # in one go: no other episode's call comes between
+            first_ids(sim)
             try:
                 sim.load(ep.task, ep.variation, ep.simplify, generateGoldPath=gold_path)
             except ValueError as error:  # an unknown task or simplification: ScienceWorld's message names them
@@ -319,6 +329,7 @@ class ScienceWorldEnv:
         ep, sim = self.episode, self.simulator
 
         def load() -> list[str]:
+            first_ids(sim)
             sim.load(ep.task, ep.variation, ep.simplify, generateGoldPath=True)
             return list(sim.get_gold_action_sequence())
 

@@ -120,7 +120,9 @@ def read_scienceworld(data: str) -> Collection:
     chosen, tasks, most, simplify, limit = parse(data)
     names = SIMULATOR.task_names
     split, cut = SETS[chosen]
-    questions, digest = [], hashlib.sha256(f"{jar_sha256()}\0{simplify}\0{limit}\0".encode())
+    # `first-ids`: each episode's world numbered as a fresh simulator numbers it (environments.scienceworld), which a
+    # run made before that (its worlds numbered on from the episodes before) must not be resumed with
+    questions, digest = [], hashlib.sha256(f"{jar_sha256()}\0{simplify}\0{limit}\0first-ids\0".encode())
     for task in task_list(data, tasks, names):
         variations = SIMULATOR.variations(task, split)
         variations = variations[cut] if cut is not None else variations
