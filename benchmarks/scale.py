@@ -36,6 +36,7 @@ from pathlib import Path
 
 from rawreact import load_collection, load_model, load_prompt, run_questions
 from rawreact.models.cores import cpu_name
+from rawreact.runs.cluster import LOCAL_ONLY  # Ray's switch for a machine that is no cluster's node
 
 STEPS = 2  # a search, then a finish
 
@@ -136,7 +137,6 @@ def measure(spec: str, data, prompt, workers: int, latency: float, seconds: floa
 
 
 FOLDER = "RAWREACT_RAY_FOLDER"  # where `local_nodes` says its cluster's temporary folder is
-LOCAL_ONLY = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 # `ray start` with its node address taken as given (127.0.0.1), for a node that joins a cluster on this machine.
 AS_GIVEN = (
     "import sys, ray._private.services as services; services.resolve_ip_for_localhost = lambda host: host; "

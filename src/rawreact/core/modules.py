@@ -10,7 +10,6 @@ found from the installed packages' metadata (nothing is imported to find it), an
 installed modules only, never in the current folder.
 """
 
-import hashlib
 import importlib.machinery
 import importlib.metadata
 import json
@@ -160,8 +159,3 @@ def _editable_folder(dist) -> Path | None:
     if not (isinstance(said.get("dir_info"), dict) and said["dir_info"].get("editable") and url.startswith("file://")):
         return None
     return Path(urllib.parse.unquote(url.removeprefix("file://"))).resolve()
-
-
-def file_sha256(path: Path) -> str:
-    """The SHA-256 of a file's bytes, as a run records its `--env` module's source."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()
