@@ -17,6 +17,7 @@ import time
 
 from rawreact import load_collection, load_model, load_prompt
 from rawreact.environments.env import NOT_FOUND
+from rawreact.models.cores import cpu_name
 from rawreact.reports.summary import summarize
 from rawreact.runs.run import run_questions
 from rawreact.tasks.loading import open_passages
@@ -48,6 +49,7 @@ def main() -> None:
     parser.add_argument("--prompt", help="a prompt file (your copy of the reference's prompts_naive.json with --key)")
     parser.add_argument("--key")
     args = parser.parse_args()
+    print(f"on {cpu_name()}", flush=True)
     data = load_collection(args.data)
     questions = data.questions[: args.limit]
     gold = {q.id: set(q.supporting) for q in questions}

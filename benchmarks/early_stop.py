@@ -19,6 +19,7 @@ from rawreact import load_collection, load_model, load_prompt, run_questions
 from rawreact.agents import loop
 from rawreact.core.actions import parse_step
 from rawreact.models.base import cut_at_stop
+from rawreact.models.cores import cpu_name
 
 
 def observation_only(i: int) -> list[str]:
@@ -33,6 +34,7 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=100)
     parser.add_argument("--data", default=os.environ.get("RAWREACT_HOTPOTQA"))
     args = parser.parse_args()
+    print(f"on {cpu_name()}", flush=True)
     data = load_collection(args.data)
     model, prompt = load_model("gemma3-270m"), load_prompt()
     rows = {name: [] for name in SETTINGS}

@@ -37,6 +37,7 @@ from collections import Counter
 from throughput import PlainLlama  # this folder's; a script's folder is on its path
 
 from rawreact import load_collection, load_model, load_prompt, run_questions
+from rawreact.models.cores import cpu_name
 
 SAMPLE = os.environ.get("RAWREACT_HOTPOTQA")  # a HotpotQA file in the official layout
 ACTION = re.compile(r"Action \d+: *(\w+)(\[?)")
@@ -91,6 +92,7 @@ def main() -> None:
     parser.add_argument("--again", action="store_true", help="run `flash off` twice at every worker count")
     parser.add_argument("--without-prefix", action="store_true", help="add one worker without the kept prefix")
     args = parser.parse_args()
+    print(f"on {cpu_name()}", flush=True)
     data, prompt = load_collection(args.data), load_prompt()
     questions = data.questions[: args.limit]
     print(

@@ -17,6 +17,7 @@ import numpy as np
 
 from rawreact import load_collection, load_model, load_prompt, react
 from rawreact.models import gbnf
+from rawreact.models.cores import cpu_name
 from rawreact.models.gbnf import GrammarSampler
 
 SAMPLE = os.environ.get("RAWREACT_HOTPOTQA")
@@ -28,6 +29,7 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=3)
     parser.add_argument("--grammar", default="step", choices=["step", "action", "titles"])
     args = parser.parse_args()
+    print(f"on {cpu_name()}", flush=True)
     model = load_model("gemma3-270m", n_threads=1)
     vocab, is_eog = model.llm._model.vocab, gbnf.llama_cpp_module().llama_vocab_is_eog
     allowed, ends, scans = [], [], []

@@ -19,6 +19,7 @@ import time
 from rawreact import load_collection, load_model, load_prompt, solve
 from rawreact.agents.commands import load_commands_grammar
 from rawreact.cli.files import parse_seeds
+from rawreact.models.cores import cpu_name
 from rawreact.tasks.games import make_games
 
 RECIPES = ["coin:2", "coin:4", "treasure:3", "cooking:1"]
@@ -33,6 +34,7 @@ def main() -> None:
     parser.add_argument("--max-steps", type=int, default=49)
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
+    print(f"on {cpu_name()}", flush=True)
     folder = args.games or tempfile.mkdtemp(prefix="rawreact-games-")
     if not args.games:
         make_games(folder, args.recipe or RECIPES, parse_seeds(args.seeds))

@@ -14,6 +14,7 @@ import os
 import time
 
 from rawreact import load_collection, load_grammar, load_model, load_prompt
+from rawreact.models.cores import cpu_name
 from rawreact.reports.summary import summarize
 from rawreact.runs.run import run_questions
 
@@ -38,6 +39,7 @@ def main() -> None:
     parser.add_argument("--model", default="gemma3-270m")
     parser.add_argument("--grammar-first", type=int, default=0, metavar="N")
     args = parser.parse_args()
+    print(f"on {cpu_name()}", flush=True)
     data, prompt = load_collection(args.data), load_prompt()
     questions = data.questions[: args.limit]
     model = load_model(args.model)

@@ -14,6 +14,7 @@ import argparse
 import time
 
 from rawreact import load_collection, load_model, load_prompt, react
+from rawreact.models.cores import cpu_name
 
 
 def run(model, collection, prompt, limit):
@@ -31,6 +32,7 @@ def main():
     parser.add_argument("--model", default="gemma3-270m")
     parser.add_argument("--limit", type=int)
     args = parser.parse_args()
+    print(f"on {cpu_name()}", flush=True)
     collection, prompt = load_collection(), load_prompt()
     n = len(collection.questions[: args.limit])
     rows = {}

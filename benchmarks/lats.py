@@ -110,7 +110,7 @@ def main() -> int:
     settings = Settings(method="lats", iterations=args.iterations, lats_samples=args.samples)
     options = lats_options(settings)["lats"]
     recorder = Recorder()
-    print(f"{cpu_name()}, {os.cpu_count()} cores, {args.threads} llama.cpp threads; Gemma 3 270M; {len(questions)} "
+    print(f"{cpu_name()}, {args.threads} llama.cpp threads; Gemma 3 270M; {len(questions)} "
           f"questions, LATS {args.iterations} iterations, {args.samples} samples an expansion, em evaluator; load "
           f"{os.getloadavg()[0]:.2f}", flush=True)  # fmt: skip
     rows = []

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from rawreact import load_collection
+from rawreact.models.cores import cpu_name
 
 SAMPLE = os.environ.get("RAWREACT_HOTPOTQA")  # a HotpotQA file in the official layout
 
@@ -39,6 +40,7 @@ def main() -> None:
     )
     parser.add_argument("--rows", type=int, default=7405)
     args = parser.parse_args()
+    print(f"on {cpu_name()}", flush=True)
     sample = json.loads(Path(args.sample).read_text(encoding="utf-8"))
     rows = [{"_id": f"row{i}", **sample[i % len(sample)]} for i in range(args.rows)]
     with tempfile.TemporaryDirectory() as folder:

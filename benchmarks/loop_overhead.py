@@ -14,6 +14,7 @@ import argparse
 import time
 
 from rawreact import ScriptedModel, load_collection, load_prompt, react
+from rawreact.models.cores import cpu_name
 
 
 def _script(collection):
@@ -73,6 +74,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=2000)
     args = parser.parse_args()
+    print(f"on {cpu_name()}", flush=True)
     collection, prompt = load_collection(), load_prompt()
     texts = _script(collection)
     results = {}

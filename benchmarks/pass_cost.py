@@ -25,6 +25,7 @@ import numpy as np
 
 from rawreact import load_model, load_prompt
 from rawreact.models.batch import Engine
+from rawreact.models.cores import cpu_name
 from rawreact.models.gbnf import llama_cpp_module
 
 llama_cpp = llama_cpp_module()  # loaded as rawreact loads it, with its bounded OpenMP spin (models/cores.py)
@@ -57,6 +58,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--no-repack", action="store_true", help="load the weights without runtime repacking")
     args = parser.parse_args()
+    print(f"on {cpu_name()}", flush=True)
     if args.no_repack:  # llama-cpp-python's Llama has no argument for it: change the defaults it starts from
         defaults = llama_cpp.llama_cpp.llama_model_default_params
 

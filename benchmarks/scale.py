@@ -273,7 +273,7 @@ def main_ray(args) -> None:
         most = max(a * args.per_actor for a in args.actors)
         _questions(path, max(most, int(most / (STEPS * args.latency) * args.seconds)))
         data, prompt = load_collection(path), load_prompt(k=1)
-        print(f"{cpu_name()}, {os.cpu_count()} cores, Ray {ray.__version__}, two nodes of 2 CPUs on this machine")
+        print(f"{cpu_name()}, Ray {ray.__version__}, two nodes of 2 CPUs on this machine")
         print(f"stub latency {args.latency} s per call, {STEPS} calls per episode, {args.per_actor} in hand an actor")
         heads = ("actors", 6), ("in flight", 9), ("Ray eps/s", 10), ("one eps/s", 10), ("driver ms/q", 11)
         heads += ("actors ms/q", 11), ("one ms/q", 9), ("of ideal", 8)

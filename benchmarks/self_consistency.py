@@ -18,6 +18,7 @@ import time
 
 from rawreact import load_collection, load_model, load_prompt
 from rawreact.agents.reasoning import STOPS, reason
+from rawreact.models.cores import cpu_name
 
 SHARED = os.environ.get("RAWREACT_HOTPOTQA")  # a HotpotQA file in the official layout
 
@@ -54,6 +55,7 @@ def main() -> int:
     parser.add_argument("--samples", type=int, default=21)
     parser.add_argument("--naive", action="store_true", help="also time n separate calls per question")
     args = parser.parse_args()
+    print(f"on {cpu_name()}", flush=True)
     if not args.data or not os.path.isfile(args.data):
         print(f"no question file at {args.data}; give one with --data or RAWREACT_HOTPOTQA", file=sys.stderr)
         return 2

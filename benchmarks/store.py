@@ -31,6 +31,7 @@ import numpy as np
 
 from rawreact.environments.env import PassageEnv
 from rawreact.environments.store import PassageStore
+from rawreact.models.cores import cpu_name
 from rawreact.tasks.corpus import read_sources
 
 LETTERS = "etaoinshrdlcumwfgypbvkjxqz"
@@ -206,6 +207,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=2000)
     parser.add_argument("--dir", default="/tmp/rawreact-store-bench")
     args = parser.parse_args()
+    print(f"on {cpu_name()}", flush=True)
     folder = Path(args.dir)
     folder.mkdir(parents=True, exist_ok=True)
     rng = random.Random(0)

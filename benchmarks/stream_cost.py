@@ -18,6 +18,7 @@ import llama_cpp
 
 from rawreact.core.resources import resource
 from rawreact.models import build
+from rawreact.models.cores import cpu_name
 from rawreact.models.specs import model_path
 
 
@@ -91,6 +92,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--chunks", type=int, nargs="+", default=[1, 8, 32, 256], help="prompt chunk sizes")
     args = parser.parse_args()
+    print(f"on {cpu_name()}", flush=True)
     with build.loading(llama_cpp):  # as rawreact loads this build
         llm = llama_cpp.Llama(str(model_path("gemma3-270m")), n_ctx=256, n_threads=1, verbose=False)
     text = resource("prompts", "exemplars.txt").read_text(encoding="utf-8")

@@ -17,6 +17,9 @@ measured in the same run, on the same questions:
   `python -m rawreact.models.llama_server`) with `--parallel W` slots, driven by rawreact's `llamacpp:` backend
   with W workers (each on its own slot, `cache_prompt` on): the peer a user would run instead. Its CPU seconds
   count both processes (the server's from /proc); the server's start is not counted.
+  `--server-flags` adds the server with other flags beside it: `server W unified` (one KV cache for all slots,
+  `--kv-unified`, where rawreact's launcher gives each slot its own) and `server W no-cache-ram` (`--cache-ram 0`:
+  no host-memory prompt cache, which copies idle slots' cache on every request), so that the peer runs at its best.
 - with `--no-repack`, every setting again as `S no-repack`: the weights loaded without llama.cpp's runtime
   repacking (`models.build`), on both sides. Otherwise both sides load them as rawreact does on this build.
 
@@ -33,8 +36,11 @@ CPU time of a pass fitted to what a pass, a logit row and a prompt token cost, a
 with every pass full.
 
     RAWREACT_HOTPOTQA=FILE python benchmarks/throughput.py [--limit 24] [--workers 1 8] [--repeats 2]
-        [--threads 1] [--grammar step] [--n-first 5] [--shared] [--no-repack] [--server 1 8] [--only SETTING ...]
-        [--json FILE]
+        [--threads 1] [--grammar step] [--n-first 5] [--shared] [--no-repack] [--server 1 8] [--server-flags]
+        [--model gemma3-270m] [--only SETTING ...] [--json FILE]
+
+`--model` is an embedded model's name or a .gguf file (default: gemma3-270m; qwen2.5-coder-1.5b is six times
+larger, and reads far more weight bytes a token, which a batch shares).
 """
 
 import argparse
@@ -54,7 +60,7 @@ from rawreact.models import build, llama_server
 from rawreact.models.base import Completion
 from rawreact.models.cores import cpu_name, process_seconds
 from rawreact.models.gbnf import llama_cpp_module
-from rawreact.models.specs import model_path
+from rawreact.models.specs import model_file
 
 llama_cpp = llama_cpp_module()  # loaded as rawreact loads it, with its bounded OpenMP spin (models/cores.py)
 
@@ -64,10 +70,10 @@ SAMPLE = os.environ.get("RAWREACT_HOTPOTQA")  # a HotpotQA file in the official 
 class PlainLlama:
     """llama-cpp-python's own completion call, as a simple reference-style loop would make it."""
 
-    def __init__(self, n_ctx: int, n_threads: int, early_stop: bool, repack: bool | None = None) -> None:
+    def __init__(self, spec: str, n_ctx: int, n_threads: int, early_stop: bool, repack: bool | None = None) -> None:
         with build.loading(llama_cpp, repack=repack):  # None: as rawreact loads this build
             self.llm = llama_cpp.Llama(
-                str(model_path("gemma3-270m")),
+                str(model_file(spec)),
                 n_ctx=n_ctx,
                 n_threads=n_threads,
                 n_threads_batch=n_threads,
@@ -76,7 +82,7 @@ class PlainLlama:
                 seed=0,
                 verbose=False,
             )
-        self.name, self.early_stop = "gemma3-270m (plain llama-cpp-python)", early_stop
+        self.name, self.early_stop = f"{spec} (plain llama-cpp-python)", early_stop
 
     def complete(self, prompt: str, *, stop: list[str], max_tokens: int, grammar: str | None = None) -> Completion:
         start = time.perf_counter()
@@ -94,18 +100,21 @@ class PlainLlama:
         )
 
 
-def measure(data, questions, prompt, setting: str, workers: int, threads: int, grammar, n_first: int) -> dict:
+def measure(
+    data, questions, prompt, setting: str, workers: int, threads: int, grammar, n_first: int, spec: str
+) -> dict:
     """One run of the questions in one setting: its wall and CPU time, the load around it, and what it did."""
     repack = False if setting.endswith(" no-repack") else None  # None: as rawreact loads this build
     server = None
     if setting.startswith("server"):
-        server, url = llama_server.start(model_path("gemma3-270m"), parallel=workers, threads=threads, n_ctx=8192,
-                                         repack=repack)  # fmt: skip
+        flags = {"kv_unified": " unified" in setting, "cache_ram": 0 if " no-cache-ram" in setting else None}
+        server, url = llama_server.start(model_file(spec), parallel=workers, threads=threads, n_ctx=8192,
+                                         repack=repack, **flags)  # fmt: skip
         model = load_model(f"llamacpp:{url}", workers=workers)
     elif setting.startswith("plain"):
-        model = PlainLlama(8192, threads, early_stop=setting.startswith("plain+stop"), repack=repack)
+        model = PlainLlama(spec, 8192, threads, early_stop=setting.startswith("plain+stop"), repack=repack)
     else:
-        model = load_model("gemma3-270m", workers=workers, n_threads=threads, repack=repack)
+        model = load_model(spec, workers=workers, n_threads=threads, repack=repack)
         model.shared_cache = " shared" in setting
         model.engine.passes = []  # each pass's tokens, logit rows and CPU seconds, for `costs`
     env = functools.partial(data.env, n_first=n_first)
@@ -180,6 +189,9 @@ def main() -> None:
     parser.add_argument("--no-repack", action="store_true", help="also run every setting without weight repacking")
     parser.add_argument("--server", type=int, nargs="+", default=[], metavar="W",
                         help="also run llama-server with W slots and W workers")  # fmt: skip
+    parser.add_argument("--server-flags", action="store_true",
+                        help="also run each server setting with --kv-unified, and with --cache-ram 0")  # fmt: skip
+    parser.add_argument("--model", default="gemma3-270m", help="an embedded model's name or a .gguf file")
     parser.add_argument("--json", help="write every row, and the machine, to this file (for scripts/charts.py)")
     parser.add_argument(
         "--only", nargs="+", metavar="SETTING", help='run only these settings, e.g. plain "engine 8" (plain is kept)'
@@ -190,6 +202,9 @@ def main() -> None:
     settings = [("plain", 1), ("plain+stop", 1)] + [(f"engine {w}", w) for w in args.workers]
     settings += [(f"engine {w} shared", w) for w in args.workers if w > 1 and args.shared]
     settings += [(f"server {w}", w) for w in args.server]
+    settings += [
+        (f"server {w} {flag}", w) for w in args.server for flag in ("unified", "no-cache-ram") if args.server_flags
+    ]
     if args.server and llama_server.server_path() is None:
         parser.error("--server needs llama-server built: python -m rawreact.models.llama_server")
     settings += [(f"{name} no-repack", w) for name, w in settings] if args.no_repack else []
@@ -199,7 +214,7 @@ def main() -> None:
             parser.error(f"no setting {', '.join(sorted(unknown))}; the settings: {', '.join(n for n, _ in settings)}")
         settings = [(name, w) for name, w in settings if name == "plain" or name in args.only]
     print(
-        f"{len(questions)} questions of {args.data}, gemma3-270m, greedy, 7 steps, {args.n_first} sentences a "
+        f"{len(questions)} questions of {args.data}, {args.model}, greedy, 7 steps, {args.n_first} sentences a "
         f"search, grammar {args.grammar or 'off'}, {args.threads} llama.cpp thread(s), {os.cpu_count()} cores; "
         f"load {os.getloadavg()[0]:.2f} at the start; settings in turn, {args.repeats} rounds; {cpu_name()}"
     )
@@ -208,7 +223,7 @@ def main() -> None:
     found: dict[str, list[dict]] = {name: [] for name, _ in settings}
     for round_ in range(1, args.repeats + 1):
         for name, workers in settings:
-            row = measure(data, questions, prompt, name, workers, args.threads, args.grammar, args.n_first)
+            row = measure(data, questions, prompt, name, workers, args.threads, args.grammar, args.n_first, args.model)
             found[name].append(row)
             passes = (
                 f"{row['passes']:6.0f} {row['per_pass']:8.2f} {row['ms_pass']:7.1f} {row['evaluated']:6.0f}"
@@ -231,7 +246,8 @@ def main() -> None:
             print(f"{name:>10s} {costs(rows, workers)}")
     if args.json:
         kept = {name: [{k: v for k, v in r.items() if k != "pass_log"} for r in rows] for name, rows in found.items()}
-        said = {"cpu": cpu_name(), "cores": os.cpu_count(), "threads": args.threads, "questions": len(questions),
+        said = {"cpu": cpu_name(), "model": args.model, "cores": os.cpu_count(), "threads": args.threads,
+                "questions": len(questions),
                 "date": time.strftime("%Y-%m-%d"), "command": "benchmarks/throughput.py " + shlex.join(sys.argv[1:]),
                 "rows": kept}  # fmt: skip
         with open(args.json, "w") as out:

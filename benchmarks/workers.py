@@ -23,6 +23,8 @@ SAMPLE = os.environ.get("RAWREACT_HOTPOTQA")  # a HotpotQA file in the official 
 sys.path.insert(0, str(ROOT / "tests"))
 from servers import llama_server  # noqa: E402  (the tests' server launcher)
 
+from rawreact.models.cores import cpu_name  # noqa: E402
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -37,6 +39,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="the server's llama.cpp threads")
     parser.add_argument("--max-steps", type=int, default=7)
     args = parser.parse_args()
+    print(f"on {cpu_name()}", flush=True)
     data, prompt = load_collection(args.data), load_prompt()
     questions = data.questions[: args.limit]
     with llama_server(model_path("gemma3-270m"), threads=args.threads) as url:

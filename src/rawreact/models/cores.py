@@ -81,16 +81,63 @@ def process_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def cpu_name() -> str:
-    """The CPU's model name as /proc/cpuinfo gives it, for a figure's label ("unknown CPU" without one)."""
+# The vector extensions that decide llama.cpp's speed on a CPU, as /proc/cpuinfo's flags spell them, and as a
+# figure names them: two CPUs of one model name can differ in these, and their figures by 3x.
+VECTOR_FLAGS = {
+    "avx": "AVX",
+    "avx2": "AVX2",
+    "fma": "FMA",
+    "f16c": "F16C",
+    "avx_vnni": "AVX-VNNI",
+    "avx512f": "AVX-512F",
+    "avx512bw": "AVX-512BW",
+    "avx512vl": "AVX-512VL",
+    "avx512_vnni": "AVX-512-VNNI",
+    "avx512_bf16": "AVX-512-BF16",
+    "amx_tile": "AMX",
+    "asimd": "NEON",
+    "sve": "SVE",
+}
+
+
+def cpu_facts(cpuinfo: str | None = None) -> dict:
+    """The CPU as a figure must name it: model name, family and model numbers, its vector extensions (by
+    `VECTOR_FLAGS`) and the cores this process may use; from /proc/cpuinfo (or the text `cpuinfo`)."""
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as file:
+                cpuinfo = file.read()
+        except OSError:
+            cpuinfo = ""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        if not line.strip():
+            if fields:
+                break  # the first processor's block says it for all
+            continue
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    flags = set((fields.get("flags") or fields.get("Features") or "").split())
     try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as file:
-            for line in file:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return {
+        "name": fields.get("model name") or fields.get("Processor") or "unknown CPU",
+        "family": fields.get("cpu family"),
+        "model": fields.get("model"),
+        "vector": [name for flag, name in VECTOR_FLAGS.items() if flag in flags],
+        "cores": cores,
+    }
+
+
+def cpu_name(facts: dict | None = None) -> str:
+    """The CPU in one label for a figure: `AMD EPYC (family 25, model 17; AVX AVX2 ... AVX-512F; 2 cores)`."""
+    facts = facts or cpu_facts()
+    numbers = ", ".join(f"{key} {facts[key]}" for key in ("family", "model") if facts.get(key))
+    vector = " ".join(facts["vector"]) or "no AVX"
+    said = "; ".join(part for part in (numbers, vector, f"{facts['cores']} cores") if part)
+    return f"{facts['name']} ({said})"
 
 
 class Cores:

@@ -78,12 +78,17 @@ def start(
     repack: bool | None = None,
     binary: Path | None = None,
     wait: float = 120.0,
+    kv_unified: bool = False,
+    cache_ram: int | None = None,
 ) -> tuple[subprocess.Popen, str]:
     """Start the built llama-server on loopback serving `model` with `parallel` slots of `n_ctx` tokens each, and
     wait until its /health answers; (the process, its base URL ending in /v1). `stop` ends it.
 
     Loaded as the embedded model loads (`--swa-full`, so that Gemma 3 can reuse a prompt; weights repacked as
     `repack` says, None: as models.build decides for this build), with greedy defaults that rawreact sends anyway.
+    Each slot has a KV cache of its own unless `kv_unified` (llama.cpp's `--kv-unified`: one cache for all slots),
+    and `cache_ram` sets the MiB of the server's host-memory prompt cache (`--cache-ram`; 0 turns it off; None:
+    llama.cpp's default); benchmarks/throughput.py measures both on a model.
     """
     binary = binary or server_path()
     if binary is None:
@@ -91,7 +96,10 @@ def start(
     port = port or free_port()
     command = [str(binary), "--model", str(model), "--host", "127.0.0.1", "--port", str(port), "--threads",
                str(threads), "--threads-batch", str(threads), "--parallel", str(parallel), "--ctx-size",
-               str(n_ctx * parallel), "--no-kv-unified", "--swa-full", "--no-webui"]  # fmt: skip
+               str(n_ctx * parallel), "--kv-unified" if kv_unified else "--no-kv-unified", "--swa-full",
+               "--no-webui"]  # fmt: skip
+    if cache_ram is not None:
+        command += ["--cache-ram", str(cache_ram)]
     if not (_repacks() if repack is None else repack):
         command.append("--no-repack")
     base = f"http://127.0.0.1:{port}"

@@ -15,7 +15,8 @@ from pathlib import Path
 from rawreact.core.errors import DataError
 from rawreact.core.folders import make_parents, remove_made
 from rawreact.core.resources import installed_versions
-from rawreact.models.specs import SERVERS, without_place
+from rawreact.models.cores import cpu_facts
+from rawreact.models.specs import SERVERS, model_origin, without_place
 from rawreact.runs.records import (
     PARTS,
     existing_manifest,
@@ -142,6 +143,9 @@ class RunFile:
                 "rawreact": __version__,
                 "created": created,
                 "versions": installed_versions("llama-cpp-python", "numpy"),
+                # The CPU by family, model and vector extensions: one model name covers CPUs 3x apart.
+                "cpu": cpu_facts(),
+                "model_origin": model_origin(self.config.get("model")),
             }
             self.manifest |= {"run_file": self.path.name, "config": self.config, **self.details, "prompts": {}}
             if resume:  # --resume of a run that was never started starts it, with an empty list of resumes

@@ -1,0 +1,134 @@
+"""The ReAct paper's HotpotQA table on one model: its seven methods as the paper sets them up, then Reflexion by
+trial and LATS, each a resumable run in one folder, with the CPU time every sitting took.
+
+    RAWREACT_HOTPOTQA=FILE python benchmarks/paper_table.py --reference ~/ReAct --model qwen2.5-coder-1.5b \\
+        --out runs/qwen [--limit 100] [--threads 2] [--methods react act ...] [--lats-reference ~/LATS]
+        [--report-only]
+
+Each method is one `rawreact run DATA --method M --out OUT/M.jsonl --resume`, so an interrupted sitting goes on
+where it stopped when the same command is given again. The seven rows take the paper's setup from `--reference`
+(a checkout of the ReAct repository: its prompts, instruction, loop and 5 sentences a search; see docs/paper.md).
+All methods share one call cache (`OUT/calls.sqlite`, sampled calls too), so a back-off's parts are the runs of
+its parts: `react-cot-sc` answers with the `react` run's calls and, where it backs off, the `cot-sc` run's
+samples (the same prompt, seed and sample order); its CPU is its parts'. `reflexion` is `react-reflexion` with 5
+trials and the exact-match evaluator (Reflexion's HotpotQA setting; rawreact's shipped prompts, since the ReAct
+repository has no Reflexion prompt), and `lats` is LATS at its repository's settings from `--lats-reference`.
+
+Every sitting appends what it took to `OUT/sittings.jsonl` (method, date, questions done before and after, CPU
+seconds of the run's process and its children, wall seconds), and the report at the end gives, beside
+`rawreact report`'s table (EM and F1 with 95% intervals, each method paired against ReAct), the CPU seconds a
+question each method took over all its sittings, and Reflexion's and LATS's reports (Reflexion's with the share
+of questions solved after each trial).
+"""
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from rawreact.models.cores import cpu_name
+
+SAMPLE = os.environ.get("RAWREACT_HOTPOTQA")
+TABLE = ["react", "standard", "cot", "act", "cot-sc", "react-cot-sc", "cot-sc-react"]  # cheap first, back-offs last
+EXTRA = {
+    "reflexion": ["--method", "react-reflexion", "--trials", "5", "--evaluator", "em"],
+    "lats": ["--method", "lats"],
+}
+# The paper's PaLM-540B EM (Yao et al. 2023, Table 1, HotpotQA), beside which the rows are read.
+PAPER_EM = {"standard": 28.7, "cot": 29.4, "cot-sc": 33.4, "act": 25.7, "react": 27.4, "cot-sc-react": 34.2,
+            "react-cot-sc": 35.1}  # fmt: skip
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def done(path: Path) -> int:
+    """Finished questions in a run file (its complete lines)."""
+    try:
+        return path.read_bytes().count(b"\n")
+    except FileNotFoundError:
+        return 0
+
+
+def sitting(method: str, args, out: Path) -> int:
+    """Run (or resume) one method, recording what the sitting took; the run's exit code."""
+    run = out / f"{method}.jsonl"
+    if method in EXTRA:
+        options = EXTRA[method] + (["--reference", args.lats_reference] if method == "lats" else [])
+    else:
+        options = ["--method", method, "--reference", args.reference]
+    command = [sys.executable, "-m", "rawreact", "run", args.data, *options, "--model", args.model, "--out", str(run),
+               "--resume", "-q", "--threads", str(args.threads), "--cache", str(out / "calls.sqlite"),
+               "--cache-sampled", "--limit", str(args.limit)]  # fmt: skip
+    before, cpu, wall = done(run), children_cpu(), time.perf_counter()
+    print(f"{method}: {before} questions done before this sitting", flush=True)
+    code = subprocess.run(command).returncode
+    said = {"method": method, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "before": before, "after": done(run),
+            "cpu": children_cpu() - cpu, "wall": time.perf_counter() - wall, "code": code, "cpu_name": cpu_name(),
+            "threads": args.threads, "command": command[1:]}  # fmt: skip
+    with open(out / "sittings.jsonl", "a") as log:
+        log.write(json.dumps(said) + "\n")
+    return code
+
+
+def cpu_a_question(out: Path) -> dict[str, float]:
+    """CPU seconds a question of each method, over every sitting that finished questions."""
+    spent: dict[str, list[float]] = {}
+    try:
+        lines = (out / "sittings.jsonl").read_text().splitlines()
+    except FileNotFoundError:
+        return {}
+    for line in lines:
+        row = json.loads(line)
+        cpu, questions = spent.setdefault(row["method"], [0.0, 0])
+        spent[row["method"]] = [cpu + row["cpu"], questions + row["after"] - row["before"]]
+    return {method: cpu / questions for method, (cpu, questions) in spent.items() if questions}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default=SAMPLE, required=SAMPLE is None, help="default: RAWREACT_HOTPOTQA")
+    parser.add_argument("--reference", required=True, help="a checkout of the ReAct repository (ysymyth/ReAct)")
+    parser.add_argument("--lats-reference", help="a checkout of LATS's repository, for the lats method")
+    parser.add_argument("--model", default="qwen2.5-coder-1.5b")
+    parser.add_argument("--out", required=True, help="the folder of the runs")
+    parser.add_argument("--limit", type=int, default=100)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--methods", nargs="+", default=TABLE, choices=TABLE + list(EXTRA))
+    parser.add_argument("--report-only", action="store_true", help="print the tables of the runs so far")
+    args = parser.parse_args()
+    print(f"on {cpu_name()}", flush=True)
+    if "lats" in args.methods and not args.lats_reference:
+        parser.error("the lats method runs at its repository's settings: give --lats-reference DIR")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if not args.report_only:
+        for method in args.methods:
+            code = sitting(method, args, out)
+            if code != 0:
+                print(f"{method}: the run stopped with exit code {code}; give the same command to go on")
+                return code
+    table = [m for m in TABLE if done(out / f"{m}.jsonl")]
+    if table:
+        runs = [f"{m}={out / m}.jsonl" for m in table]
+        subprocess.run([sys.executable, "-m", "rawreact", "report", *runs, "--format", "markdown"], check=False)
+    costs = cpu_a_question(out)
+    print("\n| method | questions | CPU s a question | the paper's EM (PaLM-540B) |\n| --- | --- | --- | --- |")
+    for method in table + [m for m in EXTRA if done(out / f"{m}.jsonl")]:
+        cost = f"{costs[method]:.1f}" if method in costs else "-"
+        print(f"| {method} | {done(out / f'{method}.jsonl')} | {cost} | {PAPER_EM.get(method, '-')} |")
+    for method in EXTRA:  # Reflexion's report has its share solved by trial
+        if done(out / f"{method}.jsonl"):
+            print(f"\n{method}:", flush=True)
+            subprocess.run([sys.executable, "-m", "rawreact", "report", str(out / f"{method}.jsonl")], check=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
