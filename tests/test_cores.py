@@ -119,7 +119,7 @@ def test_a_run_records_its_thread_count_and_setting(tmp_path):
     manifest = read_manifest(out)
     assert manifest["threads"] == 1 and manifest["settings"]["threads"] == 1
     assert manifest["openmp"] == bound_spinning() and manifest["openmp"]["set_by"]  # how its threads wait
-    assert manifest["llama_cpp"] == build.loads() | {"kv_cache": "per stream"}  # its arithmetic
+    assert manifest["llama_cpp"] == build.loads() | {"kv_cache": "per stream", "batching": None}  # its arithmetic
     assert manifest["llama_cpp"]["features"]
 
 

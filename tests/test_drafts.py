@@ -121,7 +121,7 @@ class FakeLlm:
 def fake_engine(monkeypatch, streams: int, drafts: int) -> tuple[Engine, FakeLlamaCpp]:
     fake = FakeLlamaCpp()
     monkeypatch.setattr(batch, "llama_cpp_module", lambda: fake)
-    return Engine(FakeLlm(), streams=streams, n_ctx=512, n_threads=1, drafts=drafts), fake
+    return Engine(FakeLlm(), streams=streams, n_ctx=512, n_threads=1, drafts=drafts, rows=streams), fake
 
 
 def chooser(log: list[int], forbidden: int | None = None):
@@ -262,3 +262,54 @@ def test_a_run_recorded_before_drafts_existed_resumes_without_them_only():
     old = {"model": "gemma3-270m", "seed": 0}  # a manifest config written before `drafts` was recorded
     assert changed_settings(old, old | {"drafts": 0}) == []
     assert changed_settings(old, old | {"drafts": 2}) == ["drafts"]
+
+
+class TimedLlamaCpp(FakeLlamaCpp):
+    """The stand-in, with each pass costing CPU time by the generating tokens in it (`cost`, in ms)."""
+
+    def __init__(self, cost: dict[int, float]) -> None:
+        super().__init__()
+        self.cost, self.clock, self.generating = cost, 0.0, []
+
+    def llama_decode(self, ctx, batch):
+        rows = sum(bool(batch.logits[i]) for i in range(batch.n_tokens))
+        if rows == batch.n_tokens:  # one token a sequence: the passes being timed, and a run's generating passes
+            self.clock += self.cost.get(rows, 1.0) / 1000
+            self.generating.append(rows)
+        return super().llama_decode(ctx, batch)
+
+
+class TimedLlm(FakeLlm):
+    model_path = "timed.gguf"
+
+    def tokenize(self, text, add_bos=False):
+        return [1 + k % (VOCAB - 1) for k in range(len(text) // 4)]
+
+
+def test_an_engine_of_several_streams_times_its_passes_and_batches_only_where_it_saves(monkeypatch):
+    """Passes cost as Gemma 270M's did on a 2-core EPYC, where 2 or 3 tokens a pass cost more a token than
+    one: a pass then takes one of 2 or 3 waiting tokens, 4 of 4 to 7, and 8 of 8; the manifest's record says so."""
+    per_pass = {1: 18.0, 2: 54.0, 3: 60.0, 4: 66.0, 6: 114.0, 8: 90.0}
+    fake = TimedLlamaCpp(per_pass)
+    monkeypatch.setattr(batch, "llama_cpp_module", lambda: fake)
+    monkeypatch.setattr(batch.time, "process_time", lambda: fake.clock)
+    monkeypatch.setattr(batch, "_MEASURED", {})
+    engine = Engine(TimedLlm(), streams=8, n_ctx=512, n_threads=1)
+    assert engine.take == {1: 1, 2: 1, 3: 1, 4: 4, 5: 4, 6: 4, 7: 4, 8: 8}
+    assert engine.batching["tokens_a_pass"] == {str(n): k for n, k in engine.take.items()}
+    assert engine.batching["cpu_ms_a_token"] == {"1": 18.0, "2": 27.0, "3": 20.0, "4": 16.5, "6": 19.0, "8": 11.25}
+    assert all(not cells for cells in fake.cells.values())  # the scratch sequences are emptied
+    fake.generating.clear()
+    # Two prompts decoded together now take turns, a token a pass, and give the texts they give alone.
+    prompts = [[1, 2, 3, 1], [4, 5, 4, 6]]
+    together = complete(engine, prompts, max_tokens=6, draft=0)
+    assert set(fake.generating) == {1}
+    alone = complete(Engine(TimedLlm(), streams=1, n_ctx=512, n_threads=1), prompts[:1], max_tokens=6, draft=0)
+    assert together[0][0] == alone[0][0]
+    # Measured once a process for a model, thread count, attention and layout: a second engine times nothing.
+    timed = fake.clock
+    assert Engine(TimedLlm(), streams=8, n_ctx=512, n_threads=1).take == engine.take and fake.clock == timed
+    # Where batching saves at every count, every waiting token goes in one pass.
+    monkeypatch.setattr(batch, "_MEASURED", {})
+    fake.cost, fake.cells = {k: 18.0 + 2 * k for k in per_pass}, {}  # a new context's cells
+    assert Engine(TimedLlm(), streams=4, n_ctx=512, n_threads=1).take == {1: 1, 2: 2, 3: 3, 4: 4}

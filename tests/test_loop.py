@@ -75,12 +75,33 @@ def test_an_unreadable_action_becomes_an_observation():
 
 
 def test_a_completion_cut_in_its_action_is_never_executed():
-    model = ScriptedModel([" x\nAction 1: Finish[a very long answer that", " y\nAction 2: Finish[short]"])
+    long = " x\nAction 1: Finish[a very long answer that goes on"
+    model = ScriptedModel([long, " answer that goes on and on and on", " y\nAction 2: Finish[short]"])
     traj = react("q?", PassageEnv(PAGES), model, PROMPT, max_tokens=6)
     step = traj.steps[0]
     assert step.finish_reason == "length" and step.action is None and step.error == "truncated"
-    assert step.observation == "Invalid action: Finish[a very long (cut off at the token limit)"
+    # Its line was continued by one more call, cut again: the whole of what it wrote is shown.
+    said = "Invalid action: Finish[a very long answer that goes on and on (cut off at the token limit)"
+    assert step.observation == said and len(step.calls) == 2
     assert traj.answer == "short" and traj.steps[1].finish_reason == "stop"
+
+
+def test_an_action_line_cut_after_a_long_thought_is_continued_to_its_end():
+    whole = " a long thought\nAction 1: Finish[The Hork Bajir Chronicles]"
+    model = ScriptedModel([whole, " Bajir Chronicles]\nObservation 1: x"])
+    traj = react("q?", PassageEnv(PAGES), model, PROMPT, max_tokens=7)
+    assert traj.answer == "The Hork Bajir Chronicles" and traj.steps[0].error is None
+    assert [c.finish_reason for c in traj.steps[0].calls] == ["length", "stop"]
+    continued = model.history[1]
+    assert continued["prompt"] == model.history[0]["prompt"] + " a long thought\nAction 1: Finish[The Hork"
+    assert continued["stop"] == ["\n"] and continued["max_tokens"] == 7
+    act = ScriptedModel([" Finish[The Hork Bajir Chronicles]", " Bajir Chronicles]"])
+    traj = react("q?", PassageEnv(PAGES), act, PROMPT, max_tokens=2, thoughts=False)
+    assert traj.answer == "The Hork Bajir Chronicles" and act.history[1]["prompt"].endswith("Action 1: Finish[The Hork")
+    # Under a step grammar the line is what the grammar let through: it is not continued.
+    graded = ScriptedModel([whole, " y\nAction 2: Finish[short]"])
+    traj = react("q?", PassageEnv(PAGES), graded, PROMPT, max_tokens=7, grammar="step")
+    assert traj.steps[0].error == "truncated" and len(traj.steps[0].calls) == 1
 
 
 def test_the_step_limit_ends_with_an_empty_answer():

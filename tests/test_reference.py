@@ -233,11 +233,18 @@ def test_empty_action():
 
 @row("truncated")
 def test_truncated():
-    steps = [" t\nAction 1: Search[Orlo Lantern Festival]", " t\nAction 2: Finish[Orlo]"]
-    (tol, _, _), (ref, _, _) = both(steps, steps, max_tokens=5)
-    assert tol.steps[0].finish_reason == ref.steps[0].finish_reason == "length"
-    assert tol.steps[0].observation == "Invalid action: Search[Orlo Lantern (cut off at the token limit)"
-    assert tol.steps[0].error == "truncated"
+    cut = " t\nAction 1: Search[Orlo Lantern Festival]"
+    # The tolerant loop continues the cut line by one more call from where it stopped, to the line's end; cut
+    # again, the line is not carried out.
+    tolerant = [cut, " Festival]\nObservation 1: made up", " t\nAction 2: Search[a b c d e f g h]", " c d e f g h",
+                " t\nAction 3: Finish[Orlo]"]  # fmt: skip
+    (tol, th, _), (ref, _, _) = both(tolerant, [cut, " t\nAction 2: Finish[Orlo]"], max_tokens=5)
+    assert tol.steps[0].calls[0].finish_reason == ref.steps[0].finish_reason == "length"
+    assert th[1]["prompt"] == th[0]["prompt"] + " t\nAction 1: Search[Orlo Lantern" and th[1]["stop"] == ["\n"]
+    assert tol.steps[0].action_text == "Search[Orlo Lantern Festival]" and tol.steps[0].error is None
+    assert len(tol.steps[0].calls) == 2 and not tol.steps[0].fallback
+    assert tol.steps[1].observation == "Invalid action: Search[a b c d e f g (cut off at the token limit)"
+    assert tol.steps[1].error == "truncated" and tol.answer == "Orlo"
     assert ref.steps[0].observation == "Invalid action: search[Orlo Lantern"
 
 

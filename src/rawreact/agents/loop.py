@@ -13,7 +13,7 @@ from rawreact.core.errors import ContextLengthExceeded, GrammarError
 from rawreact.core.metrics import is_answer
 from rawreact.core.text import one_line
 from rawreact.environments.env import PassageEnv
-from rawreact.models.base import Model, keep_prefix
+from rawreact.models.base import Completion, Model, keep_prefix
 
 # A call also stops once its action line is complete: `]` and the line break after it. The parser needs
 # nothing after that line and ignores what follows (invented observations, further steps), which was 43% of
@@ -163,6 +163,8 @@ def _react_step(i: int, text: str, env: PassageEnv, model: Model, grammar: Gramm
     thought, line, last = split_step(first.text, env.verbs)
     truncated = first.finish_reason == "length" and last
     fallback = line is None and not two_calls
+    if line is not None and truncated and step_grammar is None:
+        line, truncated = _continued(model, text + f"Thought {i}:", first, line, max_tokens, calls)
     if line is None or two_calls:
         # The reference's fallback: keep the first line as the thought, ask for the action.
         retry = model.complete(
@@ -189,6 +191,17 @@ def _act_step(i: int, text: str, env: PassageEnv, model: Model, grammar: Grammar
     )
     lines = [line for line in call.text.strip().splitlines() if line.strip()] or [""]
     truncated = call.finish_reason == "length" and len(lines) == 1
-    action = parse_action(call.text, truncated=truncated, verbs=env.verbs)
+    calls = [call]
+    if truncated and grammar is None and lines[0].strip():
+        lines[0], truncated = _continued(model, text + f"Action {i}:", call, lines[0], max_tokens, calls)
+    action = parse_action(lines[0] if len(calls) > 1 else call.text, truncated=truncated, verbs=env.verbs)
     shown, observation, error = _act(env, lines[0], action, truncated)
-    return Step(i, None, action, shown, observation, [call], error, time.perf_counter() - start)
+    return Step(i, None, action, shown, observation, calls, error, time.perf_counter() - start)
+
+
+def _continued(model: Model, asked: str, cut: Completion, line: str, max_tokens: int, calls: list) -> tuple[str, bool]:
+    """An action line the token limit cut (a long thought came first), continued by one more call from where the
+    text stopped to the line's end: (the whole line, whether it was cut again). The call joins `calls`."""
+    rest = model.complete(asked + cut.text, stop=["\n"], max_tokens=max_tokens)
+    calls.append(rest)
+    return line + rest.text, rest.finish_reason == "length"

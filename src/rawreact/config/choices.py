@@ -146,8 +146,9 @@ MAX_TOKENS = 100  # per model call, as in the reference
 # and the reference notebook's (`reference.reference_react`), whose environment shows five.
 LOOPS = {"tolerant": 2, "reference": 5}
 # Where each loop's call of a step stops, as a manifest records it: the tolerant loop's once the action line
-# is complete (`]` and its line break) or at the next observation; the reference's at the observation alone.
-CALL_STOPS = {"tolerant": "action line or observation", "reference": "observation"}
+# is complete (`]` and its line break) or at the next observation, and an action line the token limit cut is
+# continued by one more call to its end (from rawreact 0.2.0, issue 68); the reference's at the observation alone.
+CALL_STOPS = {"tolerant": "action line or observation; a cut action line continued", "reference": "observation"}
 
 
 REPEATS = ("off", "note", "stop")  # what a repeated action does: nothing, a note to the model, or the end

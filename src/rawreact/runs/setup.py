@@ -335,6 +335,8 @@ def model_facts(model: object, embedded: bool) -> dict:
             "features": model.build,
             "repack": model.repack,
             "kv_cache": "shared" if model.shared_cache else "per stream",
+            # how many workers' tokens a pass holds, as the engine measured and chose (models.batch.calibrate)
+            "batching": model.batching,
         }
         if hasattr(model, "build")
         else None,
