@@ -144,6 +144,7 @@ def measure(
         row["ms_pass"] = 1000 * model.engine.stats.seconds / model.engine.stats.passes
         row["evaluated"] = sum(r.outcome.tokens()["evaluated"] for r in results) / n  # after the kept prefix
         row["pass_log"], row["questions"] = model.engine.passes, n
+        row["batching"] = model.engine.batching  # what the engine measured of its passes and chose
         model.engine.close()
     else:
         model.llm.close()
@@ -240,6 +241,9 @@ def main() -> None:
     for name, rows in found.items():
         cpu = statistics.median(r["cpu"] for r in rows)
         print(f"{name:>10s} {cpu:7.2f} {plain / cpu:24.2f} {statistics.median(r['wall'] for r in rows):8.2f}")
+    for name, rows in found.items():
+        if rows and rows[0].get("batching"):
+            print(f"{name}: tokens a pass by the tokens waiting, as measured: {rows[0]['batching']}")
     print("\nWhere the engine's decode time goes (all rounds; the model's CPU seconds a question, by fitted costs):")
     for (name, workers), rows in zip(settings, found.values(), strict=True):
         if name.startswith("engine"):
