@@ -2,12 +2,13 @@
 
 Drafting (prompt lookup) pays for itself only if a pass of n tokens costs little more than a pass
 of one, and is exact only if a token's logits are the same whichever tokens share its pass. This
-measures both on Gemma 270M, in rawreact's engine, after the first 800 tokens of the shipped
-prompt:
+measures both on an embedded model (Gemma 270M unless `--model` says), in rawreact's engine, after
+the first 800 tokens of the shipped prompt:
 
-- cost: the median milliseconds of a pass of n tokens of one sequence, with logits for every
+- cost: the median CPU milliseconds (this process's, llama.cpp's threads included; wall time on a
+  shared machine measures the load) of a pass of n tokens of one sequence, with logits for every
   token (as verifying n - 1 drafts needs) and for the last only (as a prompt chunk), and the
-  ratio to a pass of one token;
+  ratio to a pass of one token; the median wall milliseconds beside them;
 - invariance: the same n tokens decoded one a pass and then in one pass, both with logits; the
   largest difference of any logit, row by row (0 means bit-identical).
 
@@ -15,7 +16,11 @@ Each with flash attention on and off. `--no-repack` loads the weights without ll
 runtime repacking (`use_extra_bufts`, whose 4-row kernels round otherwise); which matrix kernels
 a build has (llamafile's or ggml's own) is fixed when llama-cpp-python is compiled.
 
-    python benchmarks/pass_cost.py [--sizes 2 3 4 6 8] [--repeat 15] [--no-repack]
+    python benchmarks/pass_cost.py [--sizes 2 3 4 6 8] [--repeat 15] [--threads 1] [--model gemma3-270m]
+        [--no-repack]
+
+`--threads` is llama.cpp's (default 1: on a shared machine more threads spin while they wait, and their CPU
+time then measures the waiting).
 """
 
 import argparse
@@ -57,6 +62,8 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[2, 3, 4, 6, 8], help="besides 1, the base")
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--no-repack", action="store_true", help="load the weights without runtime repacking")
+    parser.add_argument("--threads", type=int, default=1, help="llama.cpp threads")
+    parser.add_argument("--model", default="gemma3-270m", help="an embedded model's name or a .gguf file")
     args = parser.parse_args()
     print(f"on {cpu_name()}", flush=True)
     if args.no_repack:  # llama-cpp-python's Llama has no argument for it: change the defaults it starts from
@@ -68,15 +75,16 @@ def main() -> None:
             return params
 
         llama_cpp.llama_cpp.llama_model_default_params = without_repack
-    model = load_model("gemma3-270m", n_ctx=4096)
+    model = load_model(args.model, n_ctx=4096, n_threads=args.threads)
     tokens = model.tokenize(load_prompt().text)
     sizes = sorted({1, *args.sizes})  # the ratios are against a pass of one token
     largest = sizes[-1]
     repacking = "off" if args.no_repack else "on"
-    print(f"Gemma 270M, {model.n_threads} threads, repacking {repacking}, {START} tokens before")
-    print(f"{'flash':>5s} {'n':>2s} {'ms all':>7s} {'x 1':>5s} {'ms last':>7s} {'x 1':>5s}  largest change by row")
+    print(f"{args.model}, {model.n_threads} threads, repacking {repacking}, {START} tokens before; CPU ms (wall ms)")
+    print(f"{'flash':>5s} {'n':>2s} {'CPU ms all':>16s} {'x 1':>5s} {'CPU ms last':>16s} {'x 1':>5s}  "
+          "largest change by row")  # fmt: skip
     for flash in (True, False):
-        engine = Engine(model.llm, streams=1, n_ctx=4096, n_threads=model.n_threads, flash=flash)
+        engine = Engine(model.llm, streams=1, n_ctx=4096, n_threads=args.threads, flash=flash)
         for at in range(0, START, 400):
             decode(engine, tokens[at : min(at + 400, START)], at, False)
         alone = []  # the measured tokens one a pass, as decoding without drafts computes them
@@ -85,22 +93,24 @@ def main() -> None:
             alone.append(logits(engine, 0))
         one = None  # a pass of one token, which comes first
         for n in sizes:
-            medians = []
+            medians, walls = [], []
             for all_logits in (True, False):
-                times = []
+                times, wall = [], []
                 for _ in range(args.repeat):
                     rewind(engine, START)
-                    start = time.perf_counter()
+                    start, cpu = time.perf_counter(), time.process_time()
                     decode(engine, tokens[START : START + n], START, all_logits)
-                    times.append(time.perf_counter() - start)
+                    times.append(time.process_time() - cpu)
+                    wall.append(time.perf_counter() - start)
                 medians.append(1000 * float(np.median(times)))
+                walls.append(1000 * float(np.median(wall)))
             rewind(engine, START)
             decode(engine, tokens[START : START + n], START, True)
             diffs = [float(np.abs(logits(engine, k) - alone[k]).max()) for k in range(n)]
             one = one or medians[0]
             print(
-                f"{'on' if flash else 'off':>5s} {n:2d} {medians[0]:7.1f} {medians[0] / one:5.2f} "
-                f"{medians[1]:7.1f} {medians[1] / one:5.2f}  " + " ".join(f"{d:.2g}" for d in diffs),
+                f"{'on' if flash else 'off':>5s} {n:2d} {medians[0]:7.1f} ({walls[0]:6.1f}) {medians[0] / one:5.2f} "
+                f"{medians[1]:7.1f} ({walls[1]:6.1f}) {medians[1] / one:5.2f}  " + " ".join(f"{d:.2g}" for d in diffs),
                 flush=True,
             )
         engine.close()

@@ -21,6 +21,7 @@ def _packages(folder: Path, parts: list[bytes], name: str = "fakepart", version:
     for k, data in enumerate(parts, 1):
         package = f"{name}{k}"
         (folder / package / "data").mkdir(parents=True)
+        (folder / package / "__init__.py").write_text("raise ImportError('a part package is never imported')\n")
         (folder / package / "data" / f"part{k:02d}.bin").write_bytes(data)
         info = folder / f"{package}-{version}.dist-info"
         info.mkdir()
@@ -136,3 +137,63 @@ def test_the_named_model_follows_the_format_on_a_real_hotpotqa_question(hotpotqa
     # The first question asks for two people's nationality: the model searches them, by title, and each hits.
     assert len(steps) == 2 and all(s["error"] is None and s["action_text"].startswith("Search[") for s in steps)
     assert not any(s["observation"].startswith("Could not find") for s in steps), steps
+
+
+@pytest.fixture(scope="module")
+def qwen():
+    from rawreact import load_model
+
+    return load_model("qwen2.5-coder-1.5b", n_ctx=4096, n_threads=2)
+
+
+def test_tool_calls_in_qwens_own_template_render_and_read_back(qwen):
+    from rawreact.agents.tools import shipped_tools
+    from rawreact.models.tagged import read_reply, render, speaks_tagged
+
+    template = qwen.llm.metadata["tokenizer.chat_template"]
+    assert speaks_tagged(template) and type(qwen._tools_chat).__name__ == "Tagged"
+    call = {"id": "call_1_0", "type": "function", "function": {"name": "search", "arguments": '{"query": "A & B"}'}}
+    messages = [
+        {"role": "system", "content": "Answer it."},
+        {"role": "user", "content": "Where is A?"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1_0", "content": "A lies on the river Lee."},
+    ]
+    prompt = render(template, messages, list(shipped_tools()))
+    assert prompt.startswith("<|im_start|>system\nAnswer it.\n\n# Tools\n") and '"name": "search"' in prompt
+    assert '<tool_call>\n{"name": "search", "arguments": {"query": "A & B"}}\n</tool_call><|im_end|>' in prompt
+    assert "<|im_start|>user\n<tool_response>\nA lies on the river Lee.\n</tool_response><|im_end|>" in prompt
+    assert prompt.endswith("<|im_start|>assistant\n")
+    text, calls = read_reply(
+        'I search.\n<tool_call>\n{"name": "lookup", "arguments": {"keyword": "Lee"}}\n</tool_call>', 2
+    )
+    assert text == "I search." and [(c.id, c.name, json.loads(c.arguments)) for c in calls] == [
+        ("call_2_0", "lookup", {"keyword": "Lee"})
+    ]
+    assert read_reply("<tool_call>\n{not json", 3)[1][0].name == ""  # handed back to the model as an error
+    assert read_reply("Tam.", 3) == ("Tam.", [])
+
+
+def test_the_tagged_tools_grammar_admits_calls_and_text_and_nothing_else(qwen):
+    from rawreact.agents.tools import shipped_tools
+    from rawreact.models.gbnf import check_grammar
+    from rawreact.models.tagged import tools_grammar
+
+    grammar = tools_grammar(list(shipped_tools()))
+    check_grammar(grammar)
+    for good in ('<tool_call>\n{"name": "search", "arguments": {"query": "Orlo"}}\n</tool_call>', "The Tam."):
+        assert qwen.admits(grammar, good), good
+    for bad in ('<tool_call>\n{"name": "serch", "arguments": {"query": "Orlo"}}\n</tool_call>',
+                '<tool_call>\n{"name": "search", "arguments": {"q": "Orlo"}}\n</tool_call>', "<b>Tam</b>"):  # fmt: skip
+        assert not qwen.admits(grammar, bad), bad
+
+
+def test_the_tools_method_on_qwen_calls_search_in_its_own_layout(qwen, demo):
+    from rawreact import load_prompt
+    from rawreact.agents.tools import tool_react
+
+    instruction = load_prompt(method="tools").text
+    traj = tool_react("On which river is the birthplace of Mara Dussel?", demo.env(), qwen, instruction, max_steps=2)
+    first = traj.steps[0]
+    assert first.action is not None and first.action.name == "search" and first.error is None, first.action_text
+    assert first.observation.startswith("Mara Dussel (1921 - 2003)")

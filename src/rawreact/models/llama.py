@@ -12,11 +12,12 @@ from rawreact.core.errors import ContextLengthExceeded, ModelError
 from rawreact.models.base import ChatReply, Completion
 from rawreact.models.batch import PREFIXES, Engine, Request
 from rawreact.models.build import loading, loads
-from rawreact.models.chatml import ChatML
+from rawreact.models.chatml import END, ChatML
 from rawreact.models.cores import Cores, allowed_cores
 from rawreact.models.gbnf import GrammarSampler, quiet_log
 from rawreact.models.gbnf import llama_cpp_module as _llama_cpp
 from rawreact.models.specs import DRAFTS_MAX, sequences_problem
+from rawreact.models.tagged import Tagged, speaks_tagged
 
 
 class LlamaModel:
@@ -130,18 +131,22 @@ class LlamaModel:
         if not template:
             return f"{self.name} has no chat template (a base model)"
         if "<|im_start|>" not in template:
-            return f"{self.name}'s chat template is not ChatML, the only layout rawreact writes tool calls in"
+            return f"{self.name}'s chat template is not ChatML, the only turns rawreact writes tool calls in"
         return None
 
     def chat(self, messages: list[dict], tools: list[dict], *, max_tokens: int) -> ChatReply:
-        """The next assistant turn, in the ChatML function-calling layout under the tools grammar."""
+        """The next assistant turn, in the model's tool-call layout (`_tools_chat`) under its tools grammar."""
         if self.chat_problem:
             raise ModelError(f"the tools method needs a chat model, and {self.chat_problem}")
         return self._tools_chat.chat(messages, tools, max_tokens=max_tokens)
 
     @cached_property
-    def _tools_chat(self) -> ChatML:
-        """The ChatML adapter of `chat`, kept so that it builds its tools grammar once."""
+    def _tools_chat(self) -> ChatML | Tagged:
+        """The adapter of `chat`, kept so that it builds its tools grammar once: the model's own template where it
+        calls tools in `<tool_call>` tags (Qwen2.5), else llama-cpp-python's ChatML function-calling layout."""
+        template = self.llm.metadata.get("tokenizer.chat_template")
+        if speaks_tagged(template):
+            return Tagged(self, template, END, constrain=True)
         return ChatML(self, constrain=True)
 
     def sampler(self, grammar: str) -> GrammarSampler:
