@@ -16,7 +16,7 @@ repository has no Reflexion prompt), and `lats` is LATS at its repository's sett
 
 Every sitting appends what it took to `OUT/sittings.jsonl` (method, date, questions done before and after, CPU
 seconds of the run's process and its children, wall seconds), and the report at the end gives, beside
-`rawreact report`'s table (EM and F1 with 95% intervals, each method paired against ReAct), the CPU seconds a
+`rawreact compare-runs`' table (EM and F1 with 95% intervals, each method paired against ReAct), the CPU seconds a
 question each method took over all its sittings, and Reflexion's and LATS's reports (Reflexion's with the share
 of questions solved after each trial).
 """
@@ -117,7 +117,7 @@ def main() -> int:
     table = [m for m in TABLE if done(out / f"{m}.jsonl")]
     if table:
         runs = [f"{m}={out / m}.jsonl" for m in table]
-        subprocess.run([sys.executable, "-m", "rawreact", "report", *runs, "--format", "markdown"], check=False)
+        subprocess.run([sys.executable, "-m", "rawreact", "compare-runs", *runs, "--format", "markdown"], check=False)
     costs = cpu_a_question(out)
     print("\n| method | questions | CPU s a question | the paper's EM (PaLM-540B) |\n| --- | --- | --- | --- |")
     for method in table + [m for m in EXTRA if done(out / f"{m}.jsonl")]:
