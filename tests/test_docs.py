@@ -72,6 +72,13 @@ def test_the_site_builds_strict(tmp_path):
     ):
         assert (tmp_path / "site" / page).is_file(), page
     assert "Commands and options" in (tmp_path / "site" / "reference" / "commands" / "index.html").read_text()
+    # No page asks a third party for anything (Material asks Google Fonts unless told not to).
+    pages = [p for p in (tmp_path / "site").rglob("*") if p.suffix in (".html", ".css", ".js")]
+    assert len(pages) > 20
+    for page in pages:
+        text = page.read_text(encoding="utf-8", errors="replace")
+        assert "fonts.googleapis" not in text and "fonts.gstatic" not in text, page
+    assert "MkDocs 2.0" not in done.stderr and "end of life" not in done.stderr.lower(), done.stderr[:500]
 
 
 def _blocks(language: str) -> list[tuple[str, str, str]]:

@@ -21,6 +21,7 @@ from rawreact.cli.run import run
 from rawreact.cli.terminal import stopped_code
 from rawreact.core.errors import RawreactError
 from rawreact.core.text import printable
+from rawreact.runs import runfile
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
 
             argcomplete.autocomplete(parser)  # answers the shell and ends the process
     args = parser.parse_args(argv)
+    runfile.COMMAND = ["rawreact", *(sys.argv[1:] if argv is None else argv)]  # what a new manifest records
     if args.command is None:  # a bare `rawreact`: say what it can do, as git and pip do
         parser.print_help()
         return 0
@@ -68,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+    finally:
+        runfile.COMMAND = None  # a run made from Python afterwards in this process is not this command's
 
 
 if __name__ == "__main__":

@@ -3,11 +3,13 @@
 passage store."""
 
 import argparse
+import json
 import os
 import shutil
 import sys
 from pathlib import Path
 
+from rawreact import __version__
 from rawreact.cli.terminal import stopped_code, terminated_as_interrupt
 from rawreact.config.settings import PATHS, SEED_MAX
 from rawreact.core.errors import DataError
@@ -16,13 +18,13 @@ from rawreact.core.stats import intervals_said
 from rawreact.core.tasks import of_records
 from rawreact.core.text import plural, printable, whole_number
 from rawreact.reports.breakdown import breakdown, breakdown_note
-from rawreact.reports.comparison import compare_runs
+from rawreact.reports.comparison import Comparison, compare_runs
 from rawreact.reports.export import export
 from rawreact.reports.html import write_page
 from rawreact.reports.inspect_log import write_inspect_logs
 from rawreact.reports.searches import SEARCHES_NOTE, search_rows
 from rawreact.reports.show import listing, show
-from rawreact.reports.summary import TIMES_NOTE, drop_unused, fitted, row_of, table
+from rawreact.reports.summary import TIMES_NOTE, drop_unused, fitted, row_of, summarize, table
 from rawreact.reports.trials import TRIALS_NOTE, trial_rows
 from rawreact.runs.records import legacy_manifest_path, manifest_path, read_run
 from rawreact.runs.runfile import refuse_existing
@@ -114,14 +116,12 @@ def report(args: argparse.Namespace) -> int:
     loaded = {name: read_run(path) for name, path in runs.items()}  # a missing or bad run file is named first
     if args.html:
         refuse_existing(args.html, args.force, "--html path")
+    if args.format == "json":  # everything the tables say, as numbers, in one object (as lm-eval's results file)
+        print(json.dumps(report_json(loaded, runs, args), ensure_ascii=False, indent=1, allow_nan=False))
+        _write_extras(args, runs, loaded)
+        return 0
     rows = [row_of(name, *read) for name, read in loaded.items()]
-    if args.html:
-        written = write_page(runs, args.html, resamples=args.resamples, seed=args.stats_seed)
-        print(f"rawreact: wrote the report of {plural(len(runs), 'run')} to {written}", file=sys.stderr)
-    if args.inspect:
-        logs = write_inspect_logs(loaded, args.inspect)
-        print(f"rawreact: wrote {plural(len(logs), 'inspect log')} to {args.inspect}; open them with "
-              f"`inspect view --log-dir {args.inspect}`", file=sys.stderr)  # fmt: skip
+    _write_extras(args, runs, loaded)
     print(printable(shown(drop_unused(rows), args)), end="")
     print(f"rawreact: {TIMES_NOTE}", file=sys.stderr)
     labels = label_table({name: records for name, (_, records) in loaded.items()})
@@ -142,6 +142,57 @@ def report(args: argparse.Namespace) -> int:
         print("\n" + printable(table(trials, args.format)), end="")
         print(f"rawreact: {TRIALS_NOTE}", file=sys.stderr)
     return 0
+
+
+def _write_extras(args: argparse.Namespace, runs: dict[str, str], loaded: dict) -> None:
+    """The report's web page (--html) and inspect-ai logs (--inspect), where asked for."""
+    if args.html:
+        written = write_page(runs, args.html, resamples=args.resamples, seed=args.stats_seed)
+        print(f"rawreact: wrote the report of {plural(len(runs), 'run')} to {written}", file=sys.stderr)
+    if args.inspect:
+        logs = write_inspect_logs(loaded, args.inspect)
+        print(f"rawreact: wrote {plural(len(logs), 'inspect log')} to {args.inspect}; open them with "
+              f"`inspect view --log-dir {args.inspect}`", file=sys.stderr)  # fmt: skip
+
+
+def report_json(loaded: dict, runs: dict[str, str], args: argparse.Namespace) -> dict:
+    """`report --format json`: each run's summary (every number the table rounds, unrounded), its scores with
+    95% intervals, and, on the questions it shares with the first run, the paired difference to it; then the
+    tables a report adds for some runs (FEVER's labels, judged episodes by kind, LATS's searches, Reflexion's
+    trials) as lists of rows."""
+    records = {name: recs for name, (_, recs) in loaded.items()}
+    base = next(iter(loaded))
+    out: dict = {"rawreact": __version__, "resamples": args.resamples, "stats_seed": args.stats_seed,
+                 "intervals": "95%: Wilson's for a share (EM, success), the bootstrap for F1 and reward; "
+                 "a paired bootstrap for the difference to the first run", "base": base, "runs": []}  # fmt: skip
+    for name, (manifest, recs) in loaded.items():
+        config = (manifest or {}).get("config", {})
+        alone = Comparison([name], {name: recs}, args.resamples, args.stats_seed)
+        run = {"name": name, "file": str(runs[name]), "method": config.get("method"), "model": config.get("model"),
+               "model_sha256": config.get("model_sha256"), "summary": summarize(recs), "scores": {}}  # fmt: skip
+        if alone.ids:
+            run["scores"] = {m: _interval(alone.interval(name, m)) for m in alone.metrics}
+        if name != base:
+            paired = Comparison([base, name], {base: records[base], name: recs}, args.resamples, args.stats_seed)
+            if paired.ids:
+                run["paired"] = {"questions": len(paired.ids)} | {
+                    m: {
+                        "base": _interval(paired.interval(base, m)),
+                        "difference": _interval(paired.difference(name, m)),
+                    }
+                    for m in paired.metrics
+                }
+        out["runs"].append(run)
+    judged = {n: r for n, r in records.items() if of_records(r).scoring == "outcome"}
+    out["labels"] = label_table(records) or []
+    out["kinds"] = [row for row in breakdown(judged) if row["by"] == "type"] if judged else []
+    out["searches"] = search_rows(records) or []
+    out["trials"] = trial_rows(records) or []
+    return out
+
+
+def _interval(found) -> dict[str, float]:
+    return {"mean": found.mean, "low": found.low, "high": found.high}
 
 
 def export_command(args: argparse.Namespace) -> int:

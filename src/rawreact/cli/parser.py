@@ -222,7 +222,7 @@ def parser() -> argparse.ArgumentParser:
         "(env.with_verbs(calculate) adds a verb); MODULE is imported, from the current folder too, or from the "
         "folder before it (path/to/module:factory)",
     )
-    by_questions.add_argument(
+    by_loop.add_argument(  # beside --env, whose verbs it bounds
         "--verb-timeout",
         type=_seconds,
         metavar="SECONDS",
@@ -306,7 +306,9 @@ def parser() -> argparse.ArgumentParser:
     _compare_parser(commands, run)
     report = commands.add_parser("report", help="the summaries of run files, side by side")
     report.add_argument("runs", nargs="+", metavar="[NAME=]RUN.jsonl", help="run files, the first being the base")
-    report.add_argument("--format", choices=("text", "markdown", "csv"), default="text", help="table format")
+    report.add_argument("--format", choices=("text", "markdown", "csv", "json"), default="text",
+                        help="table format; json: every run's summary, scores with intervals and paired differences, "
+                        "and the extra tables, as one JSON object")  # fmt: skip
     report.add_argument("--columns", metavar="LIST", help=COLUMNS_HELP)
     report.add_argument(
         "--html", metavar="FILE", help="also write the whole report (charts, questions, transcripts) as one web page"

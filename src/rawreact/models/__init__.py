@@ -89,7 +89,8 @@ def load_model(spec: str = DEFAULT_MODEL, **options) -> Model:
     known = ", ".join(EMBEDDED_MODELS)
     raise ModelError(
         f"unknown model {spec!r}: use one of {known}, a path to a .gguf file, hf:ORG/REPO:FILE, ollama:NAME, "
-        "openai:[MODEL@]URL, or scripted:FILE.json"
+        "openai:[MODEL@]URL (vllm:[MODEL@]URL or llamacpp:[MODEL@]URL to name the server's family), or "
+        "scripted:FILE.json"
     )
 
 

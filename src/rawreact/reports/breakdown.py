@@ -4,7 +4,7 @@ question ended, with counts and 95% intervals (`stats.interval`). (FEVER's label
 
 import re
 
-from rawreact.core.stats import RESAMPLES, score_interval
+from rawreact.core.stats import RESAMPLES, SHARES, score_interval
 from rawreact.core.tasks import of_records
 from rawreact.core.text import plural
 
@@ -47,7 +47,11 @@ def _scores(records: list[dict], resamples: int, seed: int) -> dict[str, str]:
     cells = {"scored": str(len(scored))}
     for score in task.scores:  # "mean [low, high]"; a reward not known counts 0
         values = [r.get(score.key) or 0.0 for r in scored]
-        cells[score.label] = str(score_interval(score.key, values, resamples=resamples, seed=seed))
+        found = score_interval(score.key, values, resamples=resamples, seed=seed)
+        # One value has no spread to resample: the bootstrap's [x, x] would read as certainty.
+        cells[score.label] = (
+            f"{found.mean:.3f} (one: no interval)" if len(values) == 1 and score.key not in SHARES else str(found)
+        )
     return cells
 
 

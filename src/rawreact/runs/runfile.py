@@ -146,6 +146,7 @@ class RunFile:
                 # The CPU by family, model and vector extensions: one model name covers CPUs 3x apart.
                 "cpu": cpu_facts(),
                 "model_origin": model_origin(self.config.get("model")),
+                "command": COMMAND,  # the command line that made the run (None from Python)
             }
             self.manifest |= {"run_file": self.path.name, "config": self.config, **self.details, "prompts": {}}
             if resume:  # --resume of a run that was never started starts it, with an empty list of resumes
@@ -200,7 +201,7 @@ class RunFile:
         if whole < len(data):  # a crash cut the last line: drop it, so its question runs again
             os.truncate(self.path, whole)
         self.done = {record["id"]: record for record in records}
-        resumed = {"at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "done": len(records), **self.details}
+        resumed = {"at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "done": len(records), "command": COMMAND, **self.details}
         self.manifest = {**self.manifest, "config": self.config, **self.details}
         self.manifest.setdefault("prompts", {})
         self.manifest["resumes"] = [*self.manifest.get("resumes", []), resumed]
@@ -232,6 +233,11 @@ class RunFile:
     def close(self) -> None:
         """Close the file (releasing its lock); everything appended is already written."""
         self._sink.close()
+
+
+# The command line of the `rawreact` command under way (`cli.app.main` sets it), which a manifest records; None when
+# the run is made from Python.
+COMMAND: list[str] | None = None
 
 
 # Settings that name a file, and the key of the file's content hash: a run that names the same

@@ -1,0 +1,150 @@
+"""A newcomer's third afternoon (issue 70): what a user of lm-eval, inspect, DSPy or `llm` still missed."""
+
+import json
+
+import pytest
+from test_runs import _data, _oracle
+
+from rawreact.cli.app import main
+from rawreact.core.stats import paired, score_interval
+from rawreact.reports.summary import summarize
+from rawreact.runs.records import read_run
+
+
+def test_report_as_json_gives_every_number_with_its_interval_and_the_paired_difference(rows, tmp_path, capsys):
+    data = _data(rows, tmp_path, 12)
+    runs = []
+    for name, every in (("right", 0), ("some", 3)):
+        out = tmp_path / f"{name}.jsonl"
+        model = _oracle(rows[:12], tmp_path / f"{name}.json", wrong_every=every)
+        assert main(["run", str(data), "--model", model, "--out", str(out), "-q"]) == 0
+        runs.append(out)
+    capsys.readouterr()
+    assert main(["report", *map(str, runs), "--format", "json", "--resamples", "500"]) == 0
+    said = json.loads(capsys.readouterr().out)
+    assert said["base"] == "right.jsonl" and [r["name"] for r in said["runs"]] == ["right.jsonl", "some.jsonl"]
+    right, some = (read_run(path)[1] for path in runs)
+    first, second = said["runs"]
+    assert first["summary"] == json.loads(json.dumps(summarize(right)))  # every number, unrounded
+    assert second["summary"]["em"] == pytest.approx(8 / 12) and first["summary"]["em"] == 1.0
+    em = score_interval("em", [r["em"] for r in some], resamples=500, seed=0)
+    assert second["scores"]["em"] == {"mean": em.mean, "low": em.low, "high": em.high}
+    assert second["scores"]["em"]["low"] < 8 / 12 < second["scores"]["em"]["high"]
+    difference = paired([r["em"] for r in right], [r["em"] for r in some], resamples=500, seed=0)
+    assert second["paired"]["em"]["difference"]["mean"] == pytest.approx(-4 / 12) == difference.mean
+    assert second["paired"]["questions"] == 12 and "paired" not in first
+    assert first["model"].startswith("scripted:") and second["method"] == "react"
+    assert said["labels"] == said["kinds"] == said["searches"] == said["trials"] == []
+
+
+def test_report_as_json_keeps_the_reflexion_trials_table(rows, tmp_path, capsys):
+    data = _data(rows, tmp_path, 3)
+    out = tmp_path / "reflexion.jsonl"
+    model = _oracle(rows[:3], tmp_path / "o.json", wrong_every=2)
+    script = json.loads((tmp_path / "o.json").read_text())
+    (tmp_path / "o.json").write_text(json.dumps(script | {"reflection": "I answered without reading; read first."}))
+    code = main(["run", str(data), "--model", model, "--out", str(out), "-q", "--method", "react-reflexion",
+                 "--trials", "2", "--evaluator", "em"])  # fmt: skip
+    assert code == 0
+    capsys.readouterr()
+    assert main(["report", str(out), "--format", "json"]) == 0
+    said = json.loads(capsys.readouterr().out)
+    assert said["trials"] and {row["run"] for row in said["trials"]} == {"reflexion.jsonl"}
+
+
+def test_the_json_report_block_of_the_docs_runs(rows, tmp_path):
+    """The block of "reports.md" on two runs, react and act, made here."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    page = (Path(__file__).parent.parent / "docs" / "reports.md").read_text()
+    block = re.search(
+        r"run by tests/test_newcomer_third.py::test_the_json_report_block_of_the_docs_runs -->\n```bash\n(.*?)\n```",
+        page,
+        re.S,
+    ).group(1)  # noqa: E501
+    data = _data(rows, tmp_path, 4)
+    for method in ("react", "act"):
+        model = _oracle(rows[:4], tmp_path / f"{method}.json")
+        if method == "act":  # its steps are action lines alone
+            script = json.loads((tmp_path / "act.json").read_text())
+            for question, steps in script["questions"].items():
+                script["questions"][question] = [" " + step.split(": ", 1)[1] for step in steps]
+            (tmp_path / "act.json").write_text(json.dumps(script))
+        assert main(["run", str(data), "--model", model, "--method", method, "--out", f"{tmp_path}/runs/{method}.jsonl",
+                     "-q"]) == 0  # fmt: skip
+    command = block.replace("rawreact ", f"{sys.executable} -m rawreact ", 1)
+    subprocess.run(["bash", "-ec", command], cwd=tmp_path, check=True)
+    said = json.loads((tmp_path / "report.json").read_text())
+    assert [run["method"] for run in said["runs"]] == ["react", "act"] and said["runs"][1]["paired"]["questions"] == 4
+
+
+def test_every_exit_code_of_the_docs_table_is_the_one_a_command_gives(rows, tmp_path, monkeypatch):
+    """The table of "running.md": each code, from the case it names."""
+    import re
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from rawreact.cli import app
+
+    page = (Path(__file__).parent.parent / "docs" / "running.md").read_text()
+    table = page.split("### Exit codes", 1)[1].split("\n## ", 1)[0]
+    assert [int(code) for code in re.findall(r"^\| (\d+) \|", table, re.M)] == [0, 2, 1, 130, 143]
+    rawreact = [sys.executable, "-m", "rawreact"]
+    data, out = _data(rows, tmp_path, 12), tmp_path / "run.jsonl"
+    model = _oracle(rows[:12], tmp_path / "o.json", seconds_per_call=0.3)
+    assert main(["run", str(data), "--model", _oracle(rows[:12], tmp_path / "fast.json"), "--out", str(out), "-q"]) == 0
+    assert subprocess.run([*rawreact, "run", "--no-such-option"], capture_output=True).returncode == 2
+    assert subprocess.run([*rawreact, "run", str(tmp_path / "missing.json")], capture_output=True).returncode == 2
+    monkeypatch.setattr(app, "report", lambda args: 1 / 0)  # a bug of ours
+    assert main(["report", str(out)]) == 1
+    reader = subprocess.Popen([*rawreact, "show", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    reader.stdout.close()  # the reader went away before the first line
+    assert reader.wait(timeout=120) == 1 and b"Traceback" not in reader.stderr.read()
+    for sent, code in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
+        kept = tmp_path / f"stopped-{code}.jsonl"
+        process = subprocess.Popen([*rawreact, "run", str(data), "--model", model, "--out", str(kept), "-q"],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+        deadline = time.monotonic() + 120
+        while not (kept.exists() and kept.read_bytes().count(b"\n")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        process.send_signal(sent)
+        assert process.wait(timeout=120) == code
+        assert 1 <= kept.read_bytes().count(b"\n") < 12  # the finished questions are kept
+
+
+def test_small_things_of_the_newcomers_list(rows, tmp_path, capsys):
+    """--verb-timeout stands beside --env; the unknown-model line names every server prefix; the manifest keeps
+    the command line; one episode's reward has no interval; Material's end-of-life notice is quieted in the README."""
+    from pathlib import Path
+
+    from rawreact.cli.parser import parser
+    from rawreact.reports.breakdown import _scores
+    from rawreact.runs.records import read_manifest
+
+    groups = {
+        g.title: [a.dest for a in g._group_actions]
+        for g in parser()._subparsers._group_actions[0].choices["run"]._action_groups
+    }  # noqa: E501
+    assert "verb_timeout" in groups["the loop (grammar, passages, sentences per search)"]
+    assert "env" in groups["the loop (grammar, passages, sentences per search)"]
+    assert main(["run", "--model", "nope", "-q"]) == 2
+    said = capsys.readouterr().err
+    assert all(prefix in said for prefix in ("openai:[MODEL@]URL", "vllm:[MODEL@]URL", "llamacpp:[MODEL@]URL"))
+    data, out = _data(rows, tmp_path, 2), tmp_path / "run.jsonl"
+    command = ["run", str(data), "--model", _oracle(rows[:2], tmp_path / "o.json"), "--out", str(out), "-q"]
+    assert main(command) == 0
+    assert read_manifest(out)["command"] == ["rawreact", *command]
+    assert main([*command, "--resume"]) == 0
+    assert read_manifest(out)["resumes"][-1]["command"] == ["rawreact", *command, "--resume"]
+    one = [{"id": "a", "task": "scienceworld", "score": 8.0, "success": 0, "reward": 0.08, "ended": "max_steps"}]
+    cells = _scores(one, 100, 0)
+    assert cells["score"] == "8.000 (one: no interval)" and cells["reward"] == "0.080 (one: no interval)"
+    assert cells["success"] == "0.000 [0.000, 0.793]"  # Wilson's interval of a share holds for one
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    assert "NO_MKDOCS_2_WARNING=1 mkdocs serve" in readme
