@@ -485,7 +485,8 @@ def test_the_page_draws_each_search_as_a_tree_with_its_chosen_path(tmp_path, mon
     assert sorted(n for n, _ in drawn) == [n["id"] for n in tree["nodes"]]
     assert {n for n, chosen in drawn if chosen} == path and len(path) >= 3  # root, steps, the right finish
     assert browser.evaluate("document.querySelector('figure.tree').getBoundingClientRect().right") <= 1280
-    assert "Search trees" in browser.evaluate("document.body.innerText")
+    said = browser.evaluate("document.body.innerText")
+    assert "Search trees" in said and "A rollout takes the first terminal sample of its step" in said
     browser.screenshot(tmp_path / "tree.png")
     assert (tmp_path / "tree.png").stat().st_size > 10_000
 

@@ -148,3 +148,22 @@ def test_small_things_of_the_newcomers_list(rows, tmp_path, capsys):
     assert cells["success"] == "0.000 [0.000, 0.793]"  # Wilson's interval of a share holds for one
     readme = (Path(__file__).parent.parent / "README.md").read_text()
     assert "NO_MKDOCS_2_WARNING=1 mkdocs serve" in readme
+
+
+def test_the_home_page_leads_to_every_guide_and_the_benchmarks_page_opens_with_accuracy():
+    """Every guide of the navigation is a row of the home page's "you want to" table; ScienceWorld has a page of
+    its own in the navigation; the benchmarks page's first section is about how well methods did."""
+    import re
+    from pathlib import Path
+
+    docs = Path(__file__).parent.parent / "docs"
+    nav = (docs.parent / "mkdocs.yml").read_text()
+    section = nav.split("  - Guides:", 1)[1].split("  - Reference:")[0]
+    guides = re.findall(r'^      - (?:"[^"]+"|[^:"]+): ([\w-]+\.md)$', section, re.M)
+    assert "scienceworld.md" in guides and "lats.md" in guides and len(guides) == 17
+    home = (docs / "index.md").read_text()
+    table = home.split("| you want to | read |", 1)[1].split("\n\n", 1)[0]
+    linked = set(re.findall(r"\]\(([\w-]+\.md)", table))
+    assert set(guides) <= linked, set(guides) - linked
+    benchmarks = (docs / "benchmarks.md").read_text()
+    assert re.findall(r"^## (.+)$", benchmarks, re.M)[0] == "How well each method did"

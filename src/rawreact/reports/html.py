@@ -221,7 +221,9 @@ def _trees(records: dict[str, list[dict]]) -> str:
     note = (
         "Each LATS search as a tree: a node a step, coloured by its value (red -1, grey 0, green 1), ringed when "
         "terminal (green: a finish of reward 1); the path to the chosen node thick; a rollout's nodes, which the tree "
-        "does not keep, on dashed edges. Hover a node for its step."
+        "does not keep, on dashed edges. Hover a node for its step. A rollout takes the first terminal sample of its "
+        "step, as LATS's lats.py does, so a winning finish sampled after a losing one is drawn (a green ring on a "
+        "dashed edge) though the rollout ended at the loser, and the search cannot choose it."
     )
     return f'<h2>Search trees</h2><p class="note">{escape(note)}</p>' + "".join(drawn)
 
