@@ -8,9 +8,9 @@ import zipfile
 from pathlib import Path
 
 
-def install_plugin(folder: Path, module_text: str, version: str = "1.2.0") -> Path:
+def install_plugin(folder: Path, module_text: str, version: str = "1.2.0", data: dict[str, str] | None = None) -> Path:
     """The folder pip installed the `glossary-plugin` package into: its module `glossary_plugin` (`module_text`),
-    whose `make` is the environment `glossary`."""
+    whose `make` is the environment `glossary`, and the files `data` (by their path in the package's folder)."""
     wheel = folder / f"glossary_plugin-{version}-py3-none-any.whl"
     info = f"glossary_plugin-{version}.dist-info"
     files = {
@@ -18,7 +18,7 @@ def install_plugin(folder: Path, module_text: str, version: str = "1.2.0") -> Pa
         f"{info}/METADATA": f"Metadata-Version: 2.1\nName: glossary-plugin\nVersion: {version}\n",
         f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
         f"{info}/entry_points.txt": "[rawreact.environments]\nglossary = glossary_plugin:make\n",
-    }
+    } | {f"glossary_plugin/{name}": text for name, text in (data or {}).items()}
     with zipfile.ZipFile(wheel, "w") as archive:
         for name, text in files.items():
             archive.writestr(name, text)

@@ -1,6 +1,7 @@
 """A newcomer's third afternoon (issue 70): what a user of lm-eval, inspect, DSPy or `llm` still missed."""
 
 import json
+from pathlib import Path
 
 import pytest
 from test_runs import _data, _oracle
@@ -167,3 +168,92 @@ def test_the_home_page_leads_to_every_guide_and_the_benchmarks_page_opens_with_a
     assert set(guides) <= linked, set(guides) - linked
     benchmarks = (docs / "benchmarks.md").read_text()
     assert re.findall(r"^## (.+)$", benchmarks, re.M)[0] == "How well each method did"
+
+
+DEFINING = '''
+from rawreact import Verb, Verbs
+
+
+class Glossary:
+    """Define[word] shows a word's entry; Finish[answer] ends the episode."""
+
+    verbs = Verbs([
+        Verb("define", "Define", description="shows what a word means.", parameter="word", evidence=True),
+        Verb("finish", "Finish", description="gives the answer and ends the task.", parameter="answer"),
+    ])
+    style = "react"
+
+    def __init__(self, entries):
+        self.entries = entries
+        self.reset()
+
+    def reset(self):
+        self.answer = None
+
+    def fresh(self):
+        return Glossary(self.entries)
+
+    def step(self, action):
+        if action.name == "finish":
+            self.answer = action.arg
+            return "Episode finished.", True
+        return self.entries.get(action.arg, f"No entry for {action.arg}."), False
+
+
+def make(env, row):
+    return Glossary(row["glossary"])
+
+
+make.exemplars = "prompts/exemplars.txt"
+make.instruction = "prompts/instruction.txt"
+'''
+GLOSSARY_PROMPT = {
+    "prompts/instruction.txt": "Answer with the glossary: Define[word] shows its entry, Finish[answer] ends.\n",
+    "prompts/exemplars.txt": "Question: What is Tam?\nThought 1: I define Tam.\nAction 1: Define[Tam]\n"
+    "Observation 1: Tam is a river.\nThought 2: It is a river.\nAction 2: Finish[a river]\n",
+}
+
+
+def test_a_plugin_brings_its_own_prompt_and_runs_with_its_own_verbs(tmp_path):
+    """Item 2: a plugin whose only verb is Define declares its instruction and exemplars; `--env glossary` sends
+    them (not HotpotQA's, which search and look up), and the model's Define steps are valid. Without its prompt,
+    a run says before it starts that the exemplars use verbs the environment lacks."""
+    import os
+    import subprocess
+    import sys
+
+    from plugins import install_plugin
+
+    page = (Path(__file__).parent.parent / "docs" / "environments.md").read_text()
+    block = page.split("test_a_plugin_brings_its_own_prompt_and_runs_with_its_own_verbs -->\n```python\n", 1)[1]
+    for line in block.split("```", 1)[0].splitlines():  # the page's declaration is the plugin's here
+        assert line.split("  #")[0].rstrip() in DEFINING, line
+    installed = install_plugin(tmp_path, DEFINING, data=GLOSSARY_PROMPT)
+    work = tmp_path / "work"
+    work.mkdir()
+    row = {"id": "g1", "question": "What is Orlo?", "answer": "a village", "glossary": {"Orlo": "Orlo is a village."}}
+    (work / "q.jsonl").write_text(json.dumps(row) + "\n")
+    (work / "s.json").write_text(
+        json.dumps([" I define Orlo.\nAction 1: Define[Orlo]\n", " So.\nAction 2: Finish[a village]\n"])
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(installed), os.environ.get("PYTHONPATH")]))}
+    run = [sys.executable, "-m", "rawreact", "run", "q.jsonl", "--env", "glossary", "--model", "scripted:s.json", "-q"]
+    done = subprocess.run([*run, "--out", "r.jsonl"], cwd=work, capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "has no verb for" not in done.stderr
+    manifest, [record] = read_run(work / "r.jsonl")
+    steps = record["trajectory"]["steps"]
+    assert [s["action_text"] for s in steps] == ["Define[Orlo]", "Finish[a village]"] and record["em"] == 1.0
+    assert steps[0]["observation"] == "Orlo is a village." and steps[0]["error"] is None
+    prompt = record["trajectory"]["prompt"]
+    assert prompt.startswith(GLOSSARY_PROMPT["prompts/instruction.txt"]) and "Action 1: Define[Tam]" in prompt
+    assert "Search[" not in prompt and manifest["config"]["prompt"].endswith("glossary_plugin/prompts/exemplars.txt")
+    # The shipped HotpotQA prompt with this environment: one line says which verbs the exemplars use in vain.
+    exemplars = str(Path(__file__).parent.parent / "prompts" / "exemplars.txt")
+    shipped = subprocess.run([*run, "--out", "h.jsonl", "--prompt", exemplars],
+                             cwd=work, capture_output=True, text=True, env=env)  # fmt: skip
+    assert shipped.returncode == 0, shipped.stderr
+    assert (
+        "the prompt's exemplars use Lookup, Search, which the environment of --env glossary has no verb for"
+        in shipped.stderr
+    )

@@ -71,6 +71,11 @@ class Prompt:
         return hashlib.sha256(f"{self.text}\0{keyed}\0{self.episode_head}".encode()).hexdigest()
 
 
+def exemplar_verbs(text: str) -> list[str]:
+    """The verbs a prompt's exemplars act with (`Action 2: Search[...]` gives "search"), each once, in order."""
+    return list(dict.fromkeys(name.lower() for name in re.findall(r"^Action \d+:\s*([A-Za-z_]\w*)\[", text, re.M)))
+
+
 def read_text(path: Path) -> str:
     """A prompt file's text as it is, or a PromptError naming the file (the Reflexion code reads its examples
     file whole)."""

@@ -32,6 +32,21 @@ class Factory:
     sha256: str | None
     plugin: tuple[str, str, str] | None = None  # an installed plugin's (name, package, version)
     files: dict[str, str] | None = None  # each Python file it runs from, by name under its folder: its SHA-256
+    folder: Path | None = None  # the folder of its module's file, where the prompt files it declares are
+
+    def declared_prompt(self) -> tuple[Path | None, Path | None]:
+        """The exemplars and instruction files the factory declares for ReAct, as `make.exemplars = "FILE"` and
+        `make.instruction = "FILE"` (paths relative to its module's folder), each None when it declares none."""
+        found = []
+        for name in ("exemplars", "instruction"):
+            value = getattr(self.make, name, None)
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise EnvironmentSetupError(
+                    f"--env {self.spec}: its {name} is {value!r}; declare a file beside the module, as in "
+                    f'make.{name} = "prompts/{name}.txt"'
+                )
+            found.append(None if value is None else (self.folder or Path.cwd()) / value)
+        return found[0], found[1]
 
     def __call__(self, env: object, row: dict | None = None) -> object:
         """The environment to run, from the run's own `env` and, for a factory that takes a second argument,
@@ -105,7 +120,7 @@ def import_factory(spec: str) -> Factory:
             f"--env {spec}: {where.module} has no function {where.function}; its functions are "
             f"{', '.join(found) or 'none'}"
         )
-    return Factory(spec, make, taken.module_sha256, where.plugin, taken.digests)
+    return Factory(spec, make, taken.module_sha256, where.plugin, taken.digests, located.parent)
 
 
 # Snapshots a rerun's check took, by (spec, folder): the import runs exactly the bytes that were compared.

@@ -6,6 +6,7 @@ functions, so a run and a comparison's variant with the same settings are the sa
 """
 
 import functools
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +14,7 @@ from pathlib import Path
 from rawreact.agents.commands import CommandGrammar, load_commands_grammar
 from rawreact.agents.grammar import Grammar, load_grammar, validate
 from rawreact.agents.lats import LatsPromptFiles, reference_strings
-from rawreact.agents.prompts import Prompt, read_text
+from rawreact.agents.prompts import Prompt, exemplar_verbs, read_text
 from rawreact.agents.prompts import load_prompt as _load_prompt
 from rawreact.agents.reflexion import ReflectPrompt, load_reflect_prompt
 from rawreact.agents.reflexion_games import check as check_code_reflection
@@ -45,11 +46,20 @@ from rawreact.tasks.loading import open_passages
 
 
 def prompt_of(settings: Settings, task: str = QA.name) -> Prompt:
-    """The prompt the settings send (a back-off's first part's) for the task ("qa" or "fever")."""
+    """The prompt the settings send (a back-off's first part's) for the task ("qa" or "fever"): the files named, or
+    those an `--env` factory declares for ReAct (`Factory.declared_prompt`), or the method's shipped ones."""
+    exemplars, instruction = settings.prompt, settings.instruction
+    if (
+        settings.env is not None
+        and exemplars is None
+        and instruction is None
+        and first_method(settings.method) == "react"
+    ):
+        exemplars, instruction = factory_of(settings).declared_prompt()
     return _load_prompt(
-        settings.prompt,
+        exemplars,
         k=settings.k,
-        instruction=settings.instruction,
+        instruction=instruction,
         key=settings.key,
         order=settings.order,
         method="cot-context" if settings.context == "gold" else first_method(settings.method),
@@ -177,6 +187,13 @@ def check_env(settings: Settings, collection: Collection, grammar: Grammar | Non
     env = envs_of(settings, collection)(questions[0])
     if grammar is not None and grammar.mode != "commands":
         validate(grammar, env.verbs)
+    lacking = sorted(set(exemplar_verbs(prompt_of(settings, collection.task).text)) - {v.name for v in env.verbs})
+    if lacking and task_type(collection.task).style != "commands":
+        shown = ", ".join(v.title() for v in lacking)
+        print(f"rawreact: the prompt's exemplars use {shown}, which the environment of --env {settings.env} has no "
+              f"verb for (it has {', '.join(v.shown for v in env.verbs)}); the model will copy them. Give a prompt "
+              f"of its verbs with --prompt and --instruction, or declare one on the factory (docs: Your own "
+              "environment and verbs)", file=sys.stderr, flush=True)  # fmt: skip
     verbs = [{"name": v.name, "shown": v.shown, "arg": v.arg, "description": v.description} for v in env.verbs]
     factory = factory_of(settings)
     recorded = {"env": settings.env, "env_sha256": factory.sha256, "env_files": factory.files, "verbs": verbs}
