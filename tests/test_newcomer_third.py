@@ -257,3 +257,27 @@ def test_a_plugin_brings_its_own_prompt_and_runs_with_its_own_verbs(tmp_path):
         "the prompt's exemplars use Lookup, Search, which the environment of --env glossary has no verb for"
         in shipped.stderr
     )
+
+
+def test_the_python_api_page_is_grouped_by_task_with_methods_and_every_name_the_guides_use():
+    """Item 3: sections by what a user does, short headings (a name, its signature below it), classes with their
+    methods and properties, and every name the guides and the README import or call on the page."""
+    import re
+
+    from rawreact.cli.reference import PYTHON_GROUPS, python_page
+
+    page = python_page()
+    assert re.findall(r"^## (.+)$", page, re.M) == list(PYTHON_GROUPS)
+    headings = re.findall(r"^#{3,4} (.+)$", page, re.M)
+    assert all(len(heading) <= 40 for heading in headings), [h for h in headings if len(h) > 40]
+    for method in ("transcript", "tokens", "to_json"):  # what the README's example calls on a trajectory
+        assert f"#### `Trajectory.{method}`" in page
+    root = Path(__file__).parent.parent
+    texts = [root / "README.md", *(root / "docs").glob("*.md")]
+    used = set()
+    for text in texts:
+        for names in re.findall(r"^from rawreact import ([^\n(]+|\([^)]*\))", text.read_text(), re.M):
+            used |= {n.strip() for n in names.strip("()").replace("\n", ",").split(",") if n.strip()}
+    assert {"react", "load_model", "PassageEnv"} <= used
+    assert "### `CachedModel`" in page  # which the experiments page offers from Python
+    assert all(f"### `{name}`" in page for name in used), sorted(n for n in used if f"### `{n}`" not in page)

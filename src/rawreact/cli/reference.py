@@ -4,6 +4,7 @@ them into docs/reference/; tests/test_docs.py fails when a page there is not wha
 """
 
 import argparse
+import functools
 import inspect
 import re
 
@@ -91,44 +92,121 @@ def settings_page() -> str:
     return "\n".join(lines) + "\n"
 
 
+# The public names by what a user does with them: the Python API page's sections, in order.
+PYTHON_GROUPS = {
+    "Run an episode": ("react", "solve", "reason", "Trajectory", "Step", "Outcome", "Action", "parse_action",
+                       "parse_step", "format_action", "parse_answer", "vote"),
+    "Load data, models and prompts": ("load_collection", "Collection", "open_passages", "read_sources", "read_label",
+                                      "load_model", "Model", "Completion", "ScriptedModel", "CachedModel",
+                                      "load_prompt", "Prompt", "load_grammar", "Grammar", "Settings", "read_settings",
+                                      "METHODS"),
+    "Runs and reports": ("run_questions", "Result", "RunFile", "read_run", "compare", "Variant", "compare_runs",
+                         "Comparison"),
+    "Environments and verbs": ("PassageEnv", "PassageStore", "build_store", "Environment", "Verb", "Verbs", "verb_of",
+                               "VERBS", "PASSAGE_VERBS"),
+    "Errors": ("RawreactError", "DataError", "PromptError", "GrammarError", "ModelError", "ContextLengthExceeded",
+               "EnvironmentSetupError"),
+}  # fmt: skip
+
+
 def python_page() -> str:
-    """Every public name of `rawreact` (`from rawreact import ...`), by the module that defines it: its signature
-    and its docstring, as `help()` would show them."""
+    """Every public name of `rawreact` (`from rawreact import ...`), grouped by what a user does with it
+    (`PYTHON_GROUPS`): its signature, its docstring, and a class's public methods and properties with theirs."""
     import rawreact
 
+    grouped = [name for names in PYTHON_GROUPS.values() for name in names]
+    missing = sorted(set(rawreact.__all__) - set(grouped))
+    if missing:  # a name made public must be placed where a user would look for it
+        raise ValueError(f"public names in no group of PYTHON_GROUPS: {', '.join(missing)}")
     lines = [
         "# Python API",
         "",
         "Generated from the public names of `rawreact` and their docstrings (`rawreact.cli.reference`); a test fails",
         "when this page differs from what the code generates. Every name here is imported as",
-        "`from rawreact import NAME`; [From Python](../python.md) shows them at work.",
+        "`from rawreact import NAME`; [From Python](../python.md) shows them at work. The names are grouped by",
+        "what you do with them: " + ", ".join(f"[{group.lower()}](#{_anchor(group)})" for group in PYTHON_GROUPS) + ".",
         "",
     ]
-    by_module: dict[str, list[str]] = {}
-    for name in sorted(rawreact.__all__, key=str.lower):
-        module = f"rawreact.{rawreact._WHERE[name]}"  # where it is defined, as the package's table says
-        by_module.setdefault(module, []).append(name)
-    for module in sorted(by_module):
-        lines += [f"## `{module}`", ""]
-        for name in by_module[module]:
+    for group, names in PYTHON_GROUPS.items():
+        lines += [f"## {group}", ""]
+        for name in names:
             lines += _python_entry(name, getattr(rawreact, name))
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
+def _anchor(heading: str) -> str:
+    return re.sub(r"[^a-z0-9 -]", "", heading.lower()).replace(" ", "-")
+
+
+def _short(text: str) -> str:
+    """A signature's text with its types by their names (`PassageEnv`, not `rawreact.environments.env.PassageEnv`)
+    and no default's address."""
+    return re.sub(r"\b(?:[a-z_][a-z0-9_]*\.)+([A-Z]\w*)", r"\1", re.sub(r" at 0x[0-9a-f]+", "", text))
+
+
+def _signature(name: str, found: object) -> str:
+    """`name(parameters) -> result`, one parameter a line when it is long, types by their names."""
+    try:
+        signature = inspect.signature(found)
+    except (TypeError, ValueError):
+        return f"{name}(...)"
+    whole = _short(f"{name}{signature}")
+    if len(whole) <= 88:
+        return whole
+    parameters, star = [], False
+    for parameter in signature.parameters.values():
+        if parameter.kind is parameter.KEYWORD_ONLY and not star:
+            parameters.append("*")
+            star = True
+        star = star or parameter.kind is parameter.VAR_POSITIONAL
+        parameters.append(_short(str(parameter)))
+    result = "" if signature.return_annotation is inspect.Signature.empty else f" -> {_short(_annotation(signature))}"
+    return f"{name}(\n" + "".join(f"    {p},\n" for p in parameters) + f"){result}"
+
+
+def _annotation(signature: inspect.Signature) -> str:
+    shown = str(signature).rsplit(" -> ", 1)
+    return shown[1] if len(shown) == 2 else ""
+
+
 def _python_entry(name: str, found: object) -> list[str]:
-    """One public name: its signature (a class's, as it is called), and its docstring."""
+    """One public name: a short heading, its signature (a class's, as it is called), its docstring, and a class's
+    public methods and properties, each with its own."""
     if inspect.isclass(found) or callable(found):
-        try:
-            signature = re.sub(r" at 0x[0-9a-f]+", "", str(inspect.signature(found)))  # a default's address
-        except (TypeError, ValueError):
-            signature = "(...)"
         kind = "class" if inspect.isclass(found) else "function"
-        head = f"### `{name}{signature}`"
+        body = ["```py", _signature(name, found), "```", "", f"*{kind}*", "", inspect.getdoc(found) or "", ""]
     else:
-        kind, head = type(found).__name__, f"### `{name}`"
-    doc = inspect.getdoc(found) if kind in ("class", "function") else None
-    said = doc or f"A {kind}: {_cell(repr(found))[:200]}"
-    return [head, "", f"*{kind}*", "", said, ""]
+        kind = type(found).__name__
+        body = [f"*{kind}*", "", f"A {kind}: {_cell(repr(found))[:200]}", ""]
+    lines = [f"### `{name}`", "", *body]
+    if inspect.isclass(found) and not issubclass(found, BaseException):
+        for member, value in _members(found):
+            doc = inspect.getdoc(value) or ""
+            if isinstance(value, property | functools.cached_property):
+                lines += [f"#### `{name}.{member}`", "", "*property*", "", doc, ""]
+            else:
+                shown = (
+                    _signature(member, value)
+                    .replace("(\n    self,\n", "(\n")
+                    .replace("(self, ", "(")
+                    .replace("(self)", "()")
+                )
+                lines += [f"#### `{name}.{member}`", "", "```py", shown, "```", "", doc, ""]
+    return lines
+
+
+def _members(cls: type) -> list[tuple[str, object]]:
+    """A class's own public methods and properties (not those every object or dataclass has), in source order."""
+    found = []
+    for klass in reversed([k for k in cls.__mro__ if k.__module__.startswith("rawreact")]):
+        for member, value in vars(klass).items():
+            if member.startswith("_") or member in dict(found):
+                continue
+            if isinstance(value, staticmethod | classmethod):
+                value = value.__func__
+            if inspect.isfunction(value) or isinstance(value, property | functools.cached_property):
+                found.append((member, value))
+    return found
 
 
 def pages() -> dict[str, str]:
