@@ -30,14 +30,14 @@ def system_text(instruction: str, tools: list[dict]) -> str:
         for t in tools
     )
     try:
-        return _template("tools/chatml.txt").substitute(instruction=instruction.strip(), functions=functions)
+        return shipped_template("tools/chatml.txt").substitute(instruction=instruction.strip(), functions=functions)
     except (KeyError, ValueError) as error:
         path = resource("prompts", "tools/chatml.txt")
         raise PromptError(f"{path}: a placeholder is not $instruction or $functions ({error})") from None
 
 
 @cache
-def _template(name: str) -> Template:
+def shipped_template(name: str) -> Template:
     """A shipped template under prompts/, read once (the system turn is rendered on every call)."""
     return Template(resource("prompts", name).read_text(encoding="utf-8"))
 
@@ -78,38 +78,55 @@ def read_reply(text: str, turn: int) -> tuple[str, list[ToolCall]]:
     return "", [ToolCall(call_id(turn, k), name, "\n".join(args).strip()) for k, (name, args) in enumerate(calls)]
 
 
-def tools_grammar(tools: list[dict]) -> str:
-    """The GBNF of a reply: one call whose arguments are the function's string parameters, or a message."""
-    alternatives = []
+def string_arguments(tools: list[dict]) -> list[tuple[str, str]]:
+    """Each function's name and, in GBNF, the JSON object of its arguments: its string parameters, in order (the
+    tools grammars take string parameters only)."""
+    found = []
     for tool in tools:
         function = tool["function"]
         properties = function["parameters"].get("properties", {})
         if any(spec.get("type") != "string" for spec in properties.values()):
             raise PromptError(f"function {function['name']}: the tools grammar takes string parameters only")
         pairs = ' ", " '.join(f'"\\"{key}\\": " string' for key in properties)
-        alternatives.append(f'"{CALL}{function["name"]}:\\n{{" {pairs} "}}"')
-    return _template("grammars/tools.gbnf").substitute(calls=" | ".join(alternatives))
+        found.append((function["name"], f'"{{" {pairs} "}}"'))
+    return found
 
 
-class ChatML:
+def tools_grammar(tools: list[dict]) -> str:
+    """The GBNF of a reply: one call whose arguments are the function's string parameters, or a message."""
+    alternatives = [f'"{CALL}{name}:\\n" {arguments}' for name, arguments in string_arguments(tools)]
+    return shipped_template("grammars/tools.gbnf").substitute(calls=" | ".join(alternatives))
+
+
+class Constrained:
+    """A tools adapter's grammar for a list of tools, built once (`grammar` makes it)."""
+
+    grammar = staticmethod(tools_grammar)
+
+    def __init__(self, model, constrain: bool) -> None:
+        self.model, self.constrain = model, constrain
+        self._grammars: dict[str, str] = {}
+
+    def grammar_for(self, tools: list[dict]) -> str | None:
+        """The grammar of a reply to `tools` when the adapter constrains its replies, else None."""
+        if not self.constrain:
+            return None
+        key = json.dumps(tools, sort_keys=True)
+        if key not in self._grammars:
+            self._grammars[key] = self.grammar(tools)
+        return self._grammars[key]
+
+
+class ChatML(Constrained):
     """A chat model with tools over a completion model that speaks ChatML (`model.complete`).
 
     `constrain` sends the tools grammar with each call (llama.cpp models); without it the model
     may write anything, and a malformed call is handed back to it as the tool's error.
     """
 
-    def __init__(self, model, constrain: bool) -> None:
-        self.model, self.constrain = model, constrain
-        self._grammars: dict[str, str] = {}
-
     def chat(self, messages: list[dict], tools: list[dict], *, max_tokens: int) -> ChatReply:
         """The next assistant turn after `messages`."""
-        grammar = None
-        if self.constrain:
-            key = json.dumps(tools, sort_keys=True)
-            if key not in self._grammars:
-                self._grammars[key] = tools_grammar(tools)
-            grammar = self._grammars[key]
+        grammar = self.grammar_for(tools)
         call = self.model.complete(render(messages, tools), stop=[END], max_tokens=max_tokens, grammar=grammar)
         content, calls = read_reply(call.text, next_turn(messages))
         return ChatReply(content, calls, call)

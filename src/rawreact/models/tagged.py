@@ -12,11 +12,10 @@ or to text. `ChatML` (models/chatml.py) is the layout of the other chat models.
 import json
 import re
 from functools import cache
-from string import Template
 
 from rawreact.core.errors import PromptError
-from rawreact.core.resources import resource
 from rawreact.models.base import ChatReply, ToolCall, call_id, next_turn
+from rawreact.models.chatml import Constrained, shipped_template, string_arguments
 
 CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
 _CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
@@ -91,42 +90,29 @@ def read_reply(text: str, turn: int) -> tuple[str, list[ToolCall]]:
 
 def tools_grammar(tools: list[dict]) -> str:
     """The GBNF of a reply: one call, in tags, whose arguments are the function's string parameters, or text."""
-    alternatives = []
-    for tool in tools:
-        function = tool["function"]
-        properties = function["parameters"].get("properties", {})
-        if any(spec.get("type") != "string" for spec in properties.values()):
-            raise PromptError(f"function {function['name']}: the tools grammar takes string parameters only")
-        pairs = ' ", " '.join(f'"\\"{key}\\": " string' for key in properties)
-        alternatives.append(f'"{{\\"name\\": \\"{function["name"]}\\", \\"arguments\\": {{" {pairs} "}}}}"')
-    return _template("grammars/tagged.gbnf").substitute(calls=" | ".join(alternatives))
+    alternatives = [
+        f'"{{\\"name\\": \\"{name}\\", \\"arguments\\": " {arguments} "}}"'
+        for name, arguments in string_arguments(tools)
+    ]
+    return shipped_template("grammars/tagged.gbnf").substitute(calls=" | ".join(alternatives))
 
 
-@cache
-def _template(name: str) -> Template:
-    return Template(resource("prompts", name).read_text(encoding="utf-8"))
-
-
-class Tagged:
+class Tagged(Constrained):
     """A chat model with tools over a completion model whose template calls tools in `<tool_call>` tags.
 
     `end` is the text that ends the assistant's turn (ChatML's `<|im_end|>`); `constrain` sends the tools
     grammar with each call.
     """
 
+    grammar = staticmethod(tools_grammar)
+
     def __init__(self, model, template: str, end: str, constrain: bool) -> None:
-        self.model, self.template, self.end, self.constrain = model, template, end, constrain
-        self._grammars: dict[str, str] = {}
+        super().__init__(model, constrain)
+        self.template, self.end = template, end
 
     def chat(self, messages: list[dict], tools: list[dict], *, max_tokens: int) -> ChatReply:
         """The next assistant turn after `messages`."""
-        grammar = None
-        if self.constrain:
-            key = json.dumps(tools, sort_keys=True)
-            if key not in self._grammars:
-                self._grammars[key] = tools_grammar(tools)
-            grammar = self._grammars[key]
         prompt = render(self.template, messages, tools)
-        call = self.model.complete(prompt, stop=[self.end], max_tokens=max_tokens, grammar=grammar)
+        call = self.model.complete(prompt, stop=[self.end], max_tokens=max_tokens, grammar=self.grammar_for(tools))
         content, calls = read_reply(call.text, next_turn(messages))
         return ChatReply(content, calls, call)
