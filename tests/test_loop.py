@@ -149,3 +149,21 @@ def test_step_json_carries_its_finish_reason_and_token_totals():
     # "Answer questions. Question: q? Thought 1:" is 6 words; the fallback prompt adds "a b Action 1:"
     assert first["tokens"] == {"prompt": 6 + 10, "evaluated": 6 + 10, "completion": 4 + 1}
     assert traj.tokens()["completion"] == 5 + 4
+
+
+def test_a_script_by_question_goes_on_with_the_step_whose_line_the_token_limit_cut(tmp_path):
+    """The scripted model by question answers the loop's continuation of a cut line with the rest of that step's
+    text, as a model goes on from where it stopped: cut again, the line is not carried out."""
+    import json
+
+    from rawreact import load_model
+
+    path = tmp_path / "s.json"
+    steps = [" Long.\nAction 1: Search[" + "very " * 30 + "long]", " Done.\nAction 2: Finish[z]"]
+    path.write_text(json.dumps({"questions": {"q?": steps}}))
+    traj = react("q?", PassageEnv(PAGES), load_model(f"scripted:{path}"), PROMPT, max_tokens=8)
+    assert traj.steps[0].error == "truncated" and len(traj.steps[0].calls) == 2
+    assert traj.steps[0].calls[1].text == " very" * 8 and traj.answer == "z"
+    traj = react("q?", PassageEnv(PAGES), load_model(f"scripted:{path}"), PROMPT, max_tokens=30)
+    step = traj.steps[0]
+    assert step.observation.startswith("Could not find very very") and step.error is None and len(step.calls) == 2

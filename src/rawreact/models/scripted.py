@@ -16,6 +16,15 @@ from rawreact.models.chatml import END, START, ChatML
 
 _TOKEN = re.compile(r"\s*\S+")
 _STEP = re.compile(r"(?:Thought|Action) (\d+):$|(?:Thought|Answer):$")  # Standard and CoT prompts: step 1
+_OPENS = re.compile(r"\n(?:Thought|Action) (\d+):")
+
+
+def _under_way(text: str) -> tuple[int, str] | None:
+    """The step a prompt continues (it ends inside a step's text, which the token limit cut) and what that step
+    wrote so far: (i, the text after `Thought i:` or `Action i:`), or None."""
+    start = text.rfind("\nObservation ")
+    opened = _OPENS.search(text, max(start, 0))
+    return None if opened is None else (int(opened.group(1)), text[opened.end() :])
 
 
 def _texts(data: object) -> bool:
@@ -40,6 +49,11 @@ class _ByQuestion:
         question = one_line(question.removesuffix(END))  # a ChatML user turn ends with <|im_end|>
         step = _STEP.search(prompt)
         turns = prompt.count(f"{START}assistant\n")  # the tools method: the assistant turn to write
+        cut = _under_way(prompt[line:]) if step is None and not turns and line >= 0 else None
+        if question in self.scripts and cut is not None:  # the loop continues a line the token limit cut
+            texts, (i, written) = self.scripts[question], cut
+            if i <= len(texts) and texts[i - 1].startswith(written):
+                return texts[i - 1][len(written) :]  # the rest of that step's text, as a model would go on
         if question not in self.scripts or (step is None and not turns):
             raise ModelError(f"{self.name} has no script for the question {question!r}; add it to the script")
         texts, i = self.scripts[question], int(step.group(1) or 1) if step is not None else turns
