@@ -96,7 +96,7 @@ def test_sigterm_while_ray_starts_is_interrupted_and_143(tmp_path, delay):
     sys.exit(15)) ends the command with "interrupted" and 143, no traceback, and no process of its Ray left."""
     home = tmp_path / "home"
     home.mkdir()
-    process, stub = _run(tmp_path, 8, 0.05, home)
+    process, stub = _run(tmp_path, 40, 0.2, home)  # work enough that the signal lands before the run ends
     try:
         line = process.stderr.readline()
         while line and "starting the actors" not in line:

@@ -119,7 +119,7 @@ def test_a_pass_over_separate_caches_is_one_llama_cpp_batch_whatever_order_the_c
         return params
 
     monkeypatch.setattr(llama_cpp, "llama_context_default_params", counted)
-    engine = Engine(gemma.llm, streams=3, n_ctx=512, n_threads=1)
+    engine = Engine(gemma.llm, streams=3, n_ctx=512, n_threads=1, rows=3)  # every waiting token in one pass
     passes, decode = [], llama_cpp.llama_decode
 
     def decode_counted(ctx, batch):
