@@ -8,6 +8,7 @@ from pathlib import Path
 from rawreact.cli.compare import compare_command
 from rawreact.cli.files import (
     compare_runs_command,
+    data_command,
     export_command,
     games_command,
     index_command,
@@ -46,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         "export": export_command,
         "index": index_command,
         "games": games_command,
+        "data": data_command,
         "plugins": plugins_command,
         "merge": merge_command,
     }

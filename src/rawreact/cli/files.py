@@ -346,3 +346,18 @@ def plugins_command(args: argparse.Namespace) -> int:
     print(printable(table(rows)), end="")
     print("rawreact: run one with --env NAME; a run records its package and version", file=sys.stderr)
     return 0
+
+
+def data_command(args: argparse.Namespace) -> int:
+    """`rawreact data [NAME...]`: the benchmarks by name; with names, download each into the cache and check it."""
+    from rawreact.tasks import named
+
+    if not args.names:
+        print(named.listing())
+        return 0
+    unknown = [name for name in args.names if named.lookup(name) is None]
+    if unknown:
+        raise DataError(f"{', '.join(unknown)}: not a benchmark rawreact knows by name; `rawreact data` lists them")
+    for name in args.names:
+        print(f"{name}: {named.path_of(name)}")
+    return 0

@@ -101,8 +101,9 @@ def parser() -> argparse.ArgumentParser:
     by_questions.add_argument(
         "data",
         nargs="?",
-        help="questions: HotpotQA JSON (official or Hugging Face), JSONL, or a collection (envs/ layout); a "
-        "games folder; ScienceWorld's episodes, scienceworld[:SPLIT[:TASKS[:N]]] (docs/games.md); default: the demo",
+        help="questions: a benchmark's name, downloaded once and checked (hotpotqa-dev-distractor; `rawreact data` "
+        "lists them); HotpotQA JSON (official or Hugging Face), JSONL, or a collection (envs/ layout); a games folder; "
+        "ScienceWorld's episodes, scienceworld[:SPLIT[:TASKS[:N]]] (docs/games.md); default: the demo",
     )
     by_model.add_argument(
         "--model",
@@ -378,6 +379,12 @@ def parser() -> argparse.ArgumentParser:
     )
     games.add_argument(
         "--seeds", default="1", metavar="A-B|A,B,...", help="the seeds of each recipe, as 1-5 or 1,3,7 (default: 1)"
+    )
+    data = commands.add_parser(
+        "data", help="the benchmarks rawreact knows by name (rawreact run NAME), or download and check some"
+    )
+    data.add_argument(
+        "names", nargs="*", metavar="NAME", help="download these into the data cache (once) and check their SHA-256"
     )
     commands.add_parser(
         "plugins",

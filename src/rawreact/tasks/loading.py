@@ -11,6 +11,7 @@
 question file's paragraphs, for `--passages`.
 """
 
+import errno
 import hashlib
 import json
 import re
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from rawreact.core.errors import DataError
 from rawreact.core.resources import resource
-from rawreact.tasks import fever, games, hotpotqa, scienceworld
+from rawreact.tasks import fever, games, hotpotqa, named, scienceworld
 from rawreact.tasks.collection import Collection, Passages, Question, check_unique_ids
 
 DEMO = "demo.json"
@@ -28,6 +29,8 @@ def open_passages(path: str | Path) -> Passages:
     """A passage store (`rawreact index`), or a collection or HotpotQA file's passages (pooled)."""
     from rawreact.environments.store import PassageStore, is_store
 
+    if named.is_name(path):
+        path = named.path_of(str(path))
     if not Path(path).is_file():
         raise DataError(
             f"{path}: no such file; --passages takes a store built by `rawreact index`, a collection (envs/ layout) "
@@ -51,13 +54,20 @@ def load_collection(path: str | Path | None = None, questions_only: bool = False
     `--env`), a HotpotQA-style row needs its question alone (`hotpotqa.from_rows`)."""
     if path is not None and scienceworld.is_scienceworld(path):  # episodes of the simulator, by name
         return scienceworld.read_scienceworld(str(path))
+    if path is not None and named.is_name(path):  # a benchmark by name: its file, downloaded once and checked
+        path = named.path_of(str(path))
     path = Path(path) if path else resource("envs", DEMO)
     if games.is_games(path):
         return games.read_games(path)
     try:
         raw = path.read_bytes()
     except OSError as error:
-        raise DataError(f"{path}: cannot read the question file: {error.strerror}") from None
+        hint = ""
+        if error.errno == errno.ENOENT:
+            meant = named.nearest(str(path)) if len(path.parts) == 1 else None
+            hint = f"; did you mean the benchmark {meant}?" if meant else ";"
+            hint += " `rawreact data` lists the benchmarks rawreact knows by name"
+        raise DataError(f"{path}: cannot read the question file: {error.strerror}{hint}") from None
     try:
         text = raw.decode("utf-8-sig")  # a byte order mark, as some editors write, is not part of the data
     except UnicodeDecodeError:
