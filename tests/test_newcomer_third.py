@@ -281,3 +281,19 @@ def test_the_python_api_page_is_grouped_by_task_with_methods_and_every_name_the_
     assert {"react", "load_model", "PassageEnv"} <= used
     assert "### `CachedModel`" in page  # which the experiments page offers from Python
     assert all(f"### `{name}`" in page for name in used), sorted(n for n in used if f"### `{n}`" not in page)
+
+
+def test_a_backend_of_your_own_runs_from_python(tmp_path, monkeypatch, capsys):
+    """Issue 70 item 2's last point: a backend of one's own is any object of the Model protocol; the servers page's
+    wrapper around the embedded model runs as written (a real episode), and every call the agent made went
+    through it."""
+    page = (Path(__file__).parent.parent / "docs" / "servers.md").read_text()
+    mark = "<!-- run by tests/test_newcomer_third.py::test_a_backend_of_your_own_runs_from_python -->\n```python\n"
+    block = page[page.index(mark) + len(mark) :].split("```", 1)[0]
+    monkeypatch.chdir(tmp_path)
+    names: dict = {}
+    exec(block, names)
+    model, traj = names["model"], names["traj"]
+    assert model.calls == traj.model_calls >= 1
+    assert model.name == "counted gemma3-270m"
+    assert capsys.readouterr().out.startswith(f"{model.calls} calls: ")
