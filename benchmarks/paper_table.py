@@ -1,5 +1,5 @@
 """The ReAct paper's HotpotQA table on one model: its seven methods as the paper sets them up, then Reflexion by
-trial and LATS, each a resumable run in one folder, with the CPU time every sitting took.
+trial, LATS and ScienceWorld, each a resumable run in one folder, with the CPU time every sitting took.
 
     RAWREACT_HOTPOTQA=FILE python benchmarks/paper_table.py --reference ~/ReAct --model qwen2.5-coder-1.5b \\
         --out runs/qwen [--limit 100] [--threads 2] [--methods react act ...] [--lats-reference ~/LATS]
@@ -12,7 +12,9 @@ All methods share one call cache (`OUT/calls.sqlite`, sampled calls too), so a b
 its parts: `react-cot-sc` answers with the `react` run's calls and, where it backs off, the `cot-sc` run's
 samples (the same prompt, seed and sample order); its CPU is its parts'. `reflexion` is `react-reflexion` with 5
 trials and the exact-match evaluator (Reflexion's HotpotQA setting; rawreact's shipped prompts, since the ReAct
-repository has no Reflexion prompt), and `lats` is LATS at its repository's settings from `--lats-reference`.
+repository has no Reflexion prompt), `lats` is LATS at its repository's settings from `--lats-reference`, and
+`sw-react`, `sw-react-commands`, `sw-act` and `sw-act-commands` play ScienceWorld's test_mini episodes (ReAct and
+Act, free and under the commands grammar).
 
 Every sitting appends what it took to `OUT/sittings.jsonl` (method, date, questions done before and after, CPU
 seconds of the run's process and its children, wall seconds), and the report at the end gives, beside
@@ -37,7 +39,14 @@ TABLE = ["react", "standard", "cot", "act", "cot-sc", "react-cot-sc", "cot-sc-re
 EXTRA = {
     "reflexion": ["--method", "react-reflexion", "--trials", "5", "--evaluator", "em"],
     "lats": ["--method", "lats"],
+    # ScienceWorld on SwiftSage's test_mini (the first 3 test variations of each of the 30 tasks), rawreact's game
+    # loop: ReAct and Act, free and under the step's valid commands as a grammar (docs/scienceworld.md).
+    "sw-react": ["--method", "react"],
+    "sw-react-commands": ["--method", "react", "--grammar", "commands"],
+    "sw-act": ["--method", "act"],
+    "sw-act-commands": ["--method", "act", "--grammar", "commands"],
 }
+SCIENCEWORLD = "scienceworld:test_mini"
 # The paper's PaLM-540B EM (Yao et al. 2023, Table 1, HotpotQA), beside which the rows are read.
 PAPER_EM = {"standard": 28.7, "cot": 29.4, "cot-sc": 33.4, "act": 25.7, "react": 27.4, "cot-sc-react": 34.2,
             "react-cot-sc": 35.1}  # fmt: skip
@@ -63,7 +72,8 @@ def sitting(method: str, args, out: Path) -> int:
         options = EXTRA[method] + (["--reference", args.lats_reference] if method == "lats" else [])
     else:
         options = ["--method", method, "--reference", args.reference]
-    command = [sys.executable, "-m", "rawreact", "run", args.data, *options, "--model", args.model, "--out", str(run),
+    data = SCIENCEWORLD if method.startswith("sw-") else args.data
+    command = [sys.executable, "-m", "rawreact", "run", data, *options, "--model", args.model, "--out", str(run),
                "--resume", "-q", "--threads", str(args.threads), "--cache", str(out / "calls.sqlite"),
                "--cache-sampled", "--limit", str(args.limit)]  # fmt: skip
     before, cpu, wall = done(run), children_cpu(), time.perf_counter()
