@@ -39,6 +39,9 @@ TABLE = ["react", "standard", "cot", "act", "cot-sc", "react-cot-sc", "cot-sc-re
 EXTRA = {
     "reflexion": ["--method", "react-reflexion", "--trials", "5", "--evaluator", "em"],
     "lats": ["--method", "lats"],
+    # The paper's ReAct (its prompt and instruction) in rawreact's tolerant loop: where the reference loop's exact
+    # parse and uncontinued 100-token cut lose a small model's actions, this row shows what the method itself does.
+    "react-tolerant": ["--method", "react", "--loop", "tolerant"],
     # ScienceWorld on SwiftSage's test_mini (the first 3 test variations of each of the 30 tasks), rawreact's game
     # loop: ReAct and Act, free and under the step's valid commands as a grammar (docs/scienceworld.md).
     "sw-react": ["--method", "react"],
@@ -69,7 +72,8 @@ def sitting(method: str, args, out: Path) -> int:
     """Run (or resume) one method, recording what the sitting took; the run's exit code."""
     run = out / f"{method}.jsonl"
     if method in EXTRA:
-        options = EXTRA[method] + (["--reference", args.lats_reference] if method == "lats" else [])
+        reference = args.lats_reference if method == "lats" else args.reference if method == "react-tolerant" else None
+        options = EXTRA[method] + (["--reference", reference] if reference else [])
     else:
         options = ["--method", method, "--reference", args.reference]
     data = SCIENCEWORLD if method.startswith("sw-") else args.data

@@ -151,6 +151,10 @@ def test_options_given_beside_the_switch_override_their_part(checkout, rows, tmp
     manifest, records = read_run(out)
     assert manifest["config"]["loop"] == "tolerant" and len(records) == 2 and manifest["config"]["max_steps"] == 3
     assert manifest["reference"]["yours"] == {"loop": "tolerant", "limit": 2}
+    # The parts not given stay the paper's: 5 sentences a search in the tolerant loop too, as the notice says
+    # (they fell to the tolerant loop's 2 while the notice said 5, until issue 68's sweep showed it).
+    assert "paper's: sentences per search: 5" in done.stdout and "tolerant loop (5 sentences per search)" in done.stdout
+    assert manifest["config"]["n_first"] == 5
     missing = _run(data, "--reference", tmp_path / "nowhere", "--model", model)
     assert missing.returncode == 2 and "no prompts/prompts_naive.json there" in missing.stderr
 

@@ -13,7 +13,7 @@ paper says), the notebooks' sample of 500 (indices shuffled by `random.Random(23
 import hashlib
 from pathlib import Path
 
-from rawreact.config.choices import BACKOFFS, LATS, METHODS, REASONING, REFLEXION
+from rawreact.config.choices import BACKOFFS, LATS, LOOPS, METHODS, REASONING, REFLEXION
 from rawreact.core.errors import DataError
 from rawreact.core.tasks import QA, Reference, task_type
 
@@ -97,7 +97,8 @@ def reference_options(directory: str | Path, task: str, method: str, questions: 
     instruction = f"{directory / _reference(QA.name).notebook}#instruction"  # HotpotQA's, before its ReAct prompt
     options: dict[str, object] = {"prompt": prompt, "key": _key(task, first)}
     if method not in REASONING:  # Standard, CoT and CoT-SC take no action, so run in no loop
-        options["loop"] = "reference"
+        # WikiEnv's 5 sentences a search, named, so that they stay the paper's under --loop tolerant too
+        options |= {"loop": "reference", "n_first": LOOPS["reference"]}
     if reference.notebook_instruction and first == "react":
         options["instruction"] = instruction
     if second is not None:
