@@ -1,5 +1,6 @@
 """Output folders made as `mkdir -p` makes them, and removed again when what was to go in them failed."""
 
+import os
 from pathlib import Path
 
 from rawreact.core.errors import DataError
@@ -57,3 +58,9 @@ def remove_made(folders: list[Path]) -> None:
             folder.rmdir()
         except OSError:
             return
+
+
+def cache_home() -> Path:
+    """rawreact's cache folder, where models are joined, data downloaded and llama-server built:
+    $XDG_CACHE_HOME/rawreact (by default ~/.cache/rawreact)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rawreact"

@@ -28,6 +28,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from rawreact.core.folders import cache_home
+
 NAME = "rawreact.models.llama_server"
 FLAGS = [
     "-DCMAKE_BUILD_TYPE=Release",
@@ -50,8 +52,7 @@ def cpu_key() -> str:
 
 def cache_dir() -> Path:
     version = importlib.metadata.version("llama-cpp-python")
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "rawreact" / "llama-server" / f"native-{cpu_key()}-{version}"
+    return cache_home() / "llama-server" / f"native-{cpu_key()}-{version}"
 
 
 def server_path() -> Path | None:

@@ -8,6 +8,7 @@ from importlib import import_module, metadata
 from pathlib import Path
 
 from rawreact.core.errors import ModelError
+from rawreact.core.folders import cache_home
 from rawreact.models import hub
 
 
@@ -58,7 +59,7 @@ DEFAULT_MODEL = "gemma3-270m"
 
 def models_dir() -> Path:
     """rawreact's model cache, where split models are joined: $XDG_CACHE_HOME/rawreact/models."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rawreact" / "models"
+    return cache_home() / "models"
 
 
 def _missing(name: str, package: str) -> ModelError:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rawreact.core.errors import DataError
+from rawreact.core.folders import cache_home
 from rawreact.core.resources import resource
 
 MIRROR = "RAWREACT_DATA_URL"  # a base address holding the files under their own names
@@ -86,7 +87,7 @@ ALIASES = {"hotpot_qa": "hotpotqa-dev-distractor", "hotpotqa": "hotpotqa-dev-dis
 
 def data_dir() -> Path:
     """rawreact's data cache, where named benchmarks are downloaded: $XDG_CACHE_HOME/rawreact/data."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rawreact" / "data"
+    return cache_home() / "data"
 
 
 def lookup(text: str) -> Named | None:
