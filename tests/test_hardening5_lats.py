@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from rawreact import DataError, ScriptedModel, Settings
-from rawreact.agents.lats import Search, Tree, chosen_trajectory, em_reward, own_prompts, reference_prompts
+from rawreact.agents.lats import Tree, em_reward
+from rawreact.agents.lats_prompts import own_prompts, reference_prompts
+from rawreact.agents.lats_records import Search, chosen_trajectory
 from rawreact.core.actions import PASSAGE_VERBS
 from rawreact.core.errors import PromptError
 from rawreact.models.base import Completion, sample_each_in_flight

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from rawreact import DataError, ScriptedModel, Settings, read_run, solve
-from rawreact.agents.lats import _trajectory_text, reference_prompts, value_of, words
+from rawreact.agents.lats_prompts import reference_prompts, value_of, words
+from rawreact.agents.lats_records import trajectory_text
 from rawreact.cli.app import main
 from rawreact.core.metrics import normalize_answer
 from rawreact.tasks.hotpotqa import from_rows
@@ -316,7 +317,7 @@ def test_values_and_failed_trajectories_are_read_as_the_repository_reads_them():
         "Node(depth=2, value=0.00, visits=0, thought=done, action=Finish[x], "
         "observation=Episode finished, reward = 0\n)"
     )
-    assert _trajectory_text(shown).split("\n") == [
+    assert trajectory_text(shown).split("\n") == [
         "Thought 1: I search", "Action 1: Search[A (b)]", "Observation 1: A is (old",  # it ends at the first `)`
         "Thought 2: done", "Action 2: Finish[x]", "Observation 2: Episode finished, reward = 0",
     ]  # fmt: skip

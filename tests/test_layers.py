@@ -216,3 +216,14 @@ def test_the_task_type_check_finds_what_it_looks_for():
     reading = ['if task_type(question.task).scoring == "outcome": pass', 'loop = "game"', 'f(agent="game")']
     for text in reading:
         assert not _names_a_task_type(ast.parse(text), names), text
+
+
+def test_a_module_over_400_lines_says_at_its_top_why_it_is_one_room():
+    """Rooms hold one idea: a module grows past 400 lines only with a sentence in its docstring ("One room: ...")
+    on why its parts belong together; else it is split along the seams its readers use."""
+    long = {}
+    for name, path in MODULES.items():
+        text = path.read_text(encoding="utf-8")
+        if text.count("\n") > 400:
+            long[name] = "One room: " in (ast.get_docstring(ast.parse(text)) or "")
+    assert [name for name, said in long.items() if not said] == []

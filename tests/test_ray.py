@@ -304,15 +304,15 @@ def test_a_question_that_fails_on_an_actor_stops_the_run_with_its_own_error(tmp_
 def test_a_node_with_another_rawreact_is_refused_naming_both_versions(tmp_path, monkeypatch):
     """An actor reports the rawreact it runs; one that differs from the driver's is refused before any question,
     since the manifest names the driver's version (here the driver is made to say another)."""
-    from rawreact import Settings, load_collection, load_prompt
+    from rawreact import Settings, load_collection
     from rawreact.core.errors import ModelError
     from rawreact.runs import cluster
-    from rawreact.runs.setup import solve_options
+    from rawreact.runs.plan import make_plan
 
     data, model = _scripted(tmp_path, 2)
     collection = load_collection(data)
     settings = Settings(model=model, ray="local")
-    plan = cluster.Plan(settings, collection, load_prompt(), solve_options(settings, None, None), collection.questions)
+    plan = make_plan(settings, collection)
     monkeypatch.setattr(cluster, "__version__", "0.0.1")
     with pytest.raises(ModelError, match=r"runs rawreact \d+\.\d+\.\d+, and this driver 0\.0\.1; install rawreact 0"):
         cluster.Cluster(settings, plan)

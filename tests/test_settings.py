@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-import rawreact.cli.run
+import rawreact.runs.plan
 from rawreact import DataError, Settings, Variant, read_run, read_settings
 from rawreact.cli.app import main
 from rawreact.config.files import manifest_settings
@@ -107,7 +107,7 @@ def test_a_bad_settings_file_is_one_line_naming_the_file_and_the_key_before_any_
 ):
     config = tmp_path / "run.toml"
     config.write_text(text, encoding="utf-8")
-    monkeypatch.setattr(rawreact.cli.run, "load_model", lambda *a, **k: pytest.fail("a model was loaded"))
+    monkeypatch.setattr(rawreact.runs.plan, "load_model", lambda *a, **k: pytest.fail("a model was loaded"))
     code = main(["run", "--config", str(config), "--out", str(tmp_path / "run.jsonl")])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and err.startswith(f"rawreact: error: {config}: ")

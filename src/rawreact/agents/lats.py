@@ -1,36 +1,32 @@
 """Language Agent Tree Search (LATS, Zhou et al., 2024): Monte Carlo tree search over ReAct steps, as its
 repository's `hotpot/lats.py` runs it on HotpotQA.
 
-A node is one step (a thought, an action and what the environment answered); the root is the question. Each
-iteration selects a node by UCT, expands it into the distinct steps of `samples` sampled continuations, asks
-the model to value each new child (`values` samples of a value prompt, read as a score of 1 to 10), rolls out
-from the best child (five samples a step, the best valued one kept, to the rollout's depth), and backs the
-rollout's reward up the path. A step that finishes is terminal, and its reward is the evaluator's: `em`, the
-answer against the gold answer (the paper's setting: an oracle, which a run says), or `supported`, the
-answer found in what the trajectory read (no gold answer needed). The search ends at the first terminal node
-of reward 1, or after `iterations`, with the node of highest reward. Each failed finish is a failed
-trajectory; while there are fewer than four distinct ones (by answer), each new one brings reflections on
-them all, which every expansion prompt then carries.
+A node is one step (a thought, an action and what the environment answered); the root is the question. Each iteration
+selects a node by UCT, expands it into the distinct steps of `samples` sampled continuations, asks the model to value
+each new child (`values` samples of a value prompt, read as a score of 1 to 10), rolls out from the best child (five
+samples a step, the best valued one kept, to the rollout's depth), and backs the rollout's reward up the path. A step
+that finishes is terminal, and its reward is the evaluator's: `em`, the answer against the gold answer (the paper's
+setting: an oracle, which a run says), or `supported`, the answer found in what the trajectory read (no gold answer
+needed). The search ends at the first terminal node of reward 1, or after `iterations`, with the node of highest
+reward. Each failed finish is a failed trajectory; while there are fewer than four distinct ones (by answer), each new
+one brings reflections on them all, which every expansion prompt then carries.
 
-Two sets of rules share the search. rawreact's own (the default): its ReAct prompt and exemplars for the
-steps, its value prompt (prompts/lats/), its Reflexion reflection prompt, each node's environment its own
-(the path's actions replayed on a fresh one), the tolerant parser, and the failed trajectories shown to the
-value prompt. The repository's (`--reference DIR`, `reference=True`): its prompts read from the clone's
-`hotpot/hotpot.py`, its parsing of a sample, one environment shared by the whole search (as its global
-`env` is, so a lookup follows the last search of any branch and a finish's answer stays), and the quirks of
-its code kept: docs/reference.md lists them, and where rawreact cannot be the same.
+Two sets of rules share the search (their prompts: `lats_prompts`; the search's record: `lats_records`). rawreact's
+own (the default): its ReAct prompt and exemplars for the steps, its value prompt (prompts/lats/), its Reflexion
+reflection prompt, each node's environment its own (the path's actions replayed on a fresh one), the tolerant parser,
+and the failed trajectories shown to the value prompt. The repository's (`--reference DIR`, `reference=True`): its
+prompts read from the clone's `hotpot/hotpot.py`, its parsing of a sample, one environment shared by the whole search
+(as its global `env` is, so a lookup follows the last search of any branch and a finish's answer stays), and the
+quirks of its code kept: docs/reference.md lists them, and where rawreact cannot be the same.
 """
 
-import hashlib
-import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
 
-from rawreact.agents.record import Step, Trajectory
-from rawreact.core.actions import Action, Verbs, parse_action, parse_step
-from rawreact.core.errors import PromptError
-from rawreact.core.metrics import exact_match, is_answer
+from rawreact.agents.lats_prompts import LatsPrompts, value_of
+from rawreact.agents.lats_records import Call, Node, Search, chosen_trajectory, trajectory_text
+from rawreact.agents.record import Trajectory
+from rawreact.core.actions import Action, Verbs, parse_step
+from rawreact.core.metrics import exact_match
 from rawreact.models.base import Completion, Model, keep_prefix
 
 # The repository's defaults (hotpot/lats.sh and lats.py).
@@ -39,128 +35,7 @@ DEPTH, ROLLOUT_DEPTH, ROLLOUT_SAMPLES = 7, 4, 5  # expand_node's `depth >= 7`; r
 MAX_TOKENS = 100  # models.gpt's max_tokens
 STOP = "Observation"  # generate_new_states' stop
 REFLECTING = 4  # reflections are written while there are fewer than this many distinct failed trajectories
-SCORES = [("10", 1.0), ("9", 0.9), ("8", 0.8), ("7", 0.7), ("6", 0.6), ("5", 0.5), ("4", 0.4), ("3", 0.3),
-          ("2", 0.2), ("1", 0.1)]  # fmt: skip
 EMPTY_TRIES = 8  # rawreact's own rules: expansions in a row that give no step before the node counts as terminal
-
-
-def value_of(text: str) -> float:
-    """A value reply read as `value_outputs_unwrap` reads it: the first of 10, 9, ..., 1 found anywhere in the
-    text, as a tenth (`10` gives 1.0, a text with a `3` and no higher number 0.3), and -1 with no digit."""
-    return next((value for digits, value in SCORES if digits in text), -1.0)
-
-
-@dataclass(eq=False)
-class Node:
-    """One step of the tree (the root: the question). `value` is its running value, `visits` how often a
-    rollout passed through it; `calls` are the indices (into the search's calls) of the call that wrote it.
-    A rollout's nodes hang from the tree by their parent but are not its children (`rollout`)."""
-
-    id: int
-    parent: "Node | None"
-    depth: int
-    thought: str = ""
-    action: str = ""
-    observation: str = ""
-    parsed: Action | None = None
-    children: list["Node"] = field(default_factory=list)
-    visits: int = 0
-    value: float = 0.0
-    terminal: bool = False
-    reward: float = 0.0
-    rollout: bool = False
-    calls: list[int] = field(default_factory=list)
-    answer: str | None = None
-
-    def uct(self) -> float:
-        """lats.py's UCT: the value alone before a visit; after, value / visits plus the exploration term."""
-        if self.visits == 0:
-            return self.value
-        return self.value / self.visits + math.sqrt(2 * math.log(self.parent.visits) / self.visits)
-
-    def path(self) -> list["Node"]:
-        """The nodes from the root's first child to this one."""
-        nodes, node = [], self
-        while node is not None and node.parent is not None:
-            nodes.append(node)
-            node = node.parent
-        return nodes[::-1]
-
-    def shown(self) -> str:
-        """lats.py's `str(node)`, which its failed trajectories are made of."""
-        return (
-            f"Node(depth={self.depth}, value={self.value:.2f}, visits={self.visits}, thought={self.thought}, "
-            f"action={self.action}, observation={self.observation})"
-        )
-
-    def to_dict(self) -> dict:
-        return {
-            "id": self.id,
-            "parent": None if self.parent is None else self.parent.id,
-            "depth": self.depth,
-            "thought": self.thought,
-            "action": self.action,
-            "observation": self.observation,
-            "value": self.value,
-            "visits": self.visits,
-            "terminal": self.terminal,
-            "reward": self.reward,
-            "rollout": self.rollout,
-            "calls": self.calls,
-        }
-
-
-@dataclass
-class Call:
-    """One model call of a search, and what it was for: "expand", "value" or "reflect"."""
-
-    kind: str
-    completion: Completion
-
-
-@dataclass
-class LatsPrompts:
-    """What a search sends. `expand(question_and_steps, reflections)` is a step's prompt, ending where the next
-    thought begins; `value(child_text, failed)` a child's value prompt; `reflect(trajectory)` a reflection's."""
-
-    expand: Callable[[str, list[dict]], str]
-    value: Callable[[str, list[str], list[dict]], str]
-    reflect: Callable[[str], str]
-    source: str = ""
-    heads: tuple[str, ...] = ()  # the text every expansion and every value prompt begins with, kept by the model
-
-
-@dataclass
-class Search:
-    """A LATS search of one question, and its record: every node made, every call, the reflections."""
-
-    question: str
-    root: Node
-    chosen: Node
-    nodes: list[Node]
-    calls: list[Call]
-    reflections: list[dict]
-    iterations: int
-    ended: str  # "found" (a terminal node of reward 1), "iterations" (the budget spent), "exhausted"
-
-    def to_dict(self) -> dict:
-        """The tree and its costs by kind, for the record (`lats`)."""
-        kinds: dict[str, dict] = {}
-        for call in self.calls:
-            made = kinds.setdefault(call.kind, {"calls": 0, "generated": 0, "evaluated": 0, "seconds": 0.0})
-            made["calls"] += 1
-            made["generated"] += call.completion.completion_tokens
-            made["evaluated"] += call.completion.evaluated_tokens or 0
-            made["seconds"] += call.completion.seconds
-        return {
-            "iterations": self.iterations,
-            "ended": self.ended,
-            "chosen": self.chosen.id,
-            "nodes": [node.to_dict() for node in self.nodes],
-            "calls": [call.kind for call in self.calls],
-            "cost": kinds,
-            "reflections": [r["reflection"] for r in self.reflections],
-        }
 
 
 class Tree:
@@ -231,7 +106,7 @@ class Tree:
         found, seen = [], set()
         for failed in self.failed:
             if failed["final_answer"] not in seen:
-                found.append(_trajectory_text(failed["trajectory"]))
+                found.append(trajectory_text(failed["trajectory"]))
                 seen.add(failed["final_answer"])
             if len(found) >= most:
                 break
@@ -480,185 +355,9 @@ class Tree:
         return Search(self.question, self.root, chosen, self.nodes, self.calls, self.reflections, iterations, ended)
 
 
-def _trajectory_text(shown: str) -> str:
-    """lats.py's `node_trajectory_to_text`: `str(node)` lines read back into Thought, Action and Observation lines
-    (an observation ends at its first `)`, as that code reads it), the root's left out."""
-    lines = []
-    for line in shown.split("\n"):
-        try:
-            depth = int(line.split(",")[0].split("=")[1].strip())
-            thought = line.split(", thought=")[1].split(", action=")[0].strip()
-            action = line.split(", action=")[1].split(", observation=")[0].strip()
-            observation = line.split(", observation=")[1].split(")")[0].strip()
-        except (IndexError, ValueError):
-            continue
-        if depth != 0:
-            lines += [f"Thought {depth}: {thought}"] if thought else []
-            lines += [f"Action {depth}: {action}"] if action else []
-            lines += [f"Observation {depth}: {observation}"] if observation else []
-    return "\n".join(lines)
-
-
-def chosen_trajectory(search: Search, prompt: str, verbs: Verbs) -> Trajectory:
-    """The chosen node's path as the question's trajectory: its steps, each with the call that wrote it, and
-    its answer where it finished; `ended` is "finish" for a node that answered, else "spent"."""
-    traj = Trajectory(search.question.removeprefix("Question: "), prompt, loop="lats", verbs=verbs)
-    for step in search.chosen.path():
-        action = step.parsed if step.parsed is not None else parse_action(step.action, verbs=verbs)
-        calls = [search.calls[k].completion for k in step.calls[:1]]
-        error = None if action is not None else "no action"
-        traj.steps.append(Step(step.depth, step.thought, action, step.action, step.observation.rstrip("\n"), calls,
-                               error, sum(c.seconds for c in calls)))  # fmt: skip
-    answer = search.chosen.answer
-    traj.answer = answer if answer is not None else ""
-    traj.ended = "finish" if answer is not None and is_answer(answer) else "spent"
-    return traj
-
-
 def em_reward(gold: str) -> Callable[[str | None, list[Node]], float]:
     """The `em` evaluator: 1 when the answer matches the gold answer (the paper's setting: an oracle)."""
     return lambda answer, path: float(bool(answer is not None and exact_match(answer, gold)))
-
-
-@dataclass(frozen=True)
-class LatsPromptFiles:
-    """What a run's LATS prompts are made of: the repository's `hotpot/hotpot.py` (`lats_prompts`, its rules), or
-    rawreact's value prompt text and reflection prompt (a ReflectPrompt); `made(steps, model)` puts them together
-    around the run's ReAct prompt `steps`."""
-
-    lats_prompts: str | None = None
-    value: str = ""
-    reflect: object = None
-    value_source: str = "prompts/lats/value.txt"
-
-    @property
-    def source(self) -> str:
-        """Where the prompts come from: the repository's file, or rawreact's value and reflection prompts."""
-        return self.lats_prompts or f"{self.value_source} + {self.reflect.source}"
-
-    @property
-    def sha256(self) -> str:
-        """A hash of what the prompts are made of: the repository's file, or the value and reflection prompts."""
-        if self.lats_prompts is not None:
-            return hashlib.sha256(Path(self.lats_prompts).read_bytes()).hexdigest()
-        return hashlib.sha256(f"{self.value}\0{self.reflect.sha256}".encode()).hexdigest()
-
-    def made(self, steps: str, model: Model) -> LatsPrompts:
-        """The prompts of a search, counting tokens (for the repository's 4,000-token limit) as `model` does."""
-        if self.lats_prompts is None:
-            return own_prompts(steps, self.value, self.reflect, source=self.source)
-        tokenize = getattr(model, "tokenize", None)
-        return reference_prompts(self.lats_prompts, (lambda t: len(tokenize(t))) if tokenize else words)
-
-
-def words(text: str) -> int:
-    """A token count for a model that cannot count its own: a word and the space before it, as the scripted model
-    counts."""
-    return len(text.split())
-
-
-REFERENCE_STRINGS = ("cot_prompt", "cot_prompt_short", "cot_prompt_feedback", "cot_prompt_feedback_short",
-                     "value_prompt_reasoning", "reflection_prompt")  # fmt: skip
-# The fields each template may name: what `HotPotQATask` fills them with (`.format(input=..., ...)`).
-REFERENCE_FIELDS = {
-    "cot_prompt": {"input"},
-    "cot_prompt_short": {"input"},
-    "cot_prompt_feedback": {"trajectories", "input"},
-    "cot_prompt_feedback_short": {"trajectories", "input"},
-    "value_prompt_reasoning": {"s", "input"},
-    "reflection_prompt": {"trajectory"},
-}
-
-
-def reference_strings(path: str) -> dict[str, str]:
-    """The repository's templates, read from its `hotpot/hotpot.py`, each checked to name only the fields its
-    task fills: a PromptError naming the template and the field, when the file is read (before any model)."""
-    import string
-
-    from rawreact.agents.prompts import python_string
-
-    found = {name: python_string(Path(path), name) for name in REFERENCE_STRINGS}
-    for name, template in found.items():
-        allowed = REFERENCE_FIELDS[name]
-        try:
-            fields = [field for _, field, _, _ in string.Formatter().parse(template) if field is not None]
-        except ValueError as error:
-            raise PromptError(
-                f"{path}: {name} is not a format template: {error}; restore it from the repository"
-            ) from None
-        for named in fields:
-            if named not in allowed:
-                filled = ", ".join("{" + f + "}" for f in sorted(allowed))
-                raise PromptError(
-                    f"{path}: {name} names the field {{{named}}}, and LATS fills only {filled} in it; restore the "
-                    "template from the repository"
-                )
-    return found
-
-
-LONGEST = 4000  # hotpotqa.py's max_token_length: past it, the short prompts
-
-
-def reference_prompts(path: str, count: Callable[[str], int]) -> LatsPrompts:
-    """The repository's prompts, read from its `hotpot/hotpot.py` (`path`), put together as its `HotPotQATask`
-    does: the CoT prompt (with the failed trajectories and reflections, where there are any) around the
-    question and steps, its short forms past 4,000 tokens (`count` counts them: the model's tokenizer here,
-    GPT-2's there); the value prompt `value_prompt_reasoning` alone (its branch with the failed trajectories
-    is never taken: `if len(z) != 0 and False`); the reflection prompt around a failed trajectory."""
-    found = reference_strings(path)
-
-    def expand(text: str, reflections: list[dict]) -> str:
-        if not reflections:
-            prompt = found["cot_prompt"].format(input=text)
-            return found["cot_prompt_short"].format(input=text) if count(prompt) > LONGEST else prompt
-        said = "".join(f"{r['trajectory']}FAILED TRAJECTORY\nReflection: {r['reflection']}\n\n" for r in reflections)
-        prompt = found["cot_prompt_feedback"].format(trajectories=said, input=text)
-        if count(prompt) > LONGEST:
-            said = "".join(f"{r['trajectory']}FAILED TRAJECTORY\nReflection: {r['reflection']}\n\n"
-                           for r in reflections[:3])  # fmt: skip
-            prompt = found["cot_prompt_feedback_short"].format(trajectories=said, input=text)
-        return prompt
-
-    def value(text: str, failed: list[str], reflections: list[dict]) -> str:
-        return found["value_prompt_reasoning"].format(s="", input=text + "\nThis trajectory is ")
-
-    heads = tuple(_literal_head(found[name]) for name in ("cot_prompt", "value_prompt_reasoning"))
-    return LatsPrompts(expand, value, lambda trajectory: found["reflection_prompt"].format(trajectory=trajectory),
-                       source=f"{path}#{','.join(REFERENCE_STRINGS)}", heads=heads)  # fmt: skip
-
-
-def _literal_head(template: str) -> str:
-    """The text a `str.format` template begins with, up to its first field."""
-    import string
-
-    literal, *_ = next(iter(string.Formatter().parse(template)), ("", None))
-    return literal
-
-
-WRONG = "This trajectory is wrong.\nThus the correctness score is 1"  # how own value prompts show a failed one
-
-
-def own_prompts(steps: str, value_text: str, reflect, source: str = "") -> LatsPrompts:
-    """rawreact's prompts: its ReAct prompt (`steps`, instruction and exemplars) before the question and steps,
-    with the reflections on failed attempts between them; its value prompt (`value_text`, prompts/lats/) before
-    the trajectory, the failed ones shown first; its Reflexion reflection prompt (`reflect`, a ReflectPrompt)."""
-
-    def expand(text: str, reflections: list[dict]) -> str:
-        if not reflections:
-            return steps + text
-        lessons = "".join(f"- {' '.join(r['reflection'].split())}\n" for r in reflections)
-        return f"{steps}Earlier attempts at this question failed. What was learned from them:\n{lessons}\n{text}"
-
-    def value(text: str, failed: list[str], reflections: list[dict]) -> str:
-        question = text.split("\n", 1)[0]
-        wrong = "".join(f"{question}\n{f}\n{WRONG}\n\n" for f in failed[:2])
-        return f"{value_text}{wrong}{text}\nThis trajectory is"
-
-    def reflection(trajectory: str) -> str:
-        question, _, rest = trajectory.partition("\n")
-        return reflect.text(question.removeprefix("Question: "), rest.strip("\n"))
-
-    return LatsPrompts(expand, value, reflection, source=source, heads=(steps, value_text))
 
 
 def lats(

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from rawreact.agents.alfworld import alfworld_run
 from rawreact.agents.game import play
 from rawreact.agents.guardrails import supported
-from rawreact.agents.lats import LatsPromptFiles, Search
 from rawreact.agents.lats import lats as run_lats
+from rawreact.agents.lats_prompts import LatsPromptFiles
+from rawreact.agents.lats_records import Search
 from rawreact.agents.loop import react
 from rawreact.agents.prompts import Prompt, framed
 from rawreact.agents.reasoning import Reasoning, reason
@@ -177,7 +178,7 @@ def solve(
     (`reference.reference_react`, over a `ReferenceEnv`), which has no grammar.
     `header` is the word the question line starts with ("Claim" for FEVER). A Reflexion method takes
     the keyword arguments of `reflexion.trials` in `reflexion` (strategy, trials, evaluator, gold, ...), and
-    LATS its settings in `lats` (`prompts`, a `lats.LatsPrompts`; evaluator, gold, iterations, samples, ...).
+    LATS its settings in `lats` (`prompts`, a `lats_prompts.LatsPrompts`; evaluator, gold, iterations, samples, ...).
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; the methods are {', '.join(METHODS)}")

@@ -3,6 +3,10 @@
 Two sources: the project's own layout (`prompts/instruction.txt` and an exemplar file with one
 exemplar per block, blocks separated by a blank line), and a JSON file laid out like the reference
 repository's `prompts_naive.json` (a dict of named prompt strings; the user names the key).
+
+One room: both sources end in the same `Prompt` (its text, exemplar count, source and hash), and reading
+exemplars, instructions, keys and a Python file's strings is one parser's work, whose errors name the same file
+and line; the pieces are small and each is used by the others.
 """
 
 import ast

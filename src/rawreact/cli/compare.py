@@ -4,9 +4,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from rawreact.cli.files import intervals_note, refuse_cache_inputs, shown
+from rawreact.cli.files import intervals_note, shown
 from rawreact.cli.lines import score_cell
-from rawreact.cli.settings import given_settings
 from rawreact.cli.terminal import Stopper, progress
 from rawreact.config.choices import REFLEXION
 from rawreact.config.settings import SHARED, VARIANT_KEYS, Settings, parse_spec
@@ -16,7 +15,8 @@ from rawreact.experiments.compare import compare
 from rawreact.experiments.variants import Variant, ablation, parse_variant
 from rawreact.reports.summary import game_score, table
 from rawreact.reports.trials import TRIALS_NOTE, trial_rows
-from rawreact.runs.run import Result, cached_counts
+from rawreact.runs.plan import given_settings, refuse_cache_inputs
+from rawreact.runs.results import Result, cached_counts
 from rawreact.tasks.loading import load_collection
 
 

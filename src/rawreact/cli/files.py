@@ -4,16 +4,14 @@ passage store."""
 
 import argparse
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
 
 from rawreact import __version__
 from rawreact.cli.terminal import stopped_code, terminated_as_interrupt
-from rawreact.config.settings import PATHS, SEED_MAX
+from rawreact.config.settings import SEED_MAX
 from rawreact.core.errors import DataError
-from rawreact.core.folders import split_named
 from rawreact.core.stats import intervals_said
 from rawreact.core.tasks import of_records
 from rawreact.core.text import plural, printable, whole_number
@@ -26,38 +24,10 @@ from rawreact.reports.searches import SEARCHES_NOTE, search_rows
 from rawreact.reports.show import listing, show
 from rawreact.reports.summary import TIMES_NOTE, drop_unused, fitted, row_of, summarize, table
 from rawreact.reports.trials import TRIALS_NOTE, trial_rows
+from rawreact.runs.plan import refuse_inputs
 from rawreact.runs.records import legacy_manifest_path, manifest_path, read_run
 from rawreact.runs.runfile import refuse_existing
 from rawreact.tasks.fever import label_table
-
-
-def same_file(a: str | Path, b: str | Path) -> bool:
-    """Whether two paths name one file (through links, or the same path spelled two ways)."""
-    try:
-        return Path(a).resolve() == Path(b).resolve() or os.path.samefile(a, b)
-    except OSError:
-        return False
-
-
-def refuse_inputs(out: str | Path, inputs: list[str | Path], what: str) -> None:
-    """Refuse an output path that is one of the inputs a command reads (or inside an input folder)."""
-    for source in inputs:
-        if same_file(out, source):
-            raise DataError(f"{out} is {what} this command reads; writing there would destroy it: choose another path")
-        if Path(source).is_dir() and Path(out).resolve().is_relative_to(Path(source).resolve()):
-            raise DataError(f"{out} is inside {source}, a folder this command reads; choose a path outside it")
-
-
-def refuse_cache_inputs(settings: dict, config: str | None = None) -> None:
-    """Refuse a `--cache` that is one of the files the settings (by key) read: their data, passages, prompts,
-    model, or the settings file itself; the cache would add its table to it."""
-    cache = settings.get("cache")
-    if not cache:
-        return
-    named = [settings[key] for key in PATHS if key != "cache" and isinstance(settings.get(key), str)]
-    model = settings.get("model") or ""
-    inputs = [split_named(name)[0] for name in named if name] + [model.removeprefix("scripted:")] * bool(model)
-    refuse_inputs(cache, inputs + ([config] if config else []), "an input (--cache would add a table to it)")
 
 
 def run_inputs(runs: list[str | Path]) -> list[Path]:

@@ -2,11 +2,8 @@
 question cost (and whether other processes kept the cores busy), the call cache's counts, and where a run without
 --out is kept."""
 
-import os
-import re
 import sys
 import time
-from pathlib import Path
 
 from rawreact.agents.reasoning import Reasoning
 from rawreact.config.choices import LATS, REASONING, REFLEXION, SAMPLING
@@ -15,8 +12,7 @@ from rawreact.core.actions import PASSAGE_VERBS
 from rawreact.core.text import inline, plural
 from rawreact.models import cores
 from rawreact.models.cache import CachedModel
-from rawreact.runs.records import manifest_path
-from rawreact.runs.run import Result, cached_counts
+from rawreact.runs.results import Result, cached_counts
 from rawreact.runs.runfile import RunFile
 from rawreact.runs.setup import shared_passages
 from rawreact.tasks.collection import Question
@@ -50,23 +46,6 @@ def say_cache(model: CachedModel, sink: RunFile | None) -> None:
         f"{model.cache.path}; the other {model.made} were computed",
         file=sys.stderr,
     )
-
-
-RUNS = "runs"  # where a run without --out is kept, under the current folder (RAWREACT_RUNS: elsewhere)
-
-
-def kept_path(settings: Settings, data: str) -> Path:
-    """Where a run without --out is kept: `runs/DATA-METHOD-MODEL-YYYYMMDD-HHMMSS.jsonl`, a name that says
-    what ran and when (`-2`, `-3` after it when another run took that second)."""
-    folder = Path(os.environ.get("RAWREACT_RUNS") or RUNS)
-    model = Path(settings.model.split(":", 1)[-1]).stem if ":" in settings.model else settings.model
-    parts = [Path(data).stem or "questions", settings.method, model, time.strftime("%Y%m%d-%H%M%S")]
-    name = "-".join(re.sub(r"[^A-Za-z0-9._-]+", "_", part).strip("_")[:40] or "x" for part in parts)
-    path, n = folder / f"{name}.jsonl", 1
-    while path.exists() or manifest_path(path).exists():
-        n += 1
-        path = folder / f"{name}-{n}.jsonl"
-    return path
 
 
 def game_loop_said(settings: Settings, task: str) -> str:

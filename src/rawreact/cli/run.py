@@ -9,10 +9,8 @@ from pathlib import Path
 from rawreact import __version__
 from rawreact.agents.record import Step
 from rawreact.agents.reflexion import Trial
-from rawreact.cli.files import refuse_cache_inputs, refuse_inputs
 from rawreact.cli.lines import (
     game_loop_said,
-    kept_path,
     loop_said,
     passages_said,
     reasoning_text,
@@ -22,32 +20,20 @@ from rawreact.cli.lines import (
     say_first,
     verbs_said,
 )
-from rawreact.cli.settings import choose, reference_record, say_paper
 from rawreact.cli.terminal import Stopper, progress
 from rawreact.config.choices import REFLEXION
-from rawreact.config.files import manifest_settings, recorded_env
-from rawreact.config.settings import PATHS
-from rawreact.core.errors import DataError, GrammarError
-from rawreact.core.folders import check_parents, split_named
+from rawreact.core.errors import GrammarError
 from rawreact.core.tasks import task_type
 from rawreact.core.text import inline, plural, printable
-from rawreact.environments.custom import check_recorded
-from rawreact.models import cores, load_model
-from rawreact.models.cache import CachedModel, CallCache
-from rawreact.models.specs import EMBEDDED_MODELS, is_embedded
+from rawreact.models import cores
+from rawreact.models.cache import CachedModel
+from rawreact.models.specs import EMBEDDED_MODELS
 from rawreact.reports.summary import context_warning, summarize, summary_line
-from rawreact.runs.cluster import Cluster, Plan, ray_questions
-from rawreact.runs.records import manifest_path
-from rawreact.runs.run import check_context, run_questions
+from rawreact.runs.cluster import Cluster, ray_questions
+from rawreact.runs.plan import RunPlan, plan_command
+from rawreact.runs.run import run_questions
 from rawreact.runs.runfile import RunFile
-from rawreact.runs.setup import (
-    check_questions,
-    envs_of,
-    load_parts,
-    model_facts,
-    model_options,
-    solve_options,
-)
+from rawreact.runs.setup import model_facts
 from rawreact.tasks.collection import Question
 
 
@@ -58,75 +44,36 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, stack: ExitStack) -> int:
-    if args.resume and not args.out:
-        raise DataError("--resume continues the run file given with --out; add --out RUN.jsonl")
-    if args.out and Path(args.out).is_dir():
-        raise DataError(f"{args.out} is a folder; give --out a file name, such as {Path(args.out) / 'run.jsonl'}")
-    if args.out:
-        check_parents(args.out)  # before any model time; the folders themselves are made with the run file
-    if args.out and args.config:
-        for out in (args.out, manifest_path(args.out)):
-            refuse_inputs(out, [args.config], "the settings file")
-    chosen = choose(args)
-    settings, collection, questions = chosen.settings, chosen.collection, chosen.questions
-    if args.resume and settings.env:  # the code that made the run, or none: checked before it is imported
-        recorded = recorded_env(manifest_path(args.out))
-        if recorded is not None:
-            check_recorded(settings.env, recorded[1], manifest_path(args.out).name, recorded[2])
-    kept = not args.out  # every run is kept: without --out, in the runs folder under a name that says what it is
-    if kept:
-        args.out = str(kept_path(settings, collection.name))
-        check_parents(args.out)
-    if args.out:  # the run file and its manifest must not be a file the run reads
-        inputs = [split_named(getattr(settings, key))[0] for key in PATHS if getattr(settings, key)]
-        for out in (args.out, manifest_path(args.out)):
-            refuse_inputs(out, [*inputs, settings.model], "an input")
-    refuse_cache_inputs(settings.to_dict(), args.config)
-    if chosen.paper is not None:
-        print("\n".join(say_paper(chosen)), flush=True)
-    shuffled = {k: getattr(settings, k) for k in ("question", "shuffle", "shuffle_seed", "shuffle_range", "shard")}
-    parts = load_parts(settings, collection, **shuffled)
-    check_questions(settings, questions)
-    prompt, grammar, backoff = parts.prompt, parts.grammar, parts.backoff
-    embedded = is_embedded(settings.model)
+    plan = plan_command(args, say=lambda lines: print("\n".join(lines), flush=True))
+    settings, collection, questions, parts = plan.settings, plan.collection, list(plan.questions), plan.parts
+    args.out = None if plan.out is None else str(plan.out)
+    embedded = plan.embedded
     if settings.ray is not None:
-        model, calls, cluster = None, None, stack.enter_context(_cluster(args, settings, collection, questions, parts))
+        model, cluster = None, stack.enter_context(_cluster(args, plan))
         facts = cluster.facts
+        if plan.grammar is not None and not facts["supports_grammar"]:
+            name = facts["details"]["model_name"]
+            raise GrammarError(f"model {name} cannot apply a grammar; drop --grammar, or use a llama.cpp model")
     else:
-        calls = CallCache(settings.cache) if settings.cache else None  # a bad cache file fails before the model loads
-        model, cluster = _load(args, settings), None
+        model, cluster = _load(args, plan), None
         facts = model_facts(model, embedded)
-    if grammar is not None and not facts["supports_grammar"]:
-        name = facts["details"]["model_name"]
-        raise GrammarError(f"model {name} cannot apply a grammar; drop --grammar, or use a llama.cpp model")
-    if model is not None:  # each Ray actor checks its own (runs.cluster)
-        check_context(model, prompt, questions, settings.max_tokens, settings.method, backoff)
-        if calls is not None:  # calls made before come from the cache's file (models.cache)
-            model = CachedModel(model, calls, sampled=settings.cache_sampled)
-    details = {
-        **({} if chosen.paper is None else {"reference": reference_record(chosen)}),
-        "data": collection.source,
-        "layout": collection.layout,
-        "limit": settings.limit,
-        "questions": len(questions),
-        **facts["details"],
-        "workers": settings.workers,
-        "timeout": settings.timeout,
-        "settings": manifest_settings(settings),
-    }
+        if plan.calls is not None:  # calls made before come from the cache's file (models.cache)
+            model = CachedModel(model, plan.calls, sampled=settings.cache_sampled)
+    details = plan.details(facts)
     if cluster is not None:
         details["ray"] = cluster.described()
     config = parts.config | facts["served"]
     sink = RunFile(args.out, config, resume=args.resume, details=details) if args.out else None
     ids = {q.id for q in questions}
     done = [] if sink is None else [r for r in sink.done.values() if r["id"] in ids]
-    task = task_type(collection.task)
+    task = plan.task
     loop = game_loop_said(settings, task.name) if task.style == "commands" else loop_said(settings)
     print(
         f"rawreact {__version__}: {plural(len(questions), task.unit)} from {collection.name}, model "
         f"{facts['details']['model_name']}{_on_ray(cluster)}, "
-        f"method {settings.method}{sampling_said(settings)}{loop}, prompt {prompt.source} "
-        f"({plural(prompt.exemplars, 'exemplar')}), grammar {parts.config['grammar'] or 'off'}{passages_said(settings)}"
+        f"method {settings.method}{sampling_said(settings)}{loop}, prompt {plan.prompt.source} "
+        f"({plural(plan.prompt.exemplars, 'exemplar')}), grammar {parts.config['grammar'] or 'off'}"
+        f"{passages_said(settings)}"
         + verbs_said(parts.config)
         + (f"; {len(done)} already in {args.out}" if done else ""),
         flush=True,
@@ -168,15 +115,15 @@ def _run(args: argparse.Namespace, stack: ExitStack) -> int:
         else:
             results = run_questions(
                 questions,
-                envs_of(settings, collection),
+                plan.envs(),
                 model,
-                prompt,
+                plan.prompt,
                 out=sink,
                 on_step=print_step if live else None,
                 on_trial=print_trial if live and settings.method in REFLEXION else None,
                 workers=settings.workers,
                 stop=lambda: stopper.signal is not None,
-                **solve_options(settings, grammar, backoff, collection.task),
+                **plan.options,
             )
         records = list(done)
         first, started = True, (time.perf_counter(), cores.sample())  # the first question's wall time and load
@@ -202,7 +149,7 @@ def _run(args: argparse.Namespace, stack: ExitStack) -> int:
     print("\n" + summary_line(summary), flush=True)
     if isinstance(model, CachedModel):
         say_cache(model, sink)
-    if kept and records:
+    if plan.kept and records:
         print(
             f"rawreact: the run is kept in {args.out} (--out chooses the file); look at it with `rawreact show "
             f"{args.out}` or `rawreact report {args.out} --html report.html`",
@@ -218,34 +165,30 @@ def _run(args: argparse.Namespace, stack: ExitStack) -> int:
     return 0
 
 
-def _load(args: argparse.Namespace, settings):
-    """The run's model, loaded here, saying so for the embedded model (whose load can take minutes)."""
-    embedded = is_embedded(settings.model)
+def _load(args: argparse.Namespace, plan: RunPlan):
+    """The run's model, loaded and checked by its plan, saying so for the embedded model (whose load can take
+    minutes)."""
+    settings = plan.settings
     # The first load and the first prompt take seconds to minutes on a slow machine: say what is loading (a spec
     # that names no model is refused by the load, in one line, with nothing before it).
     known = settings.model in EMBEDDED_MODELS or settings.model.startswith("hf:") or Path(settings.model).is_file()
-    if embedded and known and not args.quiet:
+    said = plan.embedded and known and not args.quiet
+    if said:
         print(f"rawreact: loading {settings.model} ...", file=sys.stderr, flush=True)
     loading = time.perf_counter()
-    model = load_model(settings.model, **model_options(settings))
-    if embedded and known and not args.quiet:
+    model = plan.load_model()
+    if said:
         print(f"rawreact: loaded {model.name} in {time.perf_counter() - loading:.1f} s", file=sys.stderr, flush=True)
     return model
 
 
-def _cluster(args: argparse.Namespace, settings, collection, questions: list[Question], parts) -> Cluster:
+def _cluster(args: argparse.Namespace, plan: RunPlan) -> Cluster:
     """The run's Ray actors, started (each loads the model and checks the prompt fits it) before any question."""
+    settings = plan.settings
     if not args.quiet:
         where = "a Ray started for the run" if settings.ray == "local" else f"the Ray cluster at {settings.ray}"
         print(f"rawreact: starting the actors on {where} ...", file=sys.stderr, flush=True)
     started = time.perf_counter()
-    plan = Plan(
-        settings,
-        collection,
-        parts.prompt,
-        solve_options(settings, parts.grammar, parts.backoff, collection.task),
-        tuple(questions),
-    )
     cluster = Cluster(settings, plan)
     if not args.quiet:
         nodes = len({slot.node for slot in cluster.slots})

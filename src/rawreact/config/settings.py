@@ -6,6 +6,9 @@ timeout). `rawreact run` builds one from its flags (over a `--config` file), `co
 variant one (experiments/variants.py's `Variant` adds a name), the manifest stores it, and `--config
 RUN.jsonl.manifest.json` reads it back. A bad value is one `DataError` naming the key, the value and
 what is allowed, raised before any file is read or any model loads.
+
+One room: `Settings` is one value, and its checks are of settings against each other (a method and its
+grammar, Reflexion's and LATS's options, Ray's); split by topic, every check would import the others' fields.
 """
 
 import math

@@ -2,7 +2,7 @@
 
 User code runs only when the user names it: an import path on the command line, or in a TOML
 settings file (looked up beside the file, and named in a line before it is imported); never because
-a run's manifest, a file runs are passed around in, names it (`cli.settings` refuses that before any
+a run's manifest, a file runs are passed around in, names it (`runs.plan` refuses that before any
 import), and never when its source differs from the digest that the run being resumed or rerun
 recorded (`check_recorded`). `FACTORY(env)` is given the environment the run would use for a
 question and returns the one to run: `env.with_verbs(calculate)` adds a verb, and a factory may

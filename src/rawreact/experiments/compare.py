@@ -21,9 +21,11 @@ from rawreact.models.cache import CachedModel, CallCache
 from rawreact.models.cores import bound_spinning
 from rawreact.models.specs import is_embedded
 from rawreact.reports.comparison import Comparison
-from rawreact.runs.run import Result, cached_counts, check_context, run_questions
+from rawreact.runs.plan import make_plan
+from rawreact.runs.results import Result, cached_counts
+from rawreact.runs.run import check_context, run_questions
 from rawreact.runs.runfile import RunFile
-from rawreact.runs.setup import check_questions, load_parts, model_options
+from rawreact.runs.setup import model_options
 from rawreact.tasks.collection import Collection, Question, choose_questions
 from rawreact.tasks.loading import load_collection
 
@@ -73,9 +75,7 @@ def compare(
     out = Path(out)
     shuffled = {"shuffle": shuffle, "shuffle_seed": shuffle_seed, "shuffle_range": shuffle_range, "shard": shard}
     # Every variant loaded and checked before anything is written, as `rawreact run` loads its settings.
-    checked = [(variant, load_parts(variant, collection, **shuffled)) for variant in variants]
-    for variant in variants:
-        check_questions(variant, questions)
+    checked = [(variant, make_plan(variant, collection, questions, run=shuffled).parts) for variant in variants]
     # What each variant's manifest records of the questions and how they were sent, beside its own settings.
     shared = {"data": collection.source or None, "limit": limit, "workers": workers, "host": host, **shuffled}
     shared["per_endpoint"] = per_endpoint

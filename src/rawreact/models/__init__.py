@@ -37,6 +37,7 @@ __all__ = [
     "LLAMA_MAX_SEQUENCES",
     "SERVERS",
     "STREAMS_MAX",
+    "check_spec",
     "is_embedded",
     "model_file",
     "sequences_problem",
@@ -86,12 +87,43 @@ def load_model(spec: str = DEFAULT_MODEL, **options) -> Model:
         return LlamaModel(hub.hub_file(spec), name=spec, **options)
     if spec.endswith(".gguf") or Path(spec).exists():
         return LlamaModel(Path(spec).expanduser(), **options)
+    raise _unknown(spec)
+
+
+def _unknown(spec: str) -> ModelError:
     known = ", ".join(EMBEDDED_MODELS)
-    raise ModelError(
+    return ModelError(
         f"unknown model {spec!r}: use one of {known}, a path to a .gguf file, hf:ORG/REPO:FILE, ollama:NAME, "
         "openai:[MODEL@]URL (vllm:[MODEL@]URL or llamacpp:[MODEL@]URL to name the server's family), or "
         "scripted:FILE.json"
     )
+
+
+def check_spec(spec: str) -> None:
+    """Refuse a spec that names no model, as `load_model` would, without loading a model or asking a server:
+    a run's plan checks its model this way before anything starts (`runs.plan`)."""
+    prefix = spec.split(":", 1)[0]
+    if spec.startswith("scripted:") or spec in EMBEDDED_MODELS or spec.startswith(hub.PREFIX):
+        return  # a script is read, and an embedded or Hub model fetched, as it loads
+    if prefix == "ollama":
+        if not spec.removeprefix("ollama:"):
+            raise ModelError("give the Ollama model's name, as in ollama:qwen2.5:3b")
+        return
+    if prefix in SERVERS:
+        from rawreact.models.openai import parse_spec
+
+        url = parse_spec(spec)[2]
+        if "," in url:
+            from rawreact.models.fleet import parse_urls
+
+            parse_urls(url)
+        return
+    if spec.endswith(".gguf") or Path(spec).exists():
+        path = Path(spec).expanduser()
+        if not path.is_file():
+            raise ModelError(f"model file {path} does not exist; give the path of a .gguf file")
+        return
+    raise _unknown(spec)
 
 
 def _only(options: dict, *names: str) -> dict:

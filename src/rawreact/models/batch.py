@@ -28,6 +28,9 @@ several streams therefore times, once when it is made, passes of 1 to 8 generati
 wait for the next pass, the streams taking turns); `batching` says what it measured and chose, and a run's
 manifest records it.
 
+One room: the engine's decoder thread, its streams' caches, the prefixes it keeps and the passes it times all
+hold one llama.cpp context, which one thread may call; split, each part would reach into the same context's state.
+
 A greedy request may also draft (`Request.draft`, prompt lookup, see `lookup.Lookup`): its next
 token goes into the pass with up to that many tokens guessed from its own prompt and text, all
 with logits, and the model's pick after each is compared with the next guess. The agreed guesses

@@ -255,7 +255,7 @@ class CachedModel:
 
     def said(self) -> dict:
         """What the manifest records of the cache: its file and whether sampled calls may come from it (the run
-        adds the calls answered from it and made, counted from its records: `runs.run.cached_counts`)."""
+        adds the calls answered from it and made, counted from its records: `runs.results.cached_counts`)."""
         return {"file": str(self.cache.path.resolve()), "sampled": self.sampled}
 
 

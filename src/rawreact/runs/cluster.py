@@ -1,12 +1,15 @@
 """Runs on a Ray cluster: actors across its nodes answer the questions; the driver writes the run file alone.
 
-An actor holds what is costly to make once: the model (the embedded one with its own `--workers` streams,
-or a client of the run's servers) and the questions' environments, made from the run's `Plan`, which goes
-to the cluster once through Ray's object store. The driver (the process of `rawreact run --ray`) keeps
-every actor at most `--workers` questions in hand, so what is in flight is bounded, and writes each result
-as it comes back. A question whose actor or node dies runs again on another actor, and its record counts
-it (`ray.restarts`, `ray.lost_on`), as a fleet's records count a lost server. Ray is imported here only,
-and only when a run asks for it.
+An actor holds what is costly to make once: the model (the embedded one with its own `--workers` streams, or a
+client of the run's servers) and the questions' environments, made from the run's plan (`runs.plan.RunPlan`),
+which goes to the cluster once through Ray's object store. The driver (the process of `rawreact run --ray`)
+keeps every actor at most `--workers` questions in hand, so what is in flight is bounded, and writes each result
+as it comes back. A question whose actor or node dies runs again on another actor, and its record counts it
+(`ray.restarts`, `ray.lost_on`), as a fleet's records count a lost server. Ray is imported here only, and only
+when a run asks for it.
+
+One room: the driver and its actors are two ends of one protocol (feeding ids, streaming results back, a lost
+actor's questions sent again), and Ray is imported in this module only.
 """
 
 import contextlib
@@ -25,17 +28,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from rawreact import __version__
-from rawreact.agents.prompts import Prompt
 from rawreact.config.choices import REFLEXION
 from rawreact.config.settings import Settings
 from rawreact.core.errors import DataError, ModelError, RawreactError
-from rawreact.models import load_model
 from rawreact.models.base import WORKER
 from rawreact.models.specs import is_embedded
-from rawreact.runs.run import MAX_RESTARTS, Result, RunFile, _written, answerer, check_context
-from rawreact.runs.setup import envs_of, model_facts, model_options
+from rawreact.runs.plan import RunPlan
+from rawreact.runs.results import Result
+from rawreact.runs.run import MAX_RESTARTS, RunFile, _written, answerer
+from rawreact.runs.setup import model_facts
 from rawreact.runs.trials import TrialLog
-from rawreact.tasks.collection import Collection, Question
+from rawreact.tasks.collection import Question
 
 RAY_EXTRA = "pip install 'rawreact[ray]'"
 # Seconds the driver waits for an actor to be placed and its model loaded before it says the cluster has no room.
@@ -69,19 +72,6 @@ def import_ray(local: bool = False):
     return ray
 
 
-@dataclass(frozen=True)
-class Plan:
-    """What each actor makes its part of the run from: the settings, the questions' collection (their passages),
-    the prompt the driver loaded and checked, `solve`'s options (a back-off's second prompt among them), and the
-    run's questions (each actor checks the longest fits its model's context before the first one starts)."""
-
-    settings: Settings
-    collection: Collection
-    prompt: Prompt
-    options: dict
-    questions: tuple[Question, ...] = ()  # the run's: a question goes to an actor by its id alone
-
-
 def actor_threads(settings: Settings) -> int | str | None:
     """The embedded model's threads in an actor: `--threads`, else the CPUs the actor reserves (at least 1), so
     actors that share a node do not each take all its cores; None for a model that decodes elsewhere."""
@@ -99,7 +89,7 @@ class Answerer:
     writing the record it brings (benchmarks/scale.py --ray).
     """
 
-    def __init__(self, plan: Plan) -> None:
+    def __init__(self, plan: RunPlan) -> None:
         self.plan, self._inbox, self._outbox = plan, queue.SimpleQueue(), queue.SimpleQueue()
         self._questions = {question.id: question for question in plan.questions}
 
@@ -108,12 +98,10 @@ class Answerer:
         import ray
 
         plan, settings = self.plan, self.plan.settings
-        model = load_model(settings.model, **(model_options(settings) | {"n_threads": actor_threads(settings)}))
-        backoff = plan.options.get("backoff_prompt")
-        check_context(model, plan.prompt, plan.questions, settings.max_tokens, settings.method, backoff)
+        model = plan.load_model(n_threads=actor_threads(settings))  # checked as the driver's plan says
         options = dict(plan.options)
         reflexion = options.pop("reflexion", None)
-        answer = answerer(envs_of(settings, plan.collection), model, plan.prompt, reflexion=reflexion, **options)
+        answer = answerer(plan.envs(), model, plan.prompt, reflexion=reflexion, **options)
         node = ray.get_runtime_context().get_node_id()
         for index in range(settings.workers):
             threading.Thread(target=self._work, args=(index, answer, node), daemon=True).start()
@@ -176,7 +164,7 @@ class Cluster:
     them the questions. A context manager: leaving it kills the actors, so the cluster's work for this run stops,
     and stops the Ray it started (a joined cluster stays up)."""
 
-    def __init__(self, settings: Settings, plan: Plan) -> None:
+    def __init__(self, settings: Settings, plan: RunPlan) -> None:
         self.ray = ray = import_ray(local=settings.ray == "local")
         self.settings, self.workers = settings, settings.workers
         self.address = settings.ray
@@ -539,4 +527,4 @@ def ray_questions(
     return _written(cluster.run(pending, stop), out, log)
 
 
-__all__ = ["Answerer", "Cluster", "Plan", "import_ray", "ray_questions"]
+__all__ = ["Answerer", "Cluster", "import_ray", "ray_questions"]

@@ -23,7 +23,7 @@ from rawreact.core.folders import check_parents, make_parents, remove_made
 from rawreact.core.tasks import of_layout
 from rawreact.core.text import plural
 from rawreact.runs.records import existing_manifest, manifest_path, read_run, trials_path
-from rawreact.runs.run import cached_counts, placement_counts
+from rawreact.runs.results import cached_counts, placement_counts
 from rawreact.runs.runfile import RunFile, changed_settings, json_bytes
 
 DUPLICATES = ("refuse", "first")

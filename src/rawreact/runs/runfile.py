@@ -120,17 +120,7 @@ class RunFile:
 
     def _open(self, resume: bool) -> None:
         existing = self.path.stat().st_size > 0
-        if existing and not resume:
-            raise DataError(
-                f"{self.path} already holds results; pass --resume to finish that run, or choose another --out"
-            )
-        kept = trials_path(self.path)
-        if not resume and kept.is_file() and kept.stat().st_size > 0:  # a Reflexion run killed in its first question
-            raise DataError(
-                f"{self.path} holds no finished question yet, but {kept.name} beside it keeps the trials of one "
-                "under way; pass --resume to continue them, or choose another --out (or remove both files to "
-                "start over)"
-            )
+        refuse_start(self.path, resume)
         self.done: dict[str, dict] = {}
         self.manifest: dict = {}
         if existing:
@@ -168,36 +158,10 @@ class RunFile:
     def _recover(self) -> None:
         """Read the finished questions, drop a half-written last line, and check the run is the same."""
         found = existing_manifest(self.path)
-        if found is None:
-            raise DataError(
-                f"{self.path} has no manifest {self.manifest_path.name}, so --resume cannot check it is the same "
-                "run; restore the manifest, or start a new run with another --out"
-            )
-        self.manifest = read_manifest(self.path)
+        self.manifest = refuse_resume(self.path, self.config)
         data = self.path.read_bytes()
         whole = data.rfind(b"\n") + 1
         records = parse_records(self.path, data[:whole], self.manifest.get("prompts", {}))
-        old = self.manifest.get("config", {})
-        keys = changed_settings(old, self.config)
-        edited = [key for key in keys if _retyped(old.get(key), self.config.get(key))]
-        if edited:  # a value of a type rawreact never writes there: the manifest was changed by hand
-            said = "; ".join(f"{key} is {old[key]!r}, where rawreact writes {self.config[key]!r}" for key in edited)
-            raise DataError(
-                f"{self.manifest_path}: {said}: was the manifest edited? restore it, or choose another --out"
-            )
-        changed = [_said(key, old, self.config) for key in keys]
-        if changed:
-            from rawreact import __version__
-
-            made_by = self.manifest.get("rawreact")
-            if isinstance(made_by, str) and made_by != __version__:
-                todo = (
-                    f"The run was made by rawreact {made_by}, and this is {__version__}: finish it with the version "
-                    f"that made it (pip install 'rawreact=={made_by}'), or start a new run with another --out"
-                )
-            else:
-                todo = "Use the same settings, or choose another --out"
-            raise DataError(f"--resume would mix two different runs in {self.path}: {'; '.join(changed)}. {todo}")
         if whole < len(data):  # a crash cut the last line: drop it, so its question runs again
             os.truncate(self.path, whole)
         self.done = {record["id"]: record for record in records}
@@ -286,6 +250,53 @@ _WORDS = {
         "at the observation line alone (rawreact 0.1.0; from 0.2.0 also once the action line is complete)",
     ),
 }
+
+
+def refuse_start(path: Path, resume: bool) -> None:
+    """Refuse to start a run in a file that holds one already (or beside a Reflexion run's trials under way)
+    without `resume`: `RunFile` says so as it opens, and a run plan before anything loads (`runs.plan`)."""
+    if not resume and path.is_file() and path.stat().st_size > 0:
+        raise DataError(f"{path} already holds results; pass --resume to finish that run, or choose another --out")
+    kept = trials_path(path)
+    if not resume and kept.is_file() and kept.stat().st_size > 0:  # a Reflexion run killed in its first question
+        raise DataError(
+            f"{path} holds no finished question yet, but {kept.name} beside it keeps the trials of one "
+            "under way; pass --resume to continue them, or choose another --out (or remove both files to "
+            "start over)"
+        )
+
+
+def refuse_resume(path: Path, config: dict) -> dict:
+    """The manifest of the run in `path` (which holds results), refused when it is missing, edited, or made with
+    another `config` than the one a resume would add to it. A plan checks before the model loads, without the
+    served model's part of the config, which it does not know yet (`_WHEN_BOTH`); `RunFile` again with it."""
+    manifest_file = manifest_path(path)
+    if existing_manifest(path) is None:
+        raise DataError(
+            f"{path} has no manifest {manifest_file.name}, so --resume cannot check it is the same "
+            "run; restore the manifest, or start a new run with another --out"
+        )
+    manifest = read_manifest(path)
+    old = manifest.get("config", {})
+    keys = changed_settings(old, config)
+    edited = [key for key in keys if _retyped(old.get(key), config.get(key))]
+    if edited:  # a value of a type rawreact never writes there: the manifest was changed by hand
+        said = "; ".join(f"{key} is {old[key]!r}, where rawreact writes {config[key]!r}" for key in edited)
+        raise DataError(f"{manifest_file}: {said}: was the manifest edited? restore it, or choose another --out")
+    changed = [_said(key, old, config) for key in keys]
+    if changed:
+        from rawreact import __version__
+
+        made_by = manifest.get("rawreact")
+        if isinstance(made_by, str) and made_by != __version__:
+            todo = (
+                f"The run was made by rawreact {made_by}, and this is {__version__}: finish it with the version "
+                f"that made it (pip install 'rawreact=={made_by}'), or start a new run with another --out"
+            )
+        else:
+            todo = "Use the same settings, or choose another --out"
+        raise DataError(f"--resume would mix two different runs in {path}: {'; '.join(changed)}. {todo}")
+    return manifest
 
 
 def _said(key: str, old: dict, new: dict) -> str:

@@ -3,6 +3,11 @@ each question's environment, the keyword arguments of `solve`, and the manifest'
 
 `rawreact run` and `compare` (whose `Variant` is a `Settings` value with a name) both use these
 functions, so a run and a comparison's variant with the same settings are the same run.
+A run plan (`plan.py`) calls them once, in order, before anything loads.
+
+One room: each function reads one part of the same settings (prompt, grammar, passages, environment, manifest
+config), and the manifest's config is made from all of them; a reader who follows a setting finds every use of it
+here.
 """
 
 import functools
@@ -13,7 +18,7 @@ from pathlib import Path
 
 from rawreact.agents.commands import CommandGrammar, load_commands_grammar
 from rawreact.agents.grammar import Grammar, load_grammar, validate
-from rawreact.agents.lats import LatsPromptFiles, reference_strings
+from rawreact.agents.lats_prompts import LatsPromptFiles, reference_strings
 from rawreact.agents.prompts import Prompt, exemplar_verbs, read_text
 from rawreact.agents.prompts import load_prompt as _load_prompt
 from rawreact.agents.reflexion import ReflectPrompt, load_reflect_prompt

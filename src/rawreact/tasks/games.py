@@ -9,6 +9,9 @@ walkthrough. `read_games` reads such a folder as a collection whose questions ar
 Recipes: `coin:L` (TextWorld's coin collector at level L), `treasure:L` (treasure hunter) and
 `cooking:L` (a cooking game with L ingredients to find; from level 2 on, across six rooms, and from
 level 3 on, with containers to open).
+
+One room: the folder's manifest is written by `make_games` and read by `read_games`, and the two must agree
+field for field (ids, files, hashes, the walkthrough); apart, a change to one would have to be found in the other.
 """
 
 import contextlib
