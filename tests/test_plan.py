@@ -168,3 +168,20 @@ def test_a_plan_goes_to_ray_without_its_open_cache(files, tmp_path):
     sent = pickle.loads(pickle.dumps(plan))
     assert sent.calls is None and sent.parts == plan.parts and sent.questions == plan.questions
     plan.calls.close()
+
+
+def test_a_plan_run_from_python_writes_the_run_the_command_writes(files, tmp_path):
+    """`make_plan(...).run()` is `rawreact run`: the same records and the same manifest config, from Settings."""
+    from rawreact import Settings, load_collection, make_plan, read_run
+
+    by_command = tmp_path / "command.jsonl"
+    argv = ["run", str(files["data"]), "--model", files["script"], "--limit", "3", "--out", str(by_command), "-q"]
+    assert main(argv) == 0
+    from_python = tmp_path / "python.jsonl"
+    plan = make_plan(Settings(model=files["script"], limit=3), load_collection(str(files["data"])), out=from_python)
+    results = list(plan.run())
+    assert [r.question.id for r in results] == [q.id for q in load_collection(str(files["data"])).questions[:3]]
+    command, python = read_run(by_command), read_run(from_python)
+    assert python[0]["config"] == command[0]["config"]
+    said = lambda records: [(r["id"], r["answer"], r["em"], r["steps"]) for r in records]  # noqa: E731
+    assert said(python[1]) == said(command[1]) and len(python[1]) == 3

@@ -38,6 +38,7 @@ _PUBLIC = {
     "models.cache": ("CachedModel",),
     "runs.results": ("Result",),
     "runs.run": ("run_questions",),
+    "runs.plan": ("RunPlan", "make_plan"),
     "runs.runfile": ("RunFile",),
     "runs.records": ("read_run",),
     "reports.comparison": ("Comparison", "compare_runs"),

@@ -29,18 +29,19 @@ from rawreact.core.tasks import SCIENCEWORLD, TaskType, task_type
 from rawreact.core.text import plural
 from rawreact.environments.custom import check_recorded
 from rawreact.models import check_spec, load_model
-from rawreact.models.cache import CallCache
+from rawreact.models.cache import CachedModel, CallCache
 from rawreact.models.cores import threads_problem
 from rawreact.models.specs import is_embedded
 from rawreact.runs.records import manifest_path
-from rawreact.runs.run import check_context
-from rawreact.runs.runfile import refuse_resume, refuse_start
+from rawreact.runs.run import check_context, run_questions
+from rawreact.runs.runfile import RunFile, refuse_resume, refuse_start
 from rawreact.runs.setup import (
     Parts,
     check_questions,
     envs_of,
     game_problem,
     load_parts,
+    model_facts,
     model_options,
     solve_options,
 )
@@ -316,22 +317,27 @@ class RunPlan:
 
     @property
     def prompt(self):
+        """The prompt the run sends (a back-off's first part's)."""
         return self.parts.prompt
 
     @property
     def grammar(self):
+        """The grammar the run applies, or None."""
         return self.parts.grammar
 
     @property
     def backoff(self):
+        """A back-off's second prompt, or None."""
         return self.parts.backoff
 
     @property
     def task(self) -> TaskType:
+        """The task type of the run's questions."""
         return task_type(self.collection.task)
 
     @property
     def embedded(self) -> bool:
+        """Whether the model runs in this process (llama.cpp), not on a server."""
         return is_embedded(self.settings.model)
 
     @property
@@ -352,6 +358,20 @@ class RunPlan:
             raise GrammarError(f"model {model.name} cannot apply a grammar; drop --grammar, or use a llama.cpp model")
         check_context(model, self.prompt, self.questions, settings.max_tokens, settings.method, self.backoff)
         return model
+
+    def run(self, model=None, *, on_step=None, stop=None):
+        """Run the plan as `rawreact run` does: on `model` (by default the plan's, loaded and checked), through the
+        call cache, into the run file with its manifest (when the plan has one); yields each `Result` as it is done
+        (`run_questions`, whose `on_step` and `stop` these are)."""
+        settings = self.settings
+        model = self.load_model() if model is None else model
+        facts = model_facts(model, self.embedded)
+        if self.calls is not None:  # calls made before come from the cache's file (models.cache)
+            model = CachedModel(model, self.calls, sampled=settings.cache_sampled)
+        config = self.parts.config | facts["served"]
+        sink = None if self.out is None else RunFile(self.out, config, resume=self.resume, details=self.details(facts))
+        return run_questions(list(self.questions), self.envs(), model, self.prompt, out=sink, on_step=on_step,
+                             workers=settings.workers, stop=stop, **self.options)  # fmt: skip
 
     def details(self, facts: dict) -> dict:
         """What the manifest records beside the config, not compared by a resume: where the questions came from,
@@ -396,15 +416,16 @@ def make_plan(
     run: dict | None = None,
     say=None,
 ) -> RunPlan:
-    """The checked plan of a run of `settings` on `questions` (the collection's, by default): every refusal is
+    """The checked plan of a run of `settings` on `questions` (by default the collection's, chosen as the settings
+    say: `question`, `limit`, `shuffle`, `shard`): every refusal is
     raised here, before anything loads. `out` is the run file (with `keep`, a run without one is kept under
     `runs/`), `resume` continues it, `config` is the settings file the settings came from, `paper` what
     `--reference` chose, `run` how the questions were chosen when not by these settings (`compare`'s);
     `say(lines)` is given the paper's setup as it is checked."""
     out = None if out is None else str(out)
     check_outputs(out, resume, config)
-    if questions is None:
-        questions = list(collection.questions)
+    if questions is None:  # the collection's, limited, shuffled and sharded as the settings say
+        questions = _chosen(settings, collection)
     if resume and settings.env:  # the code that made the run, or none: checked before it is imported
         recorded = recorded_env(manifest_path(out))
         if recorded is not None:
