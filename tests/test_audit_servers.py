@@ -233,7 +233,7 @@ def test_ollama_against_a_real_server_of_another_kind(tmp_path):
 
 def test_a_run_where_most_questions_end_by_context_says_so(tmp_path, capsys, monkeypatch):
     """A server that refuses every prompt as too long (its 400): the run ends, and says so loudly."""
-    import rawreact.cli.run
+    import rawreact.runs.plan
     from rawreact.cli.app import main
     from rawreact.core.errors import ContextLengthExceeded
 
@@ -241,7 +241,7 @@ def test_a_run_where_most_questions_end_by_context_says_so(tmp_path, capsys, mon
         def complete(self, prompt, **options) -> Completion:
             raise ContextLengthExceeded("the prompt no longer fits")
 
-    monkeypatch.setattr(rawreact.cli.run, "load_model", lambda spec, **options: Overflowing([]))
+    monkeypatch.setattr(rawreact.runs.plan, "load_model", lambda spec, **options: Overflowing([]))
     code = main(["run", "--model", "scripted:unused.json", "--limit", "3", "-q"])
     out, err = capsys.readouterr()
     assert code == 0 and "3 ended by the context window" in out

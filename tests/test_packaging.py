@@ -84,12 +84,29 @@ def test_the_compare_example_runs(tmp_path, monkeypatch, capsys):
 
 
 def test_the_settings_example_runs(tmp_path, monkeypatch, capsys):
-    assert len(_blocks("python", "python.md")) == 5  # each runs in a test of this file
+    assert len(_blocks("python", "python.md")) == 6  # each runs in a test of this file
     monkeypatch.chdir(tmp_path)
     exec(_blocks("python", "python.md")[4], {})
     printed = capsys.readouterr().out.splitlines()
     assert printed[:2] == ["7 2 5", "max_steps=0 (--max-steps) must be at least 1"]
     assert printed[2].startswith("Settings(method='cot'") and "max_steps=5" in printed[2]
+
+
+def test_the_plan_example_runs(tmp_path, monkeypatch, capsys):
+    """As written, in an empty folder (issue 71): a plan of the demo's first two questions, run on Gemma, writes the
+    run file and the manifest `rawreact run` writes."""
+    from rawreact import load_collection
+
+    monkeypatch.chdir(tmp_path)
+    exec(_blocks("python", "python.md")[5], {})
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == "prompts/exemplars.txt 2 4"
+    ids = [q.id for q in load_collection().questions[:2]]
+    assert [line.split()[0] for line in printed[1:]] == ids
+    lines = (tmp_path / "planned.jsonl").read_text().splitlines()
+    assert [json.loads(line)["id"] for line in lines] == ids
+    manifest = json.loads((tmp_path / "planned.jsonl.manifest.json").read_text())
+    assert manifest["config"]["max_steps"] == 4 and manifest["config"]["model"] == "gemma3-270m"
 
 
 def test_the_methods_example_runs(capsys):

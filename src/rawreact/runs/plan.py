@@ -441,11 +441,11 @@ def make_plan(
     refuse_cache_inputs(settings.to_dict(), config)
     if paper is not None and say is not None:
         say(say_paper(Chosen(settings, collection, questions, paper)))
-    check_spec(settings.model)  # a model no load could find, refused before any other load
     if run is None:  # how the questions were chosen, for the manifest's config
         run = {k: getattr(settings, k) for k in ("question", "shuffle", "shuffle_seed", "shuffle_range", "shard")}
     parts = load_parts(settings, collection, **run)
     check_questions(settings, questions)
+    check_spec(settings.model)  # a model no load could find: refused as the load would, before it
     if parts.grammar is not None and grammar_refused(settings.model):  # as the load would say (a variant's: compare)
         todo = "" if settings.where else "; drop --grammar, or use a llama.cpp model"
         raise GrammarError(f"{settings.where}model {settings.model} cannot apply a grammar{todo}")
