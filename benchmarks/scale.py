@@ -27,7 +27,6 @@ import os
 import resource
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,7 @@ import time
 from pathlib import Path
 
 from rawreact import load_collection, load_model, load_prompt, run_questions
+from rawreact.core.processes import kill_until_gone
 from rawreact.models.cores import cpu_name
 from rawreact.runs.cluster import LOCAL_ONLY  # Ray's switch for a machine that is no cluster's node
 
@@ -203,14 +203,7 @@ def ray_processes(mark: str) -> set[int]:
 def stop_session(mark: str) -> None:
     """Kill the processes of one Ray (`ray_processes(mark)`), and no other Ray's: `ray stop` would stop every Ray
     on the machine, and the machine-wide /tmp/ray/session_latest may name another user's."""
-    for _ in range(3):  # a process may start another while the first are killed
-        doomed = ray_processes(mark)
-        if not doomed:
-            return
-        for pid in doomed:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.2)
+    kill_until_gone(lambda: ray_processes(mark), rounds=3, pause=0.2)  # one may start another while they die
 
 
 def measure_ray(spec: str, data, prompt, actors: int, per_actor: int, latency: float, seconds: float, folder) -> dict:

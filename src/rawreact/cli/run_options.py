@@ -45,23 +45,21 @@ def share(text: str) -> float:
 
 def cpus(text: str) -> float:
     """An argparse type: a finite number above 0 (a Ray actor's CPUs may be a share of one)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of CPUs") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text} must be a finite number of CPUs above 0, such as 1 or 0.5")
-    return value
+    return _above_zero(text, "CPUs", ", such as 1 or 0.5")
 
 
 def seconds(text: str) -> float:
     """An argparse type: a finite number of seconds above 0."""
+    return _above_zero(text, "seconds")
+
+
+def _above_zero(text: str, unit: str, example: str = "") -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text} must be a finite number of seconds above 0")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of {unit}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} must be a finite number of {unit} above 0{example}")
     return value
 
 

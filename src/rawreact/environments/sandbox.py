@@ -28,6 +28,7 @@ from functools import cache
 from pathlib import Path
 
 from rawreact.core.errors import EnvironmentSetupError
+from rawreact.core.processes import kill_until_gone
 
 # The launcher: run as `python -I -c LAUNCHER CONFIG` in the program's folder. It applies the isolation the config
 # names and replaces itself with the harness; exit code 125 means a step the config requires failed.
@@ -233,16 +234,8 @@ def _kill(process: subprocess.Popen, uid: int | None) -> None:
     process of that id, until none is left."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
-    if uid is None:
-        return
-    for _ in range(100):
-        left = _processes_of(uid)
-        if not left:
-            return
-        for pid in left:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.01)
+    if uid is not None:
+        kill_until_gone(lambda: _processes_of(uid))
 
 
 def _processes_of(uid: int) -> list[int]:
