@@ -22,7 +22,6 @@ from rawreact.cli.lines import (
 )
 from rawreact.cli.terminal import Stopper, progress
 from rawreact.config.choices import REFLEXION
-from rawreact.core.errors import GrammarError
 from rawreact.core.tasks import task_type
 from rawreact.core.text import inline, plural, printable
 from rawreact.models import cores
@@ -30,9 +29,8 @@ from rawreact.models.cache import CachedModel
 from rawreact.models.specs import EMBEDDED_MODELS
 from rawreact.reports.summary import context_warning, summarize, summary_line
 from rawreact.runs.cluster import Cluster, ray_questions
-from rawreact.runs.plan import RunPlan, plan_command
+from rawreact.runs.plan import RunPlan, grammar_refusal, plan_command
 from rawreact.runs.run import run_questions
-from rawreact.runs.runfile import RunFile
 from rawreact.runs.setup import model_facts
 from rawreact.tasks.collection import Question
 
@@ -52,18 +50,11 @@ def _run(args: argparse.Namespace, stack: ExitStack) -> int:
         model, cluster = None, stack.enter_context(_cluster(args, plan))
         facts = cluster.facts
         if plan.grammar is not None and not facts["supports_grammar"]:
-            name = facts["details"]["model_name"]
-            raise GrammarError(f"model {name} cannot apply a grammar; drop --grammar, or use a llama.cpp model")
+            raise grammar_refusal(facts["details"]["model_name"])
     else:
         model, cluster = _load(args, plan), None
         facts = model_facts(model, embedded)
-        if plan.calls is not None:  # calls made before come from the cache's file (models.cache)
-            model = CachedModel(model, plan.calls, sampled=settings.cache_sampled)
-    details = plan.details(facts)
-    if cluster is not None:
-        details["ray"] = cluster.described()
-    config = parts.config | facts["served"]
-    sink = RunFile(args.out, config, resume=args.resume, details=details) if args.out else None
+    model, sink = plan.open(model, facts, ray=None if cluster is None else cluster.described())
     ids = {q.id for q in questions}
     done = [] if sink is None else [r for r in sink.done.values() if r["id"] in ids]
     task = plan.task

@@ -284,6 +284,12 @@ def kept_path(settings: Settings, data: str) -> Path:
     return path
 
 
+def grammar_refusal(model: str, where: str = "") -> GrammarError:
+    """The refusal of a grammar by a model that cannot apply one (`where`: a comparison's variant, which names it)."""
+    todo = "" if where else "; drop --grammar, or use a llama.cpp model"
+    return GrammarError(f"{where}model {model} cannot apply a grammar{todo}")
+
+
 def grammar_refused(spec: str) -> bool:
     """Whether the model a spec names cannot apply a grammar, known before it loads: Ollama's (a server's
     family is known once it answers, and `RunPlan.load_model` checks it then)."""
@@ -355,7 +361,7 @@ class RunPlan:
         settings = self.settings
         model = load_model(settings.model, **(model_options(settings) | options))
         if self.grammar is not None and not model.supports_grammar:
-            raise GrammarError(f"model {model.name} cannot apply a grammar; drop --grammar, or use a llama.cpp model")
+            raise grammar_refusal(model.name)
         check_context(model, self.prompt, self.questions, settings.max_tokens, settings.method, self.backoff)
         return model
 
@@ -363,15 +369,20 @@ class RunPlan:
         """Run the plan as `rawreact run` does: on `model` (by default the plan's, loaded and checked), through the
         call cache, into the run file with its manifest (when the plan has one); yields each `Result` as it is done
         (`run_questions`, whose `on_step` and `stop` these are)."""
-        settings = self.settings
         model = self.load_model() if model is None else model
-        facts = model_facts(model, self.embedded)
-        if self.calls is not None:  # calls made before come from the cache's file (models.cache)
-            model = CachedModel(model, self.calls, sampled=settings.cache_sampled)
-        config = self.parts.config | facts["served"]
-        sink = None if self.out is None else RunFile(self.out, config, resume=self.resume, details=self.details(facts))
+        model, sink = self.open(model, model_facts(model, self.embedded))
         return run_questions(list(self.questions), self.envs(), model, self.prompt, out=sink, on_step=on_step,
-                             workers=settings.workers, stop=stop, **self.options)  # fmt: skip
+                             workers=self.settings.workers, stop=stop, **self.options)  # fmt: skip
+
+    def open(self, model, facts: dict, ray: dict | None = None):
+        """The loaded `model` behind the plan's call cache (None stays None: a Ray run's actors hold the models), and
+        the run file opened with its manifest (`facts`: `model_facts`'; `ray`: where a Ray run ran), or None."""
+        if model is not None and self.calls is not None:  # calls made before come from the cache's file
+            model = CachedModel(model, self.calls, sampled=self.settings.cache_sampled)
+        if self.out is None:
+            return model, None
+        details = self.details(facts) | ({} if ray is None else {"ray": ray})
+        return model, RunFile(self.out, self.parts.config | facts["served"], resume=self.resume, details=details)
 
     def details(self, facts: dict) -> dict:
         """What the manifest records beside the config, not compared by a resume: where the questions came from,
@@ -447,8 +458,7 @@ def make_plan(
     check_questions(settings, questions)
     check_spec(settings.model)  # a model no load could find: refused as the load would, before it
     if parts.grammar is not None and grammar_refused(settings.model):  # as the load would say (a variant's: compare)
-        todo = "" if settings.where else "; drop --grammar, or use a llama.cpp model"
-        raise GrammarError(f"{settings.where}model {settings.model} cannot apply a grammar{todo}")
+        raise grammar_refusal(settings.model, settings.where)
     if out:  # the run file: a run there already, or one whose manifest says other settings
         refuse_start(Path(out), resume)
         if resume and Path(out).is_file() and Path(out).stat().st_size > 0:
