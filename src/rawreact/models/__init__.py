@@ -54,6 +54,7 @@ def load_model(spec: str = DEFAULT_MODEL, **options) -> Model:
     for Ollama host, n_ctx, temperature, seed, timeout; for servers temperature, seed, timeout,
     retries. Options a backend has no use for (n_ctx for a server) are dropped.
     """
+    check_spec(spec)  # what no load could find, refused first (a run's plan calls it before any load)
     if spec.startswith("scripted:"):
         return ScriptedModel.from_file(spec.removeprefix("scripted:"))
     if options.get("timeout") is None:
@@ -63,8 +64,6 @@ def load_model(spec: str = DEFAULT_MODEL, **options) -> Model:
         from rawreact.models.ollama import OllamaModel
 
         name = spec.removeprefix("ollama:")
-        if not name:
-            raise ModelError("give the Ollama model's name, as in ollama:qwen2.5:3b")
         return OllamaModel(name, **_only(options, "host", "n_ctx", "temperature", "seed", "timeout", "client"))
     if prefix in SERVERS:
         from rawreact.models.openai import OpenAIModel, parse_spec
@@ -85,9 +84,7 @@ def load_model(spec: str = DEFAULT_MODEL, **options) -> Model:
         return LlamaModel(model_path(spec), name=spec, **options)
     if spec.startswith(hub.PREFIX):
         return LlamaModel(hub.hub_file(spec), name=spec, **options)
-    if spec.endswith(".gguf") or Path(spec).exists():
-        return LlamaModel(Path(spec).expanduser(), **options)
-    raise _unknown(spec)
+    return LlamaModel(Path(spec).expanduser(), **options)  # a .gguf path (check_spec refused anything else)
 
 
 def _unknown(spec: str) -> ModelError:
