@@ -10,24 +10,14 @@ from pathlib import Path
 import pytest
 
 from rawreact.environments import sandbox
-from rawreact.environments.sandbox import UID_BASE, UID_SPAN, Limits, run_program
+from rawreact.environments.sandbox import UID_BASE, UID_SPAN, Limits, processes_of, run_program
 
 QUICK = Limits(seconds=5.0, cpu_seconds=3, memory=512 << 20, processes=16, file_size=1 << 20)
 
 
 def _leftovers() -> list[int]:
     """Processes of any program's own user id still alive (not zombies)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                status = (entry / "status").read_text()
-            except OSError:
-                continue
-            uid = int(next(line for line in status.splitlines() if line.startswith("Uid:")).split()[1])
-            if UID_BASE <= uid < UID_BASE + UID_SPAN and "State:\tZ" not in status:
-                found.append(int(entry.name))
-    return found
+    return processes_of(range(UID_BASE, UID_BASE + UID_SPAN))
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ the program's code ran: a program that exits at import (`sys.exit(0)`, `os._exit
 """
 
 import contextlib
+import json
 import os
 import secrets
 import shutil
@@ -115,10 +116,6 @@ class Ran:
     stderr: str
     seconds: float
 
-    def to_dict(self) -> dict:
-        return {"passed": self.passed, "reason": self.reason, "returncode": self.returncode,
-                "stdout": self.stdout, "stderr": self.stderr, "seconds": round(self.seconds, 3)}  # fmt: skip
-
 
 @cache
 def isolation() -> dict:
@@ -149,7 +146,7 @@ def _works(python: str, network: bool, root: bool) -> bool:
                   "private": _private()}  # fmt: skip
         if root:
             os.chown(folder, config["uid"], config["uid"])
-        done = subprocess.run([sys.executable, "-I", "-c", LAUNCHER, _json(config)], cwd=folder, env=_env(folder),
+        done = subprocess.run([sys.executable, "-I", "-c", LAUNCHER, json.dumps(config)], cwd=folder, env=_env(folder),
                               capture_output=True, timeout=60, check=False)  # fmt: skip
         return done.returncode == 0
 
@@ -185,7 +182,7 @@ def run_program(program: str, tests: str, limits: Limits = Limits()) -> Ran:
         config = {"network": facts["network"] == "none", "uid": uid, "limits": rlimits, "python": facts["python"],
                   "private": _private()}  # fmt: skip
         with open(folder / "stdout", "wb") as out, open(folder / "stderr", "wb") as err:
-            process = subprocess.Popen([sys.executable, "-I", "-c", LAUNCHER, _json(config)], cwd=folder,
+            process = subprocess.Popen([sys.executable, "-I", "-c", LAUNCHER, json.dumps(config)], cwd=folder,
                                        env=_env(folder), stdin=subprocess.PIPE, stdout=out, stderr=err,
                                        start_new_session=True)  # fmt: skip
             try:
@@ -235,10 +232,11 @@ def _kill(process: subprocess.Popen, uid: int | None) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
     if uid is not None:
-        kill_until_gone(lambda: _processes_of(uid))
+        kill_until_gone(lambda: processes_of(range(uid, uid + 1)))
 
 
-def _processes_of(uid: int) -> list[int]:
+def processes_of(uids: range) -> list[int]:
+    """The live processes (not zombies) whose user id is in `uids`: one program's (its own id), or any program's."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -249,7 +247,7 @@ def _processes_of(uid: int) -> list[int]:
             continue
         for line in status.splitlines():
             if line.startswith("Uid:"):
-                if int(line.split()[1]) == uid and "State:\tZ" not in status:
+                if int(line.split()[1]) in uids and "State:\tZ" not in status:
                     found.append(int(entry.name))
                 break
     return found
@@ -261,7 +259,7 @@ def _private() -> list[str]:
 
 
 def _own_processes() -> int:
-    return len(_processes_of(os.getuid()))
+    return len(processes_of(range(os.getuid(), os.getuid() + 1)))
 
 
 def _uid() -> int:
@@ -270,12 +268,6 @@ def _uid() -> int:
 
 def _env(folder: str | Path) -> dict:
     return {"PATH": "/usr/bin:/bin", "HOME": str(folder), "TMPDIR": str(folder), "LANG": "C.UTF-8"}
-
-
-def _json(value: object) -> str:
-    import json
-
-    return json.dumps(value)
 
 
 def _tail(path: Path, size: int) -> str:

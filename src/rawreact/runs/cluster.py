@@ -9,7 +9,7 @@ as it comes back. A question whose actor or node dies runs again on another acto
 when a run asks for it.
 
 One room: the driver and its actors are two ends of one protocol (feeding ids, streaming results back, a lost
-actor's questions sent again), and Ray is imported in this module only.
+actor's questions sent again), each written against the other.
 """
 
 import contextlib
