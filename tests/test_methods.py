@@ -32,7 +32,8 @@ def env():
 def test_there_are_the_seven_rows_of_the_paper():
     assert PAPER == ("react", "act", "standard", "cot", "cot-sc", "react-cot-sc", "cot-sc-react")
     # and native tool calls, which the paper did not have, and Reflexion's trials of ReAct and CoT
-    assert list(METHODS) == [*PAPER, "tools", "react-reflexion", "cot-reflexion", "lats"]  # and LATS's tree search
+    # and LATS's tree search, and the two methods that write programs (issue 69)
+    assert list(METHODS) == [*PAPER, "tools", "react-reflexion", "cot-reflexion", "lats", "simple", "reflexion"]
 
 
 def test_act_prompts_for_the_action_and_writes_no_thought(env):

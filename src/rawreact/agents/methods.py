@@ -11,6 +11,7 @@ methods (`reflexion.trials`) keep every trial in the outcome; its answering part
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from rawreact.agents import programs
 from rawreact.agents.alfworld import alfworld_run
 from rawreact.agents.game import play
 from rawreact.agents.guardrails import supported
@@ -18,6 +19,7 @@ from rawreact.agents.lats import lats as run_lats
 from rawreact.agents.lats_prompts import LatsPromptFiles
 from rawreact.agents.lats_records import Search
 from rawreact.agents.loop import react
+from rawreact.agents.programs import ProgramPrompts
 from rawreact.agents.prompts import Prompt, framed
 from rawreact.agents.reasoning import Reasoning, reason
 from rawreact.agents.record import Step, Trajectory, token_totals
@@ -30,6 +32,8 @@ from rawreact.config.choices import (
     BACKOFFS,
     LATS,
     METHODS,
+    PROGRAM_ITERATIONS,
+    PROGRAMS,
     REASONING,
     REFLEXION,
     guard_problem,
@@ -39,6 +43,7 @@ from rawreact.config.choices import (
 from rawreact.core.metrics import is_answer
 from rawreact.environments.env import PassageEnv
 from rawreact.environments.game import alfworld_kind
+from rawreact.environments.programs import ProgramEnv
 from rawreact.environments.scienceworld import ScienceWorldEnv
 from rawreact.models.base import Completion, Model
 
@@ -54,6 +59,7 @@ class Outcome:
     trials: list[Trial] | None = None  # a Reflexion method's trials, in order; the last one answers
     reflexion: dict | None = None  # a Reflexion method's settings that a record repeats (strategy, evaluator, ...)
     search: Search | None = None  # LATS's search: its tree, and every call it made
+    program: dict | None = None  # a program's: its model-written tests, and the hidden tests' verdict (programs.py)
 
     @property
     def _answering(self) -> Trajectory | Reasoning:
@@ -167,6 +173,7 @@ def solve(
     header: str = "Question",
     reflexion: dict | None = None,
     lats: dict | None = None,
+    program: dict | None = None,
     **loop_options,
 ) -> Outcome:
     """Answer `question` by `method` (see METHODS) and return the outcome.
@@ -179,11 +186,15 @@ def solve(
     `header` is the word the question line starts with ("Claim" for FEVER). A Reflexion method takes
     the keyword arguments of `reflexion.trials` in `reflexion` (strategy, trials, evaluator, gold, ...), and
     LATS its settings in `lats` (`prompts`, a `lats_prompts.LatsPrompts`; evaluator, gold, iterations, samples, ...).
+    A problem of a program (an environment of the "program" style) is answered by the program methods
+    (`programs.simple` and `programs.reflexion`), whose settings are `program` (`prompts`, `iterations`).
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; the methods are {', '.join(METHODS)}")
     if getattr(env, "style", "react") == "commands":  # a game: the notebook's ALFWorld loop
         return _play(env, model, prompt, method, max_tokens, on_step, loop, header, loop_options, reflexion)
+    if isinstance(env, ProgramEnv) or method in PROGRAMS:  # a problem of a program
+        return _program(env, model, method, max_tokens, on_step, program)
     if method in BACKOFFS and backoff_prompt is None:
         raise ValueError(f"method {method} needs the prompt of its second part: backoff_prompt")
     repeats = loop_options.get("repeats", "off")
@@ -283,6 +294,23 @@ def _play(env, model: Model, prompt: Prompt | str, method: str, max_tokens: int,
     trajectory = play(env, model, prompt, max_tokens=max_tokens, grammar=grammar, thoughts=method == "react",
                       on_step=on_step, header=header, **known)  # fmt: skip
     return Outcome(method, method, trajectory=trajectory)
+
+
+def _program(env, model: Model, method: str, max_tokens: int, on_step, settings: dict | None) -> Outcome:
+    """A problem of a program, by `simple` or `reflexion` (agents.programs), judged by its hidden tests."""
+    if not isinstance(env, ProgramEnv):
+        raise ValueError(f"method {method} writes programs; run it on problems of programs (--data humaneval)")
+    if method not in PROGRAMS:
+        raise ValueError(f"a problem of a program is answered by {' or '.join(PROGRAMS)}, not {method}")
+    settings = dict(settings or {})
+    prompts = settings.get("prompts") or ProgramPrompts.load()
+    if method == "simple":
+        trajectory, record = programs.simple(env, model, prompts, max_tokens=max_tokens, on_step=on_step)
+    else:
+        iterations = settings.get("iterations", PROGRAM_ITERATIONS)
+        trajectory, record = programs.reflexion(env, model, prompts, iterations=iterations, max_tokens=max_tokens,
+                                                on_step=on_step)  # fmt: skip
+    return Outcome(method, method, trajectory=trajectory, program=record)
 
 
 def _code_options(reflexion: dict) -> dict:

@@ -196,6 +196,8 @@ class Trajectory:
         if self.loop == "alfworld_runs":  # the Reflexion code's EnvironmentHistory: `> action` and what was said
             lines = [line for s in self.steps[:steps] for line in (f"> {s.action_text}", s.observation)]
             return self.prompt + self.preamble + self.header + self.question + "\n" + "\n".join(lines) + ">"
+        if self.loop == "program":  # the exemplars and the problem, then each implementation and its tests' verdict
+            return self.prompt + self.question + "".join(program_text(s) for s in self.steps[:steps])
         if self.loop == "game":  # alfworld.ipynb's: `> command` lines, each followed by what the game said
             lines = "".join(f" {s.action_text}\n{s.observation}{s.note}\n>" for s in self.steps[:steps])
             head = f"{self.header}: " if self.header else ""  # none in the notebook's own loop: its prompt ends in it
@@ -237,6 +239,13 @@ class Trajectory:
         loop, messages, header = data.get("loop", "tolerant"), data.get("messages"), data.get("header", "Question")
         fields = (data["question"], data["prompt"], steps, data["answer"], data["ended"], loop, messages, header)
         return cls(*fields, data.get("preamble", ""), reward=data.get("reward"))
+
+
+def program_text(step: Step) -> str:
+    """One implementation of a program, as `show` and the live output print it: the reflection before it, the
+    program, and what its tests said."""
+    reflection = f"Reflection: {step.thought}\n" if step.thought else ""
+    return f"\n--- implementation {step.i}\n{reflection}{step.action_text.rstrip()}\n--- {step.observation}\n"
 
 
 def header_entry(header: str) -> dict:

@@ -54,6 +54,13 @@ def game_loop_said(settings: Settings, task: str) -> str:
     return f", game loop ({_with_guards(f'up to {steps}', settings)})"
 
 
+def program_said(config: dict) -> str:
+    """The program methods' part of a run's header: the implementations, their token limit, and the isolation the
+    programs run with (a run says it, since a program's verdict may depend on it)."""
+    made = "" if config.get("iterations") is None else f"up to {plural(config['iterations'], 'implementation')}, "
+    return f" ({made}{config['max_tokens']} tokens an implementation; programs run with {config['sandbox']})"
+
+
 def loop_said(settings: Settings) -> str:
     """The loop of a run's header, for a method that acts, and a Reflexion method's trials."""
     if settings.method in REFLEXION:
@@ -138,6 +145,14 @@ def score_cell(value: float | None, form: str) -> str:
 
 def result_line(n: int, total: int, result: Result) -> str:
     out = result.outcome
+    if out.program is not None:  # a program: whether its hidden tests passed, and why not
+        hidden = out.program["hidden"]
+        why = "" if hidden["passed"] else f": {hidden['reason']}"
+        return (
+            f"result [{n}/{total}] {inline(result.question.id)}: {result.task.outcome(result.scores)} (hidden tests"
+            f"{why}) after {plural(out.taken, 'implementation')}, {plural(out.model_calls, 'call')}, "
+            f"{out.tokens()['completion']} tokens written, {out.seconds:.1f} s"
+        )
     if result.task.scoring == "outcome":  # the environment judged it: won or not, and its reward
         return (
             f"result [{n}/{total}] {inline(result.question.id)}: {result.task.outcome(result.scores)} "

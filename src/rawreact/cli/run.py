@@ -7,12 +7,13 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from rawreact import __version__
-from rawreact.agents.record import Step
+from rawreact.agents.record import Step, program_text
 from rawreact.agents.reflexion import Trial
 from rawreact.cli.lines import (
     game_loop_said,
     loop_said,
     passages_said,
+    program_said,
     reasoning_text,
     result_line,
     sampling_said,
@@ -59,6 +60,8 @@ def _run(args: argparse.Namespace, stack: ExitStack) -> int:
     done = [] if sink is None else [r for r in sink.done.values() if r["id"] in ids]
     task = plan.task
     loop = game_loop_said(settings, task.name) if task.style == "commands" else loop_said(settings)
+    if task.writes_programs:
+        loop = program_said(parts.config)
     print(
         f"rawreact {__version__}: {plural(len(questions), task.unit)} from {collection.name}, model "
         f"{facts['details']['model_name']}{_on_ray(cluster)}, "
@@ -90,6 +93,8 @@ def _run(args: argparse.Namespace, stack: ExitStack) -> int:
         def print_step(question: Question, step: Step) -> None:
             if task_type(question.task).style == "commands":  # a game's lines: `> command`, then what it said
                 text = f"> {step.action_text}\n{step.observation}{step.note}\n"
+            elif task_type(question.task).writes_programs:  # an implementation and what its tests said
+                text = program_text(step)
             elif step.action_text or step.observation:
                 text = step.render()
             else:

@@ -30,8 +30,16 @@ METHODS = {
         Method("react-reflexion", "ReAct + Reflexion", "-"),
         Method("cot-reflexion", "CoT + Reflexion", "-"),
         Method("lats", "LATS", "-"),
+        Method("simple", "Simple (one program)", "-"),
+        Method("reflexion", "Reflexion (programs)", "-"),
     )
 }
+
+# The methods that write programs (agents/programs.py), the only ones a problem of a program runs by: one
+# implementation, or implementations improved on the model's own tests by reflection.
+PROGRAMS = ("simple", "reflexion")
+PROGRAM_TOKENS = 512  # tokens of one implementation, where --max-tokens is left at its default (100: a step's)
+PROGRAM_ITERATIONS = 5  # implementations of program reflexion, where --trials is left at its default
 
 # Language Agent Tree Search (Zhou et al., 2024): tree search over ReAct steps (agents/lats.py).
 LATS = "lats"
@@ -64,7 +72,9 @@ TRIALS = 7  # trials per question: the Reflexion paper's HotpotQA figure plots t
 REFLECT_TOKENS = 250  # tokens of one reflection call, as the reference's reflection model
 
 
-PAPER = tuple(m for m in METHODS if m not in ("tools", LATS) and m not in REFLEXION)  # the rows of the paper's table
+PAPER = tuple(
+    m for m in METHODS if m not in ("tools", LATS, *PROGRAMS) and m not in REFLEXION
+)  # the rows of the paper's table
 
 
 # A back-off's two parts, in the order they run.
@@ -87,7 +97,7 @@ def first_method(method: str) -> str:
 
 def acts(method: str) -> bool:
     """Whether `method` takes actions, so that a grammar, a loop and the guardrails apply to it."""
-    return method not in REASONING and REFLEXION.get(method) != "cot"
+    return method not in REASONING and method not in PROGRAMS and REFLEXION.get(method) != "cot"
 
 
 def guard_problem(method: str, repeats: str, budget: int | None) -> str | None:

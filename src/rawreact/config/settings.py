@@ -275,6 +275,12 @@ class Settings:
             others = [k for k in REFLEXION_KEYS if k != "evaluator" and getattr(self, k) != _DEFAULTS[k]]
             return problem or (f"{', '.join(others)} apply to the Reflexion methods only" if others else None)
         changed = [k for k in REFLEXION_KEYS if getattr(self, k) != _DEFAULTS[k]]
+        if self.method == "reflexion":  # programs' Reflexion: its implementations are --trials, judged by tests
+            others = [k for k in changed if k != "trials"]
+            if others:
+                said = ", ".join(others)
+                return f"{said} apply to the Reflexion methods of questions; programs' reflexion takes --trials"
+            return None
         if self.method not in REFLEXION:
             if changed:
                 return f"{', '.join(changed)} apply to the Reflexion methods ({' and '.join(REFLEXION)}) only"

@@ -9,11 +9,14 @@ from rawreact.core.errors import DataError
 NAMED = (".ipynb", ".py")
 
 
-SIMULATORS = ("scienceworld",)  # data named by a simulator's episodes (`scienceworld:test_mini`), not read from a file
+# Data named by its source, not read from a file: a simulator's episodes (`scienceworld:test_mini`), an installed
+# package's problems (`humaneval:0-9`).
+SIMULATORS = ("scienceworld", "humaneval")
 
 
 def is_named_data(value: str | Path) -> bool:
-    """Whether a `--data` value names a simulator's episodes (`scienceworld:...`) rather than a file."""
+    """Whether a `--data` value names a simulator's episodes or a package's problems (`scienceworld:...`,
+    `humaneval:...`) rather than a file."""
     return any(str(value) == name or str(value).startswith(f"{name}:") for name in SIMULATORS)
 
 

@@ -78,6 +78,14 @@ class TaskType:
     supported: bool = False  # whether an answer is looked for in what the episode read (`supported`)
     own_passages: bool = True  # whether its items can come with passages of their own (else: --passages)
     refused: Mapping[str, str] = field(default_factory=dict)  # what it cannot be run by ("reflexion", "acting")
+    methods: tuple[str, ...] | None = None  # the only methods that run it (None: the question methods)
+    won: str = "won"  # the ending that is a success, for a task the environment judges
+    outcomes: tuple[str, str] = ("won", "not won")  # how a result line names a success and a failure
+
+    @property
+    def writes_programs(self) -> bool:
+        """Whether its items are problems a method answers with a program (agents.programs), judged by tests."""
+        return self.style == "program"
 
     @property
     def headline(self) -> Score:
@@ -103,8 +111,8 @@ class TaskType:
     def outcome(self, record: Mapping) -> str:
         """How a result line names a record's outcome (`record`: its scores by name): "won" or "not won" for an
         outcome that the environment judges, "correct", "wrong" or "not scored (no gold answer)" for an answer."""
-        if self.scoring == "outcome":  # the environment's judgement: whether it was won
-            return "won" if record.get("success") else "not won"
+        if self.scoring == "outcome":  # the environment's judgement: whether it was won (a program: passed)
+            return self.outcomes[0] if record.get("success") else self.outcomes[1]
         value = record.get(self.headline.key)
         return "not scored (no gold answer)" if value is None else "correct" if value else "wrong"
 
@@ -223,7 +231,26 @@ SCIENCEWORLD = TaskType(
         ),
     ),
 )
-TASK_TYPES: dict[str, TaskType] = {t.name: t for t in (QA, FEVER, GAME, SCIENCEWORLD)}
+# Programs (HumanEval): a method writes a Python function for each problem, and the problem's hidden tests, run
+# apart from rawreact (environments.sandbox), judge it: pass@1 is the share passed, as HumanEval's harness scores.
+PROGRAM = TaskType(
+    "program",
+    unit="problem",
+    header="Problem",
+    prompts="programs/",
+    scores=(Score("success", "pass@1", share=True, said="a program passes its hidden tests (1) or not (0)"),),
+    scoring="outcome",
+    style="program",
+    layout="humaneval",
+    benchmark="humaneval",
+    steps=1,
+    own_passages=False,
+    fields={"success": _NUMBER, "program": (dict,)},
+    methods=("simple", "reflexion"),
+    won="passed",
+    outcomes=("passed", "failed"),
+)
+TASK_TYPES: dict[str, TaskType] = {t.name: t for t in (QA, FEVER, GAME, SCIENCEWORLD, PROGRAM)}
 
 
 def task_type(name: str | None) -> TaskType:

@@ -68,9 +68,9 @@ os.execv(config["python"], [config["python"], "-I", "-B", "harness.py"])
 """
 
 # The harness: reads its token, runs the program's code and then the tests' code in one namespace, and prints the
-# token once they all ran without an error.
+# token once they all ran without an error, with what the tests left in `__report__` (JSON) after it.
 HARNESS = r"""
-import sys
+import json, sys
 token = sys.stdin.readline().strip()
 sys.stdin.close()
 namespace = {"__name__": "__main__"}
@@ -81,7 +81,8 @@ with open("tests.py", encoding="utf-8") as file:
     code = compile(file.read(), "tests.py", "exec")
 exec(code, namespace)
 sys.stdout.flush()
-print("\n" + token, flush=True)
+report = namespace.get("__report__")
+print("\n" + token + ("" if report is None else " " + json.dumps(report)), flush=True)
 """
 
 UID_BASE, UID_SPAN = 2_000_000, 1_000_000  # a program's own user id, as root: one no account has
@@ -115,6 +116,7 @@ class Ran:
     stdout: str
     stderr: str
     seconds: float
+    report: object = None  # what the tests left in `__report__`, where they passed and left one
 
 
 @cache
@@ -200,12 +202,22 @@ def run_program(program: str, tests: str, limits: Limits = Limits()) -> Ran:
                 code = process.wait()
         stdout = _tail(folder / "stdout", limits.kept)
         stderr = _tail(folder / "stderr", limits.kept)
-        passed = not timed_out and code == 0 and stdout.rstrip().endswith(token)
+        shown, _, last = stdout.rstrip().rpartition("\n")
+        said, _, report = last.partition(" ")
+        passed = not timed_out and code == 0 and said == token
         reason = "passed" if passed else _reason(code, timed_out, stderr, limits)
-        shown = stdout.rstrip().removesuffix(token).rstrip() if passed else stdout
-        return Ran(passed, reason, code, shown, stderr, time.perf_counter() - started)
+        report = _report(report) if passed else None
+        return Ran(passed, reason, code, shown.rstrip() if passed else stdout, stderr, time.perf_counter() - started,
+                   report)  # fmt: skip
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _report(text: str) -> object:
+    try:
+        return json.loads(text) if text else None
+    except json.JSONDecodeError:
+        return None
 
 
 def _reason(code: int | None, timed_out: bool, stderr: str, limits: Limits) -> str:

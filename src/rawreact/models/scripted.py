@@ -27,6 +27,11 @@ def _under_way(text: str) -> tuple[int, str] | None:
     return None if opened is None else (int(opened.group(1)), text[opened.end() :])
 
 
+def _commented(text: str) -> str:
+    """A program as programs' reflexion shows an earlier implementation: each line after `# `."""
+    return "\n".join(f"# {line}".rstrip() for line in text.rstrip("\n").split("\n"))
+
+
 def _texts(data: object) -> bool:
     return isinstance(data, list) and all(isinstance(t, str) for t in data)
 
@@ -37,12 +42,29 @@ class _ByQuestion:
 
     def __init__(self, scripts: dict[str, list[str]], name: str, reflection: str | None = None) -> None:
         self.scripts, self.name, self.reflection = scripts, name, reflection
+        self.problems = [key for key in scripts if "\n" in key]  # problems of programs: their prompts
+
+    def program(self, prompt: str) -> str | None:
+        """A program method's call, where the prompt holds a scripted problem (the one it holds last): its tests
+        call gets no tests; an implementation gets the first text, or the one after the earlier implementation
+        the prompt shows (programs' reflexion); None for a prompt of no scripted problem."""
+        held = [(prompt.rfind(key), key) for key in self.problems if key in prompt]
+        if not held:
+            return None
+        texts = self.scripts[max(held)[1]]
+        if re.search(r"# Tests of \w+:\n$", prompt):
+            return ""
+        shown = [k for k, text in enumerate(texts) if text.strip() and _commented(text) in prompt]
+        return texts[min(shown[-1] + 1, len(texts) - 1)] if shown else texts[0]
 
     def __call__(self, prompt: str) -> str:
         if prompt.endswith("Reflection:"):
             if self.reflection is None:
                 raise ModelError(f"{self.name} has no 'reflection' for a Reflexion reflection call; add one")
             return self.reflection
+        program = self.program(prompt)
+        if program is not None:
+            return program
         # The start of the last Question (or FEVER's Claim) line of the prompt.
         line, header = max((("\n" + prompt).rfind(f"\n{h}: "), h) for h in {t.header for t in TASK_TYPES.values()})
         question = prompt[line + len(header) + 2 :].split("\n", 1)[0] if line >= 0 else ""
@@ -134,7 +156,8 @@ class ScriptedModel:
                 raise DataError(f"{path}: 'questions' maps each question to a list of completion strings")
             if reflection is not None and not isinstance(reflection, str):
                 raise DataError(f"{path}: 'reflection' must be the text of a reflection")
-            by_question = {one_line(question): texts for question, texts in scripts.items()}
+            # A problem of a program is keyed by its whole prompt, line breaks and all (`_ByQuestion.program`).
+            by_question = {(q if "\n" in q else one_line(q)): texts for q, texts in scripts.items()}
             model = cls(_ByQuestion(by_question, name, reflection), name=name, seconds_per_call=float(delay))
             model.script_sha256 = hashlib.sha256(raw).hexdigest()
             return model

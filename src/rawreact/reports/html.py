@@ -53,7 +53,10 @@ ENDING_COLOURS = dict(
 
 
 # The scores a chart is drawn of, in the order the task types declare them, each by its label.
-SCORES = {s.key: s.label[:1].upper() + s.label[1:] for t in TASK_TYPES.values() for s in t.scores}
+SCORES: dict[str, str] = {}
+for _type in TASK_TYPES.values():  # a key two types share (success) keeps its first label
+    for _score in _type.scores:
+        SCORES.setdefault(_score.key, _score.label[:1].upper() + _score.label[1:])
 
 
 def page(runs: dict[str, str | Path], *, resamples: int = RESAMPLES, seed: int = 0) -> str:

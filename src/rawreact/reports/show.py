@@ -12,6 +12,8 @@ from rawreact.runs.records import read_trial
 def listing(records: list[dict], width: int | None = None) -> str:
     """The questions of a run, one row each: id, EM, F1, how it ended, steps, then the question, the
     prediction and the gold answer (one line each), cut with "…" to fit `width` columns if given."""
+    if records and of_records(records).writes_programs:  # judged by hidden tests: passed, and why not
+        return _programs_listing(records)
     if records and of_records(records).scoring == "outcome":  # judged by the environment: won, and reward
         return _games_listing(records)
     rows = [
@@ -45,6 +47,21 @@ def _games_listing(records: list[dict]) -> str:
     return table(rows)
 
 
+def _programs_listing(records: list[dict]) -> str:
+    """The problems of a run of programs, one row each: id, function, passed, implementations, calls, and why the
+    hidden tests failed."""
+    rows = [
+        {"id": r["id"], "function": (r.get("program") or {}).get("entry_point", "-")}
+        | {"passed": "yes" if r.get("success") else "no", "implementations": str(r["steps"])}
+        | {
+            "calls": str(r["model_calls"]),
+            "hidden tests": one_line(((r.get("program") or {}).get("hidden") or {}).get("reason", "-")),
+        }
+        for r in records
+    ]
+    return table(rows)
+
+
 def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
@@ -63,7 +80,16 @@ def show(record: dict, with_prompt: bool = False) -> str:
     method, branch = record.get("method", "react"), record.get("branch", "react")
     answered = f"; answered by {branch}" if method in BACKOFFS else ""
     loop = f", {record['loop']} loop" if record.get("loop") else ""
-    if task_type(record.get("task")).scoring == "outcome":
+    if task_type(record.get("task")).writes_programs:
+        program = record.get("program") or {}
+        verdict, hidden = task_type(record.get("task")).outcome(record), program.get("hidden") or {}
+        head = (
+            f"id {record['id']}: {verdict} (hidden tests: {hidden.get('reason', '?')}; "
+            f"programs ran with {program.get('isolation', '?')}); "
+            f"{plural(record['steps'], 'implementation')}, {plural(record['model_calls'], 'call')}, "
+            f"{record['seconds']:.1f} s; method {method}\n"
+        )
+    elif task_type(record.get("task")).scoring == "outcome":
         head = (
             f"id {record['id']}: {game_score(record.get('success'), record.get('reward'))}; ended by {record['ended']} "
             f"after {plural(record['steps'], 'step')}, {plural(record['model_calls'], 'call')}, "

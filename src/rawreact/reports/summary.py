@@ -9,7 +9,8 @@ from collections import Counter
 from rawreact.agents.guardrails import ENDINGS
 from rawreact.config.choices import BACKOFFS
 from rawreact.core.errors import DataError
-from rawreact.core.tasks import task_type
+from rawreact.core.stats import wilson
+from rawreact.core.tasks import PROGRAM, task_type
 from rawreact.core.text import plural
 
 
@@ -160,6 +161,8 @@ def summary_line(summary: dict) -> str:
     if not summary["questions"]:
         return "0 questions"
     s = summary
+    if "games" in s and s.get("unit") == PROGRAM.unit:
+        return _programs_line(s)
     if "games" in s:
         return _games_line(s)
     evaluated = _cell(s, "evaluated_tokens", "{:.0f}")
@@ -197,6 +200,19 @@ def _games_line(s: dict) -> str:
         f"{s['invalid_per_step']:.2f} invalid commands a step, {s['calls']:.1f} calls, "
         f"{s['completion_tokens']:.0f} generated and {_cell(s, 'evaluated_tokens', '{:.0f}')} evaluated tokens, "
         f"{_cell(s, 'repeats_per_question', '{:.2f}')} repeats, {s['seconds']:.1f} s per {unit}{rate}; "
+        f"ended: {_endings_cell(s)}"
+    )
+
+
+def _programs_line(s: dict) -> str:
+    """The end-of-run sentence of a run of programs: pass@1 with its 95% interval (Wilson's), implementations,
+    calls, tokens and time a problem."""
+    n = s["games"]
+    rate = f" ({s['per_minute']:.1f} problems per minute of wall time)" if s.get("per_minute") else ""
+    return (
+        f"{plural(n, 'problem')}: pass@1 {wilson(round(s['success'] * n), n)}, {s['steps']:.1f} "
+        f"implementations, {s['calls']:.1f} calls, {s['completion_tokens']:.0f} generated and "
+        f"{_cell(s, 'evaluated_tokens', '{:.0f}')} evaluated tokens, {s['seconds']:.1f} s per problem{rate}; "
         f"ended: {_endings_cell(s)}"
     )
 

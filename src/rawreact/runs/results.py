@@ -161,10 +161,11 @@ class Result:
 
     @property
     def success(self) -> float | None:
-        """1.0 when the game was won, 0.0 when not; None for a task scored by its answer."""
+        """1.0 when the game was won (a program passed its hidden tests), 0.0 when not; None for a task scored by
+        its answer."""
         if self.task.scoring != "outcome":
             return None
-        return float(self.outcome.ended == "won")
+        return float(self.outcome.ended == self.task.won)
 
     @property
     def reward(self) -> float | None:
@@ -183,6 +184,8 @@ class Result:
         """The fields the task type adds to a record (`TaskType.fields`), with its name: none for a question."""
         if self.task.scoring == "label":
             return self._claim()
+        if self.outcome.program is not None:  # a program: whether it passed, its tests and the hidden verdict
+            return {"task": self.task.name, "success": self.success, "program": self.outcome.program}
         if self.task.scoring == "outcome":  # whether it was won (`success`), its reward, and its kind (a recipe)
             made = {"task": self.task.name, "success": self.success, "reward": self.reward, "game": self.question.kind}
             return made | ({"score": self.score} if "score" in self.task.fields else {})

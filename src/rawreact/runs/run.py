@@ -18,7 +18,7 @@ from rawreact.agents.reasoning import CUES
 from rawreact.agents.record import Step
 from rawreact.agents.reflexion import Trial, gold_context
 from rawreact.agents.tools import check_model
-from rawreact.config.choices import BACKOFFS, REFLEXION, first_method
+from rawreact.config.choices import BACKOFFS, PROGRAMS, REFLEXION, first_method
 from rawreact.core.errors import DataError, EpisodeLost, ModelError
 from rawreact.core.tasks import GAME
 from rawreact.environments.env import PassageEnv
@@ -66,7 +66,10 @@ def check_context(
     longest = max(questions, key=lambda q: len(q.question))
     parts = [(prompt, first_method(method))] + ([(backoff, BACKOFFS[method][1])] if backoff is not None else [])
     for part_prompt, part in parts:
-        needed = len(tokenize(f"{part_prompt.text}{longest.header}: {longest.question}\n{CUES[part]}")) + max_tokens
+        if method in PROGRAMS:  # an implementation continues the problem's prompt after the exemplars
+            needed = len(tokenize(f"{part_prompt.text}{longest.question}")) + max_tokens
+        else:
+            needed = len(tokenize(f"{part_prompt.text}{longest.header}: {longest.question}\n{CUES[part]}")) + max_tokens
         if needed > n_ctx:
             raise ModelError(
                 f"the prompt ({part_prompt.source}) with the longest question and --max-tokens {max_tokens} needs "

@@ -11,6 +11,7 @@ here.
 """
 
 import functools
+import hashlib
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +20,8 @@ from pathlib import Path
 from rawreact.agents.commands import CommandGrammar, load_commands_grammar
 from rawreact.agents.grammar import Grammar, load_grammar, validate
 from rawreact.agents.lats_prompts import LatsPromptFiles, reference_strings
+from rawreact.agents.programs import NAMES as PROGRAM_PROMPTS
+from rawreact.agents.programs import ProgramPrompts
 from rawreact.agents.prompts import Prompt, exemplar_verbs, read_text
 from rawreact.agents.prompts import load_prompt as _load_prompt
 from rawreact.agents.reflexion import ReflectPrompt, load_reflect_prompt
@@ -27,9 +30,14 @@ from rawreact.config.choices import (
     BACKOFFS,
     CALL_STOPS,
     LATS,
+    MAX_TOKENS,
+    PROGRAM_ITERATIONS,
+    PROGRAM_TOKENS,
+    PROGRAMS,
     REFLECTING,
     REFLEXION,
     SAMPLING,
+    TRIALS,
     acts,
     first_method,
     reflexion_loop_problem,
@@ -42,6 +50,7 @@ from rawreact.core.tasks import QA, task_type
 from rawreact.environments.custom import Factory, import_factory
 from rawreact.environments.env import bound_verbs
 from rawreact.environments.game import commands_unknown
+from rawreact.environments.sandbox import isolation
 from rawreact.models.cores import bound_spinning, threads_problem
 from rawreact.models.specs import model_sha256
 from rawreact.runs.run import unrunnable
@@ -52,7 +61,13 @@ from rawreact.tasks.loading import open_passages
 
 def prompt_of(settings: Settings, task: str = QA.name) -> Prompt:
     """The prompt the settings send (a back-off's first part's) for the task ("qa" or "fever"): the files named, or
-    those an `--env` factory declares for ReAct (`Factory.declared_prompt`), or the method's shipped ones."""
+    those an `--env` factory declares for ReAct (`Factory.declared_prompt`), or the method's shipped ones. A
+    problem of a program's is the exemplars an implementation follows (`program_prompts_of`)."""
+    if task_type(task).writes_programs:
+        prompts = program_prompts_of(settings)
+        return Prompt(
+            text=prompts.simple, source=f"{prompts.source}simple.txt", exemplars=prompts.simple.count("\ndef ")
+        )
     exemplars, instruction = settings.prompt, settings.instruction
     if (
         settings.env is not None
@@ -70,6 +85,48 @@ def prompt_of(settings: Settings, task: str = QA.name) -> Prompt:
         method="cot-context" if settings.context == "gold" else first_method(settings.method),
         task=task,
     )
+
+
+def program_prompts_of(settings: Settings) -> ProgramPrompts:
+    """The program methods' prompts: a folder of them named by --prompt, or rawreact's own (prompts/programs/)."""
+    if settings.prompt is not None and not Path(settings.prompt).is_dir():
+        raise DataError(
+            f"{settings.where}--prompt {settings.prompt}: the program methods take a folder of prompts "
+            f"({', '.join(n + '.txt' for n in PROGRAM_PROMPTS)}), as prompts/programs/ is"
+        )
+    folder = None if settings.prompt is None else settings.prompt.rstrip("/") + "/"
+    return ProgramPrompts.load(folder)
+
+
+def program_problem(settings: Settings, task: str) -> str | None:
+    """What stops these settings from running on the task's problems of programs (or a program method on other
+    tasks), or None."""
+    if not task_type(task).writes_programs:
+        if settings.method in PROGRAMS:
+            return f"method {settings.method} writes programs; run it on problems of programs (--data humaneval)"
+        return None
+    if settings.method not in PROGRAMS:
+        return f"a problem of a program is answered by {' or '.join(PROGRAMS)}, not {settings.method}"
+    if settings.loop != "tolerant":
+        return "the program methods run in rawreact's own loop; drop --loop reference"
+    if settings.passages is not None or settings.env is not None:
+        return "a problem of a program is judged by its own tests; drop --passages and --env"
+    if settings.key is not None or settings.instruction is not None or settings.k is not None:
+        return "the program methods take a folder of prompts with --prompt; drop --key, --instruction and -k"
+    return None
+
+
+def program_options(settings: Settings, task: str) -> dict:
+    """The program methods' part of `solve`'s keyword arguments: their prompts, their implementations, and the
+    token limit of one (PROGRAM_TOKENS where --max-tokens is left at a step's 100)."""
+    if not task_type(task).writes_programs:
+        return {}
+    iterations = PROGRAM_ITERATIONS if settings.trials == TRIALS else settings.trials
+    tokens = PROGRAM_TOKENS if settings.max_tokens == MAX_TOKENS else settings.max_tokens
+    options = {"prompts": program_prompts_of(settings)} | (
+        {"iterations": iterations} if settings.method == "reflexion" else {}
+    )
+    return {"program": options, "max_tokens": tokens}
 
 
 def reflect_prompt_of(settings: Settings, task: str = QA.name) -> ReflectPrompt | None:
@@ -228,6 +285,7 @@ def solve_options(
         }
         | _reflexion_options(settings, task)
         | lats_options(settings)
+        | program_options(settings, task)
     )
 
 
@@ -314,7 +372,25 @@ def manifest_config(
         }
         | _reflexion_config(settings, collection.task)
         | _lats_config(settings)
+        | _program_config(settings, collection.task)
     )
+
+
+def _program_config(settings: Settings, task: str) -> dict:
+    """The program methods' part of the manifest config: their prompts by content, the implementations and token
+    limit they ran with, and the isolation the programs had (`sandbox.isolation`), which their verdicts depend on."""
+    options = program_options(settings, task)
+    if not options:
+        return {}
+    prompts = options["program"]["prompts"]
+    texts = "\0".join(getattr(prompts, name) for name in PROGRAM_PROMPTS)
+    return {
+        "program_prompts": prompts.source,
+        "program_prompts_sha256": hashlib.sha256(texts.encode()).hexdigest(),
+        "iterations": options["program"].get("iterations"),
+        "max_tokens": options["max_tokens"],
+        "sandbox": isolation()["said"],
+    }
 
 
 def _lats_config(settings: Settings) -> dict:
@@ -395,7 +471,7 @@ class Parts:
 def load_parts(settings: Settings, collection: Collection, **run) -> Parts:
     """Load and check everything the settings name, before any model loads: a bad file fails first."""
     task = collection.task
-    problem = game_problem(settings, task) or threads_problem(settings.threads)
+    problem = game_problem(settings, task) or program_problem(settings, task) or threads_problem(settings.threads)
     if problem:
         raise DataError(f"{settings.where}{problem}")
     blind = undescribed(collection) if settings.grammar == "commands" else []

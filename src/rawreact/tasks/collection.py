@@ -18,6 +18,7 @@ from rawreact.core.errors import DataError
 from rawreact.core.tasks import QA, of_layout, task_type
 from rawreact.environments.env import PassageEnv
 from rawreact.environments.game import GameEnv
+from rawreact.environments.programs import ProgramEnv
 from rawreact.environments.reference import ReferenceEnv
 from rawreact.environments.scienceworld import ScienceWorldEnv, is_episode
 
@@ -93,7 +94,7 @@ class Collection:
 
     def env(
         self, question: Question | None = None, *, n_first: int | None = None, loop: str = "tolerant"
-    ) -> PassageEnv | ReferenceEnv | GameEnv | ScienceWorldEnv:
+    ) -> PassageEnv | ReferenceEnv | GameEnv | ScienceWorldEnv | ProgramEnv:
         """A fresh environment over the question's own passages, or the shared ones; a game's own.
 
         `loop` "reference" gives the reference's environment (`ReferenceEnv`, which knows the
@@ -105,6 +106,8 @@ class Collection:
             raise ValueError(f"unknown loop {loop!r}; the loops are {', '.join(LOOPS)}")
         if question is not None and is_episode(question.game):  # a ScienceWorld episode, in the simulator
             return ScienceWorldEnv(question.game)
+        if question is not None and task_type(question.task).writes_programs:  # its hidden tests, in a sandbox
+            return ProgramEnv(question.row or {})
         if question is not None and question.game and question.row is not None:
             return None  # a game of a games file (tasks.games.from_rows): the --env factory makes it from its row
         if question is not None and question.game:  # a text game is its own environment, laid out for the loop

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from rawreact.core.errors import DataError
 from rawreact.core.resources import resource
-from rawreact.tasks import fever, games, hotpotqa, named, scienceworld
+from rawreact.tasks import fever, games, hotpotqa, humaneval, named, scienceworld
 from rawreact.tasks.collection import Collection, Passages, Question, check_unique_ids
 
 DEMO = "demo.json"
@@ -54,11 +54,15 @@ def load_collection(path: str | Path | None = None, questions_only: bool = False
     `--env`), a HotpotQA-style row needs its question alone (`hotpotqa.from_rows`)."""
     if path is not None and scienceworld.is_scienceworld(path):  # episodes of the simulator, by name
         return scienceworld.read_scienceworld(str(path))
+    if path is not None and humaneval.is_humaneval(path):  # HumanEval's problems, from its installed package
+        return humaneval.read_humaneval(str(path))
     if path is not None and named.is_name(path):  # a benchmark by name: its file, downloaded once and checked
         path = named.path_of(str(path))
     path = Path(path) if path else resource("envs", DEMO)
     if games.is_games(path):
         return games.read_games(path)
+    if path.suffix == ".gz":  # programs' problems, gzipped as HumanEval ships them
+        return humaneval.read_file(path)
     try:
         raw = path.read_bytes()
     except OSError as error:
@@ -112,6 +116,8 @@ def _parse(path: Path, text: str, digest: str, questions_only: bool = False) -> 
     def rows_of(rows: list[tuple[int, object]], unit: str) -> Collection:
         if rows and fever.is_claim_row(rows[0][1]):
             return fever.from_rows(path, digest, rows, unit)
+        if rows and humaneval.is_problem_row(rows[0][1]):  # problems of programs (HumanEval's layout)
+            return humaneval.from_rows(path, digest, rows, unit)
         if rows and questions_only and games.is_game_row(rows[0][1]):  # games an --env environment plays
             return games.from_rows(path, digest, rows, unit)
         return hotpotqa.from_rows(path, digest, rows, unit, questions_only)
@@ -129,6 +135,7 @@ def _parse(path: Path, text: str, digest: str, questions_only: bool = False) -> 
         if isinstance(data, dict) and "passages" in data:
             return _envs_layout(path, digest, data)
         row_keys = ("context", "claim", "question", "game", "id", "answer") if questions_only else ("context", "claim")
+        row_keys += ("task_id",)  # a problem of a program
         if isinstance(data, dict) and any(key in data for key in row_keys):  # a JSONL file of one row
             return rows_of([(1, data)], "line")
         raise _unknown(path)

