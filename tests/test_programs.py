@@ -241,3 +241,34 @@ def test_the_embedded_model_writes_and_is_judged_through_the_cli(tmp_path, capsy
     calls = [c for step in record["trajectory"]["steps"] for c in step["calls"]]
     assert record["program"]["tests"] is not None and 2 <= len(calls) <= 4
     assert len(record["trajectory"]["steps"]) == (1 if len(calls) == 2 else 2)
+
+
+def test_a_chat_templates_prompts_take_the_problem_where_they_name_it_and_stop_at_the_fence():
+    """`--prompt chat` (a model with Qwen's ChatML template): the problem goes in the user turn, the model writes the
+    whole function after an opened fence, and the call stops where the fence closes; reflexion's improvement shows
+    the earlier program as it was, not commented."""
+    prompts = ProgramPrompts.load(Path(programs.__file__).parents[3] / "prompts" / "programs" / "chat")
+    assert prompts.templated
+    env = ProgramEnv(FIRST)
+    whole = FIRST["prompt"] + FIRST["canonical_solution"] + "```\nThis checks every pair."
+    model = ScriptedModel([whole])
+    trajectory, record = programs.simple(env, model, prompts)
+    call = model.history[0]
+    assert FIRST["prompt"] in call["prompt"] and call["prompt"].endswith("<|im_start|>assistant\n```python\n")
+    assert call["stop"] == programs.TEMPLATE_STOPS and record["hidden"]["passed"]
+    replies = iter(["assert has_close_elements([1.0, 1.05], 0.1) == True\n", "def has_close_elements(n, t):\n"
+                    "    return False\n", "It never compares.", whole])  # fmt: skip
+    model = ScriptedModel(lambda prompt: next(replies))
+    trajectory, record = programs.reflexion(env, model, prompts, iterations=2)
+    improve = model.history[3]["prompt"]
+    assert "```python\nfrom typing import List\n\ndef has_close_elements(n, t):\n    return False\n```" in improve
+    assert "Why it failed, and what to change: It never compares." in improve and record["hidden"]["passed"]
+
+
+def test_a_template_naming_a_field_no_call_fills_is_refused_when_loaded(tmp_path):
+    for name in programs.NAMES:
+        (tmp_path / f"{name}.txt").write_text((Path(programs.__file__).parents[3] / "prompts" / "programs" /
+                                               f"{name}.txt").read_text())  # fmt: skip
+    (tmp_path / "reflect.txt").write_text("{program}\n{answer}\nReflection:")
+    with pytest.raises(programs.PromptError, match=r"the reflect prompt names \{answer\}; it may name program"):
+        ProgramPrompts.load(tmp_path)

@@ -29,6 +29,9 @@ from rawreact.models.base import Completion, Model
 # runs used), or the close of a markdown fence.
 STOPS = ["\ndef ", "\nclass ", "\nif ", "\nprint(", "\n#", "\n```", "\nassert "]
 TEST_STOPS = ["\n\n", "\ndef ", "\nclass ", "\n#", "\n```"]
+# A prompt that names {prompt} (a chat template's, say) asks for the whole function in a markdown fence after it:
+# the call stops where the fence closes, or where the chat's turn ends.
+TEMPLATE_STOPS = ["\n```", "<|im_end|>", "<|endoftext|>"]
 MAX_TESTS = 6  # the model's own tests kept a problem (Reflexion's programming runs sample up to this many)
 PROGRAM_TOKENS, TEST_TOKENS, REFLECT_TOKENS = 512, 256, 200
 NAMES = ("simple", "tests", "reflect", "improve")  # the prompt files, prompts/programs/NAME.txt
@@ -45,6 +48,31 @@ class ProgramPrompts:
     improve: str
     source: str = "prompts/programs/"
 
+    @property
+    def templated(self) -> bool:
+        """Whether the problem goes where the prompts name it (`{prompt}`: a chat template's prompts) and the model
+        writes the whole function, rather than after the exemplars, for the model to continue its body."""
+        return "{prompt}" in self.simple
+
+    def implement(self, problem: str) -> str:
+        """The prompt of a first implementation."""
+        return fill(self.simple, "simple", prompt=problem) if self.templated else self.simple + problem
+
+    def improve_after(self, problem: str, program: str, shown: str, reflection: str) -> str:
+        """The prompt of an implementation after a failed one: the earlier program, what its tests said and the
+        reflection (as comments before the problem, for a model that continues the body)."""
+        if self.templated:
+            return fill(self.improve, "improve", prompt=problem, program=program.rstrip("\n"), feedback=shown,
+                        reflection=reflection)  # fmt: skip
+        earlier = fill(self.improve, "improve", program=_commented(program), feedback=_commented(shown),
+                       reflection=_commented(reflection))  # fmt: skip
+        return self.simple + earlier + problem
+
+    @property
+    def stops(self) -> list[str]:
+        """Where an implementation's call stops."""
+        return TEMPLATE_STOPS if self.templated else STOPS
+
     @classmethod
     def load(cls, folder: str | Path | None = None) -> "ProgramPrompts":
         """The four prompt files of a folder (rawreact's own by default)."""
@@ -58,11 +86,19 @@ class ProgramPrompts:
                     f"{path}: cannot read the program prompt: {error.strerror}; a folder of program prompts holds "
                     f"{', '.join(n + '.txt' for n in NAMES)}"
                 ) from None
-        return cls(**texts, source=str(folder) if folder else "prompts/programs/")
+        made = cls(**texts, source=str(folder) if folder else "prompts/programs/")
+        for name in FIELDS:  # a field no call fills is refused now, not at the first problem
+            fill(getattr(made, name), name)
+        if made.templated != ("{prompt}" in made.improve):
+            raise PromptError(
+                f"{made.source}: simple.txt and improve.txt name {{prompt}} both (a template the problem goes in) or "
+                "neither (the problem follows them)"
+            )
+        return made
 
 
-FIELDS = {"tests": ("prompt", "entry_point"), "reflect": ("program", "feedback"),
-          "improve": ("program", "feedback", "reflection")}  # fmt: skip
+FIELDS = {"simple": ("prompt",), "tests": ("prompt", "entry_point"), "reflect": ("program", "feedback"),
+          "improve": ("prompt", "program", "feedback", "reflection")}  # fmt: skip
 
 
 def fill(template: str, name: str, **values: str) -> str:
@@ -71,9 +107,11 @@ def fill(template: str, name: str, **values: str) -> str:
     unknown = named - set(FIELDS[name])
     if unknown:
         raise PromptError(f"the {name} prompt names {{{sorted(unknown)[0]}}}; it may name {', '.join(FIELDS[name])}")
-    for key, value in values.items():
-        template = template.replace("{" + key + "}", value)
-    return template
+    if not values:
+        return template
+    # One pass, so that a value holding a field's name (a docstring that says `{program}`) stays as it is.
+    pattern = "|".join(re.escape("{" + key + "}") for key in values)
+    return re.sub(pattern, lambda found: values[found.group(0)[1:-1]], template)
 
 
 def program_of(prompt: str, completion: str, entry_point: str) -> str:
@@ -129,7 +167,7 @@ def simple(env: ProgramEnv, model: Model, prompts: ProgramPrompts, *, max_tokens
     """One implementation, judged by the hidden tests."""
     trajectory = _trajectory(env, prompts)
     started = time.perf_counter()
-    call = model.complete(prompts.simple + env.prompt, stop=STOPS, max_tokens=max_tokens)
+    call = model.complete(prompts.implement(env.prompt), stop=prompts.stops, max_tokens=max_tokens)
     program = program_of(env.prompt, call.text, env.entry_point)
     return _judged(env, trajectory, program, [call], started, on_step, tests=None)
 
@@ -143,23 +181,21 @@ def reflexion(env: ProgramEnv, model: Model, prompts: ProgramPrompts, *, iterati
     trajectory = _trajectory(env, prompts)
     started = time.perf_counter()
     asked = fill(prompts.tests, "tests", prompt=env.prompt, entry_point=env.entry_point)
-    test_call = model.complete(asked, stop=TEST_STOPS, max_tokens=TEST_TOKENS)
+    test_call = model.complete(asked, stop=TEMPLATE_STOPS if prompts.templated else TEST_STOPS, max_tokens=TEST_TOKENS)
     tests = asserts_of(test_call.text, env.entry_point)
     calls: list[Completion] = [test_call]
     reflection, program, tried, setup = "", "", [], ""
     for i in range(1, iterations + 1):
         if i == 1:
-            prompt = prompts.simple + env.prompt
+            prompt = prompts.implement(env.prompt)
         else:
             shown = feedback(tried, setup)
             asked = fill(prompts.reflect, "reflect", program=program.rstrip("\n"), feedback=shown)
-            reflect_call = model.complete(asked, stop=["\n\n"], max_tokens=REFLECT_TOKENS)
+            reflect_call = model.complete(asked, stop=["\n\n", *TEMPLATE_STOPS[1:]], max_tokens=REFLECT_TOKENS)
             calls.append(reflect_call)
             reflection = reflect_call.text.strip()
-            earlier = fill(prompts.improve, "improve", program=_commented(program), feedback=_commented(shown),
-                           reflection=_commented(reflection))  # fmt: skip
-            prompt = prompts.simple + earlier + env.prompt
-        call = model.complete(prompt, stop=STOPS, max_tokens=max_tokens)
+            prompt = prompts.improve_after(env.prompt, program, shown, reflection)
+        call = model.complete(prompt, stop=prompts.stops, max_tokens=max_tokens)
         calls.append(call)
         program = program_of(env.prompt, call.text, env.entry_point)
         tried, setup = env.try_tests(program, tests)

@@ -88,7 +88,11 @@ def prompt_of(settings: Settings, task: str = QA.name) -> Prompt:
 
 
 def program_prompts_of(settings: Settings) -> ProgramPrompts:
-    """The program methods' prompts: a folder of them named by --prompt, or rawreact's own (prompts/programs/)."""
+    """The program methods' prompts: a folder of them named by --prompt (or the name of a shipped one: `chat`, for a
+    model with Qwen's ChatML template), or rawreact's own for a model that continues a function (prompts/programs/)."""
+    shipped = resource("prompts", f"programs/{settings.prompt}") if settings.prompt in SHIPPED_PROGRAM_PROMPTS else None
+    if shipped is not None and not Path(settings.prompt).is_dir():
+        return ProgramPrompts.load(f"{shipped}/")
     if settings.prompt is not None and not Path(settings.prompt).is_dir():
         raise DataError(
             f"{settings.where}--prompt {settings.prompt}: the program methods take a folder of prompts "
@@ -96,6 +100,9 @@ def program_prompts_of(settings: Settings) -> ProgramPrompts:
         )
     folder = None if settings.prompt is None else settings.prompt.rstrip("/") + "/"
     return ProgramPrompts.load(folder)
+
+
+SHIPPED_PROGRAM_PROMPTS = ("chat",)  # the folders of program prompts under prompts/programs/, by name
 
 
 def program_problem(settings: Settings, task: str) -> str | None:
