@@ -279,7 +279,7 @@ GAME = {"task": "game", "success": 1.0, "reward": 1.0, "game": "coin:1"}
         ({"success": 2}, "'success' = 2, where a game is won (1) or not (0)"),
         ({"reward": 1.5}, "'reward' = 1.5, where a reward is a share of points"),
         ({"game": 5}, "'game' = 5, which is not a string"),
-        ({"task": "chess"}, "'task' = \"chess\", which is not qa, fever, game or scienceworld"),
+        ({"task": "chess"}, "'task' = \"chess\", which is not qa, fever, game, scienceworld or program"),
         ({"lost_on": [{}]}, "'lost_on' entries that are not servers' addresses"),
         ({"lost_on": [["a"]]}, "'lost_on' entries that are not servers' addresses"),
     ],

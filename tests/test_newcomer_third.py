@@ -161,7 +161,7 @@ def test_the_home_page_leads_to_every_guide_and_the_benchmarks_page_opens_with_a
     nav = (docs.parent / "mkdocs.yml").read_text()
     section = nav.split("  - Guides:", 1)[1].split("  - Reference:")[0]
     guides = re.findall(r'^      - (?:"[^"]+"|[^:"]+): ([\w-]+\.md)$', section, re.M)
-    assert "scienceworld.md" in guides and "lats.md" in guides and len(guides) == 17
+    assert "scienceworld.md" in guides and "lats.md" in guides and "programs.md" in guides and len(guides) == 18
     home = (docs / "index.md").read_text()
     table = home.split("| you want to | read |", 1)[1].split("\n\n", 1)[0]
     linked = set(re.findall(r"\]\(([\w-]+\.md)", table))

@@ -49,6 +49,7 @@ def test_humaneval_by_name_reads_the_package_file_with_ranges_and_ids():
                                                 "HumanEval/0"]  # fmt: skip
     assert chosen.questions[0].row["entry_point"] == "below_zero"
     assert chosen.sha256 != everything.sha256 != load_collection("humaneval:0-4").sha256
+    assert load_collection("humaneval:0-163").sha256 == everything.sha256  # every problem in its order: the same run
     for bad, said in (("humaneval:7-3", "not a range"), ("humaneval:164", "numbered 0 to 163"),
                       ("humaneval:HumanEval/999", "names no problem")):  # fmt: skip
         with pytest.raises(DataError, match=said):
@@ -165,7 +166,24 @@ def test_the_cli_scores_humanevals_canonical_solutions_164_of_164_and_empty_bodi
     shown = capsys.readouterr().out
     assert "failed (hidden tests: AssertionError" in shown and "--- implementation 1" in shown
     assert main(["report", str(tmp_path / "canonical.jsonl"), "--html", str(tmp_path / "page.html")]) == 0
-    assert "truncate_number" in (tmp_path / "page.html").read_text()
+    page = (tmp_path / "page.html").read_text()
+    assert "truncate_number" in page and "Program 1" in page and '<th data-type="text">hidden tests</th>' in page
+    for layout in ("completion", "chat"):  # each passed program is an example; an empty body passes none
+        exported = tmp_path / f"{layout}.jsonl"
+        assert main(["export", str(tmp_path / "canonical.jsonl"), "--out", str(exported), "--layout", layout]) == 0
+        examples = [json.loads(line) for line in exported.read_text().splitlines()]
+        assert len(examples) == 164
+    assert examples[2]["messages"][0] == {"role": "user", "content": PROBLEMS[2]["prompt"]}
+    assert (
+        examples[2]["messages"][1]["content"].rstrip()
+        == (PROBLEMS[2]["prompt"] + PROBLEMS[2]["canonical_solution"]).rstrip()
+    )
+    completion = json.loads((tmp_path / "completion.jsonl").read_text().splitlines()[2])
+    assert completion == {
+        "prompt": PROBLEMS[2]["prompt"],
+        "completion": PROBLEMS[2]["canonical_solution"].rstrip() + "\n",
+    }
+    assert main(["export", str(tmp_path / "empty.jsonl"), "--out", str(tmp_path / "none.jsonl")]) == 2
 
 
 def test_a_programs_code_is_escaped_on_the_page(tmp_path):

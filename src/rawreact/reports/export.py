@@ -24,6 +24,10 @@ history, with the functions it was offered, as OpenAI's fine-tuning takes functi
 Without `with_prompt` the few-shot prompt is left out (a fine-tuned model needs no exemplars); with
 it, it comes before the question (completion) or as the system message (chat).
 
+A problem of a program is exported when its program passed the hidden tests: the problem (its prompt, after
+the exemplars with `with_prompt`) and the program, its body alone where it continues the problem's prompt
+(completion, fireact), or the user's and the assistant's messages (chat, trl).
+
 A Reflexion question is exported as its final trial (the record's trajectory, selected by its
 score like any other). Its memory of the failed trials is left out unless `with_memory`: the model
 trained on it then answers without reflections; with it, the memory comes before the question.
@@ -92,6 +96,10 @@ def _answer(step: Step) -> str:
 def completion_examples(traj: Trajectory, with_prompt: bool = False) -> list[dict]:
     """One prompt/completion pair per step that ran a valid, new action."""
     skip = 0 if with_prompt else len(traj.prompt)
+    if traj.loop == "program":  # a passed program (`_program_trajectory`): the problem, then what passed
+        return [
+            {"prompt": (traj.prompt if with_prompt else "") + traj.question, "completion": traj.steps[0].action_text}
+        ]
     if traj.commands:  # the transcript ends with `>`, and the model wrote the line after it
         return [
             {"prompt": traj.transcript(k)[skip:], "completion": f" {step.action_text}"}
@@ -115,6 +123,15 @@ def chat_example(traj: Trajectory, with_prompt: bool = False) -> dict:
         messages = [openai_message(m) for m in _weighed(traj)]
         return {"messages": messages if with_prompt else messages[1:], "tools": list(shipped_tools())}
     messages = [{"role": "system", "content": traj.prompt.rstrip("\n")}] if with_prompt else []
+    if traj.loop == "program":  # a passed program: the problem, and the program that passed as the answer
+        program = traj.answer
+        return {
+            "messages": [
+                *messages,
+                {"role": "user", "content": traj.question},
+                {"role": "assistant", "content": program},
+            ]
+        }
     messages.append({"role": "user", "content": f"{traj.preamble}{traj.header}: {traj.question}"})
     shown = [s for s in traj.steps if s.calls]  # not the reference loop's closing finish[]
     for n, step in enumerate(shown):
@@ -156,6 +173,16 @@ _MAKERS = {
     "trl": trl_examples,
     "fireact": fireact_examples,
 }
+
+
+def _program_trajectory(record: dict) -> Trajectory:
+    """A passed program as a one-step episode the layouts take: the problem, then the program that passed (its
+    body alone where it continues the problem's prompt) as what the model wrote, with no cue before it."""
+    traj = Trajectory.from_dict(record["trajectory"])
+    program, problem = traj.answer, traj.question
+    written = program[len(problem) :] if program.startswith(problem) else program
+    step = Step(1, None, None, written, "", traj.steps[-1].calls)
+    return replace(traj, steps=[step])
 
 
 def _weighed(traj: Trajectory) -> list[dict]:
@@ -203,6 +230,13 @@ def export(
         for record in found:
             records += 1
             games += task_type(record.get("task")).scoring == "outcome"
+            if task_type(record.get("task")).writes_programs and record.get("trajectory") is not None:
+                if not selected(record, min_f1):
+                    not_selected += 1
+                    continue
+                made = _MAKERS[layout](_program_trajectory(record), with_prompt)
+                questions, examples = questions + 1, examples + made
+                continue
             acting = record.get("trajectory") is not None and record.get("branch", "react") in _ACTING
             # A tools episode is a chat history: it has no prompt/completion steps.
             if not acting or (record.get("branch") == "tools" and layout not in _CHATS):

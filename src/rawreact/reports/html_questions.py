@@ -38,14 +38,19 @@ _COLUMNS = (  # header, type (for sorting)
 # A game has no gold answer nor prediction: its row shows its recipe, whether it was won, and its reward.
 _GAME_COLUMNS = {"question": ("task", "text"), "gold": ("recipe", "text"), "prediction": ("answer", "text")}
 _GAME_COLUMNS |= {"EM": ("won", "number"), "F1": ("reward", "number")}
+# A program's row shows its function, how its own tests went, the hidden tests' verdict, and whether it passed.
+_PROGRAM_COLUMNS = {"question": ("function", "text"), "gold": ("own tests", "text")}
+_PROGRAM_COLUMNS |= {"prediction": ("hidden tests", "text"), "EM": ("passed", "number"), "F1": ("-", "number")}
 
 
 def questions_table(records: dict[str, list[dict]]) -> str:
     """The filter controls and the table of questions, each row followed by its hidden transcript."""
     several = len(records) > 1
     columns = [c for c in _COLUMNS if several or c[0] != "run"]
-    if of_records([r for found in records.values() for r in found]).scoring == "outcome":  # won, and reward
-        columns = [_GAME_COLUMNS.get(name, (name, kind)) for name, kind in columns]
+    task = of_records([r for found in records.values() for r in found])
+    if task.scoring == "outcome":  # won, and reward (a program: passed, and its tests)
+        renamed = _PROGRAM_COLUMNS if task.writes_programs else _GAME_COLUMNS
+        columns = [renamed.get(name, (name, kind)) for name, kind in columns]
     runs = "".join(f'<option value="{escape(name)}">{escape(name)}</option>' for name in records)
     controls = [
         '<label><input type="checkbox" id="f-wrong"> wrong only</label>',
@@ -74,11 +79,22 @@ def _question_row(run: str, record: dict, several: bool, width: int) -> str:
     em = record.get("success") if game else record["em"]  # a game is right when won
     right = em == 1
     cells = [("run", run, None)] if several else []
+    question, gold, prediction = (
+        record["question"],
+        record.get("game", "") if game else record["answer"],
+        record["prediction"],
+    )
+    program = record.get("program")
+    if isinstance(program, dict):  # its function, its own tests' outcome and the hidden tests' verdict, not its code
+        tried = program.get("tried") or []
+        question = program.get("entry_point", "")
+        gold = f"{sum(bool(t.get('passed')) for t in tried)} of {len(tried)} held" if "tests" in program else "-"
+        prediction = (program.get("hidden") or {}).get("reason", "")
     cells += [
         ("id", record["id"], None),  # a link to the row itself: `#RUN/ID` opens it
-        ("q", record["question"], None),
-        ("gold", record.get("game", "") if game else record["answer"], None),
-        ("prediction", record["prediction"], None),
+        ("q", question, None),
+        ("gold", gold, None),
+        ("prediction", prediction, None),
         ("em", score(em, "{:.0f}"), em),
         ("f1", score(record.get("reward") if game else record["f1"], "{:.2f}"), record.get("reward" if game else "f1")),
         ("ended", record["ended"], None),
@@ -200,7 +216,9 @@ def _trajectory(traj: Trajectory) -> str:
     out = [
         _prompt(traj.prompt, label),
         f'<pre class="memory">{escape(traj.preamble)}</pre>' if traj.preamble else "",
-        f'<p><span class="tag">{escape(traj.header)}</span> {escape(traj.question)}</p>',
+        f'<p><span class="tag">{escape(traj.header)}</span> {escape(traj.question)}</p>'
+        if traj.loop != "program"
+        else f'<p><span class="tag">{escape(traj.header)}</span></p><pre>{escape(traj.question)}</pre>',
     ]
     out += [_step(step, traj.loop) for step in traj.steps]
     return "".join(out)
@@ -225,15 +243,24 @@ def _step(step: Step, loop: str) -> str:
         message = _line("thought", f"Message {step.i}", escape(step.thought or ""))
         return f'<div class="{classes}" data-key="{step_key(step)}">{message}</div>'
 
-    if step.thought is not None:
-        lines.append(_line("thought", f"Thought {step.i}", f'<span class="text">{escape(step.thought)}</span>'))
-    said, seen_as = (
-        (f"> {step.i}", f"Game {step.i}") if loop in COMMAND_LOOPS else (f"Action {step.i}", f"Observation {step.i}")
-    )
-    lines.append(_line("action", said, f"<code>{escape(step.action_text)}</code>{''.join(badges)}"))
-    note = f'<span class="guard-note">{escape(step.note)}</span>' if step.note else ""
-    seen = f'<span class="text">{escape(step.observation)}</span>{note}'
-    lines.append(_line("observation", seen_as, seen))
+    if loop == "program":  # an implementation: the reflection before it, its code, what its tests said
+        if step.thought:
+            reflected = f'<span class="text">{escape(step.thought)}</span>'
+            lines.append(_line("thought", f"Reflection {step.i - 1}", reflected))
+        lines.append(_line("action", f"Program {step.i}", f"<pre>{escape(step.action_text)}</pre>"))
+        lines.append(_line("observation", f"Tests {step.i}", f"<pre>{escape(step.observation)}</pre>"))
+    else:
+        if step.thought is not None:
+            lines.append(_line("thought", f"Thought {step.i}", f'<span class="text">{escape(step.thought)}</span>'))
+        said, seen_as = (
+            (f"> {step.i}", f"Game {step.i}")
+            if loop in COMMAND_LOOPS
+            else (f"Action {step.i}", f"Observation {step.i}")
+        )
+        lines.append(_line("action", said, f"<code>{escape(step.action_text)}</code>{''.join(badges)}"))
+        note = f'<span class="guard-note">{escape(step.note)}</span>' if step.note else ""
+        seen = f'<span class="text">{escape(step.observation)}</span>{note}'
+        lines.append(_line("observation", seen_as, seen))
     for k, call in enumerate(step.calls, 1):
         evaluated = "?" if call.evaluated_tokens is None else call.evaluated_tokens
         meta = (

@@ -112,8 +112,9 @@ def program_problem(settings: Settings, task: str) -> str | None:
         if settings.method in PROGRAMS:
             return f"method {settings.method} writes programs; run it on problems of programs (--data humaneval)"
         return None
-    if settings.method not in PROGRAMS:
-        return f"a problem of a program is answered by {' or '.join(PROGRAMS)}, not {settings.method}"
+    allowed = task_type(task).methods or PROGRAMS
+    if settings.method not in allowed:
+        return f"a problem of a program is answered by {' or '.join(allowed)}, not {settings.method}"
     if settings.loop != "tolerant":
         return "the program methods run in rawreact's own loop; drop --loop reference"
     if settings.passages is not None or settings.env is not None:

