@@ -114,9 +114,9 @@ def main() -> int:
     for row in rows:
         won, n = passed(out / f"{row}.jsonl")
         share = wilson(won, n)
-        held = "-" if published is None else "yes" if published / 100 in share else "no"
+        held = "-" if published is None else f"{'yes' if published / 100 in share else 'no'} ({published})"
         cost = f"{costs[row]:.1f}" if row in costs else "-"
-        print(f"| {row} | {n} | {share} | {cost} | {held} ({published}) |")
+        print(f"| {row} | {n} | {share} | {cost} | {held} |")
     return 0
 
 
