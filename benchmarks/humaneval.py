@@ -21,11 +21,11 @@ Every sitting appends what it took to `OUT/sittings.jsonl`; the report gives `ra
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from paper_table import cpu_a_question, done, timed  # run as a script: its folder is on the path
 
 from rawreact.core.stats import wilson
 from rawreact.models.cores import cpu_name
@@ -35,48 +35,13 @@ ROWS = {"simple": ["--method", "simple"], "reflexion-2": ["--method", "reflexion
 PUBLISHED = {"qwen2.5-coder-1.5b": 70.7}  # HumanEval pass@1 (%), the model's technical report
 
 
-def children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-def done(path: Path) -> int:
-    """Finished problems in a run file (its complete lines)."""
-    try:
-        return path.read_bytes().count(b"\n")
-    except FileNotFoundError:
-        return 0
-
-
 def sitting(row: str, args, out: Path) -> int:
-    """Run (or resume) one row, recording what the sitting took; the run's exit code."""
+    """Run (or resume) one row, recording what the sitting took (paper_table's sittings); the run's exit code."""
     run = out / f"{row}.jsonl"
     prompt = ["--prompt", args.prompt] if args.prompt else []
     command = [sys.executable, "-m", "rawreact", "run", f"humaneval:{args.problems}", *ROWS[row], *prompt,
                "--model", args.model, "--out", str(run), "--resume", "-q", "--threads", str(args.threads)]  # fmt: skip
-    before, cpu, wall = done(run), children_cpu(), time.perf_counter()
-    print(f"{row}: {before} problems done before this sitting", flush=True)
-    code = subprocess.run(command).returncode
-    said = {"row": row, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "before": before, "after": done(run),
-            "cpu": children_cpu() - cpu, "wall": time.perf_counter() - wall, "code": code, "cpu_name": cpu_name(),
-            "threads": args.threads, "command": command[1:]}  # fmt: skip
-    with open(out / "sittings.jsonl", "a") as log:
-        log.write(json.dumps(said) + "\n")
-    return code
-
-
-def cpu_a_problem(out: Path) -> dict[str, float]:
-    """CPU seconds a problem of each row, over every sitting that finished problems."""
-    spent: dict[str, list[float]] = {}
-    try:
-        lines = (out / "sittings.jsonl").read_text().splitlines()
-    except FileNotFoundError:
-        return {}
-    for line in lines:
-        row = json.loads(line)
-        cpu, problems = spent.setdefault(row["row"], [0.0, 0])
-        spent[row["row"]] = [cpu + row["cpu"], problems + row["after"] - row["before"]]
-    return {row: cpu / problems for row, (cpu, problems) in spent.items() if problems}
+    return timed(command, run, out, {"row": row}, args.threads, "problems")
 
 
 def passed(run: Path) -> tuple[int, int]:
@@ -108,7 +73,7 @@ def main() -> int:
     if len(rows) > 1:
         runs = [f"{row}={out / row}.jsonl" for row in rows]
         subprocess.run([sys.executable, "-m", "rawreact", "compare-runs", *runs, "--format", "markdown"], check=False)
-    costs, published = cpu_a_problem(out), PUBLISHED.get(args.model)
+    costs, published = cpu_a_question(out, "row"), PUBLISHED.get(args.model)
     print("\n| row | problems | pass@1 [95%] | CPU s a problem | published pass@1 in the interval |")
     print("| --- | --- | --- | --- | --- |")
     for row in rows:

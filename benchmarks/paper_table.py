@@ -80,19 +80,25 @@ def sitting(method: str, args, out: Path) -> int:
     command = [sys.executable, "-m", "rawreact", "run", data, *options, "--model", args.model, "--out", str(run),
                "--resume", "-q", "--threads", str(args.threads), "--cache", str(out / "calls.sqlite"),
                "--cache-sampled", "--limit", str(args.limit)]  # fmt: skip
+    return timed(command, run, out, {"method": method}, args.threads, "questions")
+
+
+def timed(command: list[str], run: Path, out: Path, named: dict, threads: int, unit: str) -> int:
+    """Run one sitting's command, appending what it took to OUT/sittings.jsonl (`named`: the method or row, its
+    key); the run's exit code. benchmarks/humaneval.py keeps its sittings the same way."""
     before, cpu, wall = done(run), children_cpu(), time.perf_counter()
-    print(f"{method}: {before} questions done before this sitting", flush=True)
+    print(f"{next(iter(named.values()))}: {before} {unit} done before this sitting", flush=True)
     code = subprocess.run(command).returncode
-    said = {"method": method, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "before": before, "after": done(run),
-            "cpu": children_cpu() - cpu, "wall": time.perf_counter() - wall, "code": code, "cpu_name": cpu_name(),
-            "threads": args.threads, "command": command[1:]}  # fmt: skip
+    said = named | {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "before": before, "after": done(run),
+                    "cpu": children_cpu() - cpu, "wall": time.perf_counter() - wall, "code": code,
+                    "cpu_name": cpu_name(), "threads": threads, "command": command[1:]}  # fmt: skip
     with open(out / "sittings.jsonl", "a") as log:
         log.write(json.dumps(said) + "\n")
     return code
 
 
-def cpu_a_question(out: Path) -> dict[str, float]:
-    """CPU seconds a question of each method, over every sitting that finished questions."""
+def cpu_a_question(out: Path, key: str = "method") -> dict[str, float]:
+    """CPU seconds a question (a problem) of each method (each `key`), over every sitting that finished some."""
     spent: dict[str, list[float]] = {}
     try:
         lines = (out / "sittings.jsonl").read_text().splitlines()
@@ -100,8 +106,8 @@ def cpu_a_question(out: Path) -> dict[str, float]:
         return {}
     for line in lines:
         row = json.loads(line)
-        cpu, questions = spent.setdefault(row["method"], [0.0, 0])
-        spent[row["method"]] = [cpu + row["cpu"], questions + row["after"] - row["before"]]
+        cpu, questions = spent.setdefault(row[key], [0.0, 0])
+        spent[row[key]] = [cpu + row["cpu"], questions + row["after"] - row["before"]]
     return {method: cpu / questions for method, (cpu, questions) in spent.items() if questions}
 
 
