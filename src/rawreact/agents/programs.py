@@ -22,6 +22,7 @@ from rawreact.agents.record import Step, Trajectory
 from rawreact.core.actions import Action
 from rawreact.core.errors import PromptError
 from rawreact.core.resources import resource
+from rawreact.core.text import commented
 from rawreact.environments.programs import ProgramEnv, feedback
 from rawreact.models.base import Completion, Model
 
@@ -64,8 +65,8 @@ class ProgramPrompts:
         if self.templated:
             return fill(self.improve, "improve", prompt=problem, program=program.rstrip("\n"), feedback=shown,
                         reflection=reflection)  # fmt: skip
-        earlier = fill(self.improve, "improve", program=_commented(program), feedback=_commented(shown),
-                       reflection=_commented(reflection))  # fmt: skip
+        earlier = fill(self.improve, "improve", program=commented(program), feedback=commented(shown),
+                       reflection=commented(reflection))  # fmt: skip
         return self.simple + earlier + problem
 
     @property
@@ -158,10 +159,6 @@ def _parses(code: str) -> bool:
     return True
 
 
-def _commented(text: str) -> str:
-    return "\n".join(f"# {line}".rstrip() for line in text.rstrip("\n").split("\n"))
-
-
 def simple(env: ProgramEnv, model: Model, prompts: ProgramPrompts, *, max_tokens: int = PROGRAM_TOKENS,
            on_step: Callable[[Step], None] | None = None) -> tuple[Trajectory, dict]:  # fmt: skip
     """One implementation, judged by the hidden tests."""
@@ -184,12 +181,11 @@ def reflexion(env: ProgramEnv, model: Model, prompts: ProgramPrompts, *, iterati
     test_call = model.complete(asked, stop=TEMPLATE_STOPS if prompts.templated else TEST_STOPS, max_tokens=TEST_TOKENS)
     tests = asserts_of(test_call.text, env.entry_point)
     calls: list[Completion] = [test_call]
-    reflection, program, tried, setup = "", "", [], ""
+    reflection, program, shown = "", "", ""
     for i in range(1, iterations + 1):
         if i == 1:
             prompt = prompts.implement(env.prompt)
         else:
-            shown = feedback(tried, setup)
             asked = fill(prompts.reflect, "reflect", program=program.rstrip("\n"), feedback=shown)
             reflect_call = model.complete(asked, stop=["\n\n", *TEMPLATE_STOPS[1:]], max_tokens=REFLECT_TOKENS)
             calls.append(reflect_call)
@@ -199,9 +195,10 @@ def reflexion(env: ProgramEnv, model: Model, prompts: ProgramPrompts, *, iterati
         calls.append(call)
         program = program_of(env.prompt, call.text, env.entry_point)
         tried, setup = env.try_tests(program, tests)
+        shown = feedback(tried, setup)  # what its tests said: this step's observation, and the next prompts'
         if all(t.passed for t in tried) or i == iterations:  # its own tests held (or it wrote none), or the last
-            return _judged(env, trajectory, program, calls, started, on_step, tests, tried, setup, reflection)
-        step = Step(i, reflection or None, Action("program", env.entry_point), program, feedback(tried, setup), calls,
+            return _judged(env, trajectory, program, calls, started, on_step, tests, tried, shown, reflection)
+        step = Step(i, reflection or None, Action("program", env.entry_point), program, shown, calls,
                     seconds=time.perf_counter() - started)  # fmt: skip
         trajectory.steps.append(step)
         if on_step is not None:
@@ -215,12 +212,13 @@ def _trajectory(env: ProgramEnv, prompts: ProgramPrompts) -> Trajectory:
 
 
 def _judged(env, trajectory: Trajectory, program: str, calls: list[Completion], started: float, on_step,
-            tests: list[str] | None, tried=(), setup: str = "", reflection: str = "",
+            tests: list[str] | None, tried=(), said: str = "", reflection: str = "",
             ) -> tuple[Trajectory, dict]:  # fmt: skip
-    """The last implementation's step, judged by the hidden tests; the trajectory ended and the program record."""
+    """The last implementation's step, judged by the hidden tests (after what its own tests `said`); the trajectory
+    ended and the program record."""
     ran = env.judge(program)
     verdict = "Hidden tests: passed" if ran.passed else f"Hidden tests: failed ({ran.reason})"
-    shown = verdict if tests is None else feedback(list(tried), setup) + "\n\n" + verdict
+    shown = verdict if tests is None else said + "\n\n" + verdict
     step = Step(len(trajectory.steps) + 1, reflection or None, Action("program", env.entry_point), program, shown,
                 calls, seconds=time.perf_counter() - started)  # fmt: skip
     trajectory.steps.append(step)

@@ -53,6 +53,11 @@ def say(text: str) -> None:
         sys.stderr.flush()
 
 
+def commented(text: str) -> str:
+    """Text as Python comments, each line after `# ` (programs' reflexion shows an earlier implementation so)."""
+    return "\n".join(f"# {line}".rstrip() for line in text.rstrip("\n").split("\n"))
+
+
 def plural(n: int, word: str) -> str:
     """`n word`, with an s unless n is 1, and n's thousands separated (`5,233,329 pages`)."""
     return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rawreact.core.errors import DataError, ModelError
 from rawreact.core.tasks import TASK_TYPES
-from rawreact.core.text import one_line
+from rawreact.core.text import commented, one_line
 from rawreact.models.base import ChatReply, Completion, cut_at_stop
 from rawreact.models.chatml import END, START, ChatML
 
@@ -25,11 +25,6 @@ def _under_way(text: str) -> tuple[int, str] | None:
     start = text.rfind("\nObservation ")
     opened = _OPENS.search(text, max(start, 0))
     return None if opened is None else (int(opened.group(1)), text[opened.end() :])
-
-
-def _commented(text: str) -> str:
-    """A program as programs' reflexion shows an earlier implementation: each line after `# `."""
-    return "\n".join(f"# {line}".rstrip() for line in text.rstrip("\n").split("\n"))
 
 
 def _texts(data: object) -> bool:
@@ -54,7 +49,7 @@ class _ByQuestion:
         texts = self.scripts[max(held)[1]]
         if re.search(r"# Tests of \w+:\n$", prompt):
             return ""
-        shown = [k for k, text in enumerate(texts) if text.strip() and _commented(text) in prompt]
+        shown = [k for k, text in enumerate(texts) if text.strip() and commented(text) in prompt]
         return texts[min(shown[-1] + 1, len(texts) - 1)] if shown else texts[0]
 
     def __call__(self, prompt: str) -> str:
