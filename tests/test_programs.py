@@ -203,7 +203,7 @@ def test_a_programs_code_is_escaped_on_the_page(tmp_path):
 @pytest.mark.parametrize(
     "argv, said",
     [
-        (["--method", "react"], "a problem of a program is answered by simple or reflexion, not react"),
+        (["--method", "react"], "a problem of a program is answered by simple, reflexion, lats, not react"),
         (["--method", "simple", "--loop", "reference"], "drop --loop reference"),
         (["--method", "simple", "--grammar", "step"], "method simple writes none"),
         (["--method", "reflexion", "--strategy", "base"], "programs' reflexion takes --trials"),
@@ -260,6 +260,17 @@ def test_the_embedded_model_writes_and_is_judged_through_the_cli(tmp_path, capsy
     assert record["program"]["tests"] is not None and 2 <= len(calls) <= 4
     assert len(record["trajectory"]["steps"]) == (1 if len(calls) == 2 else 2)
 
+    out = tmp_path / "lats.jsonl"  # LATS over implementations: one expansion into 2 children, sampled together
+    argv = ["run", "humaneval:2", "--method", "lats", "--iterations", "1", "--lats-samples", "2", "--out", str(out)]
+    assert main([*argv, "-q"]) == 0
+    _, (record,) = read_run(out)
+    steps = record["trajectory"]["steps"]
+    made = [s for s in steps if s["calls"]]
+    # Passed its own tests at once; or expanded: a reflection and 2 samples (their calls on the children's steps).
+    assert [len(s["calls"]) for s in made] in ([2], [2, 2, 1])
+    assert steps[-1]["calls"] == [] and "Chosen: implementation" in steps[-1]["observation"]
+    assert record["success"] == float(record["program"]["hidden"]["passed"])
+
 
 def test_a_chat_templates_prompts_take_the_problem_where_they_name_it_and_stop_at_the_fence():
     """`--prompt chat` (a model with Qwen's ChatML template): the problem goes in the user turn, the model writes the
@@ -290,3 +301,35 @@ def test_a_template_naming_a_field_no_call_fills_is_refused_when_loaded(tmp_path
     (tmp_path / "reflect.txt").write_text("{program}\n{answer}\nReflection:")
     with pytest.raises(programs.PromptError, match=r"the reflect prompt names \{answer\}; it may name program"):
         ProgramPrompts.load(tmp_path)
+
+
+def test_pass_at_k_is_chens_unbiased_estimator():
+    from rawreact.core.stats import pass_at_k
+
+    assert pass_at_k(4, 2, 1) == pytest.approx(0.5) and pass_at_k(4, 1, 2) == pytest.approx(0.5)
+    assert pass_at_k(10, 0, 5) == 0.0 and pass_at_k(10, 7, 4) == 1.0  # fewer failures than k: one passes surely
+    assert pass_at_k(200, 13, 100) == pytest.approx(1 - __import__("math").prod(1 - 100 / i for i in range(188, 201)))
+    with pytest.raises(ValueError, match="pass@5 from 1 of 4"):
+        pass_at_k(4, 1, 5)
+
+
+def test_samples_give_pass_at_k_through_the_cli(tmp_path, capsys):
+    """simple with --samples: the implementations of a problem sampled in one call, each judged; the summary gives
+    pass@k by Chen et al.'s estimator, the record how many passed, and the first sample is the problem's verdict."""
+    problem = {"task_id": "Toy/0", "prompt": 'def add(a, b):\n    """Sum."""\n', "entry_point": "add",
+               "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n"}  # fmt: skip
+    data = tmp_path / "toy.jsonl"
+    data.write_text(json.dumps(problem) + "\n" + json.dumps(problem | {"task_id": "Toy/1"}) + "\n")
+    script = tmp_path / "s.json"
+    bodies = ["a + b", "a - b", "a * b", "a + b", "0", "0", "0", "3"]  # 2 of 4 pass; then 1 of 4 (the last)
+    script.write_text(json.dumps([f"    return {b}\n" for b in bodies]))
+    out = tmp_path / "pk.jsonl"
+    assert main(["run", str(data), "--method", "simple", "--samples", "4", "--sample-temperature", "0.8",
+                 "--model", f"scripted:{script}", "--out", str(out)]) == 0  # fmt: skip
+    said = capsys.readouterr().out
+    assert "4 samples a problem at T 0.8 for pass@k" in said
+    assert "pass@1 0.375, pass@2 0.667" in said  # (2/4 + 1/4) / 2; (1 - 1/6 + 1 - 3/6) / 2
+    _, records = read_run(out)
+    assert [r["program"]["samples"]["passed"] for r in records] == [2, 1]
+    assert [r["success"] for r in records] == [1, 0]  # each problem's first sample
+    assert [len(r["trajectory"]["steps"]) for r in records] == [4, 4]

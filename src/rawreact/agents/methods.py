@@ -11,7 +11,7 @@ methods (`reflexion.trials`) keep every trial in the outcome; its answering part
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rawreact.agents import programs
+from rawreact.agents import programs, programs_reference
 from rawreact.agents.alfworld import alfworld_run
 from rawreact.agents.game import play
 from rawreact.agents.guardrails import supported
@@ -187,7 +187,9 @@ def solve(
     the keyword arguments of `reflexion.trials` in `reflexion` (strategy, trials, evaluator, gold, ...), and
     LATS its settings in `lats` (`prompts`, a `lats_prompts.LatsPrompts`; evaluator, gold, iterations, samples, ...).
     A problem of a program (an environment of the "program" style) is answered by the program methods
-    (`programs.simple` and `programs.reflexion`), whose settings are `program` (`prompts`, `iterations`).
+    (`programs.simple`, `programs.reflexion` and `programs.lats`), whose settings are `program` (`prompts`,
+    `iterations`, `tests`, `children`, `temperature`, `seed`; or `reference`, a
+    `programs_reference.ProgramReference`, for a repository's rules).
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; the methods are {', '.join(METHODS)}")
@@ -297,19 +299,27 @@ def _play(env, model: Model, prompt: Prompt | str, method: str, max_tokens: int,
 
 
 def _program(env, model: Model, method: str, max_tokens: int, on_step, settings: dict | None) -> Outcome:
-    """A problem of a program, by `simple` or `reflexion` (agents.programs), judged by its hidden tests."""
+    """A problem of a program, by `simple`, `reflexion` or `lats` (agents.programs; under a repository's rules,
+    agents.programs_reference), judged by its hidden tests."""
     if not isinstance(env, ProgramEnv):
         raise ValueError(f"method {method} writes programs; run it on problems of programs (--data humaneval)")
-    if method not in PROGRAMS:
-        raise ValueError(f"a problem of a program is answered by {' or '.join(PROGRAMS)}, not {method}")
+    if method not in (*PROGRAMS, LATS):
+        raise ValueError(f"a problem of a program is answered by {', '.join((*PROGRAMS, LATS))}, not {method}")
     settings = dict(settings or {})
-    prompts = settings.get("prompts") or ProgramPrompts.load()
+    reference = settings.pop("reference", None)
+    if reference is not None:
+        run = {"simple": programs_reference.simple, "reflexion": programs_reference.reflexion,
+               "lats": programs_reference.lats}[method]  # fmt: skip
+        trajectory, record = run(env, model, reference, on_step=on_step, **settings)
+        return Outcome(method, method, trajectory=trajectory, program=record)
+    prompts = settings.pop("prompts", None) or ProgramPrompts.load()
     if method == "simple":
-        trajectory, record = programs.simple(env, model, prompts, max_tokens=max_tokens, on_step=on_step)
+        trajectory, record = programs.simple(env, model, prompts, max_tokens=max_tokens, on_step=on_step, **settings)
+    elif method == "reflexion":
+        trajectory, record = programs.reflexion(env, model, prompts, max_tokens=max_tokens, on_step=on_step,
+                                                **{"iterations": PROGRAM_ITERATIONS} | settings)  # fmt: skip
     else:
-        iterations = settings.get("iterations", PROGRAM_ITERATIONS)
-        trajectory, record = programs.reflexion(env, model, prompts, iterations=iterations, max_tokens=max_tokens,
-                                                on_step=on_step)  # fmt: skip
+        trajectory, record = programs.lats(env, model, prompts, max_tokens=max_tokens, on_step=on_step, **settings)
     return Outcome(method, method, trajectory=trajectory, program=record)
 
 

@@ -12,10 +12,11 @@ reflection that came before it; the outcome's `program` field holds the model's 
 """
 
 import ast
+import math
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rawreact.agents.record import Step, Trajectory
@@ -144,10 +145,11 @@ def _parsed(program: str) -> str:
     return program
 
 
-def asserts_of(text: str, entry_point: str) -> list[str]:
-    """The model's tests: the lines of what it wrote that assert something of the function, each once."""
+def asserts_of(text: str, entry_point: str, most: int = MAX_TESTS) -> list[str]:
+    """The model's tests: the lines of what it wrote that assert something of the function, each once (the first
+    `most` of them)."""
     found = [line.strip() for line in text.split("\n") if line.strip().startswith("assert ") and entry_point in line]
-    return [test for test in dict.fromkeys(found) if _parses(test)][:MAX_TESTS]
+    return [test for test in dict.fromkeys(found) if _parses(test)][:most]
 
 
 def _parses(code: str) -> bool:
@@ -160,34 +162,52 @@ def _parses(code: str) -> bool:
 
 
 def simple(env: ProgramEnv, model: Model, prompts: ProgramPrompts, *, max_tokens: int = PROGRAM_TOKENS,
+           samples: int = 1, temperature: float = 0.8, seed: int = 0,
            on_step: Callable[[Step], None] | None = None) -> tuple[Trajectory, dict]:  # fmt: skip
-    """One implementation, judged by the hidden tests."""
+    """One implementation, greedy, judged by the hidden tests; or, with `samples` above 1, that many sampled
+    together at `temperature`, each judged (for pass@k): the problem's verdict is the first sample's, and the
+    record's `samples` says how many passed."""
     trajectory = _trajectory(env, prompts)
     started = time.perf_counter()
-    call = model.complete(prompts.implement(env.prompt), stop=prompts.stops, max_tokens=max_tokens)
-    program = program_of(env.prompt, call.text, env.entry_point)
-    return _judged(env, trajectory, program, [call], started, on_step, tests=None)
+    if samples == 1:
+        call = model.complete(prompts.implement(env.prompt), stop=prompts.stops, max_tokens=max_tokens)
+        program = program_of(env.prompt, call.text, env.entry_point)
+        return _judged(env, trajectory, program, [call], started, on_step, tests=None)
+    calls = model.sample(prompts.implement(env.prompt), n=samples, temperature=temperature, seed=seed,
+                         stop=prompts.stops, max_tokens=max_tokens)  # fmt: skip
+    made = [program_of(env.prompt, call.text, env.entry_point) for call in calls]
+    passed = 0
+    for k in range(samples - 1, 0, -1):  # the others first, each a step with its verdict; the first sample last
+        ran = env.judge(made[k])
+        passed += ran.passed
+        said = "Hidden tests: passed" if ran.passed else f"Hidden tests: failed ({ran.reason})"
+        step = Step(samples - k, None, Action("program", env.entry_point), made[k], f"Sample {k + 1}. {said}",
+                    [calls[k]], seconds=0.0)  # fmt: skip
+        trajectory.steps.append(step)
+        if on_step is not None:
+            on_step(step)
+    trajectory, record = _judged(env, trajectory, made[0], [calls[0]], started, on_step, tests=None)
+    passed += trajectory.ended == "passed"
+    record["samples"] = {"n": samples, "passed": passed, "temperature": temperature}
+    return trajectory, record
 
 
 def reflexion(env: ProgramEnv, model: Model, prompts: ProgramPrompts, *, iterations: int = 5,
-              max_tokens: int = PROGRAM_TOKENS, on_step: Callable[[Step], None] | None = None,
+              max_tokens: int = PROGRAM_TOKENS, tests: int = MAX_TESTS, on_step: Callable[[Step], None] | None = None,
               ) -> tuple[Trajectory, dict]:  # fmt: skip
     """Up to `iterations` implementations: the model's own tests first, then an implementation tried on them;
     while some fail and implementations remain, a reflection on the failure and an improved implementation. The
     last implementation (the first to pass its own tests, or the last made) is judged by the hidden tests."""
     trajectory = _trajectory(env, prompts)
     started = time.perf_counter()
-    asked = fill(prompts.tests, "tests", prompt=env.prompt, entry_point=env.entry_point)
-    test_call = model.complete(asked, stop=TEMPLATE_STOPS if prompts.templated else TEST_STOPS, max_tokens=TEST_TOKENS)
-    tests = asserts_of(test_call.text, env.entry_point)
+    test_call, tests = _own_tests(env, model, prompts, tests)
     calls: list[Completion] = [test_call]
     reflection, program, shown = "", "", ""
     for i in range(1, iterations + 1):
         if i == 1:
             prompt = prompts.implement(env.prompt)
         else:
-            asked = fill(prompts.reflect, "reflect", program=program.rstrip("\n"), feedback=shown)
-            reflect_call = model.complete(asked, stop=["\n\n", *TEMPLATE_STOPS[1:]], max_tokens=REFLECT_TOKENS)
+            reflect_call = _reflect(model, prompts, program, shown)
             calls.append(reflect_call)
             reflection = reflect_call.text.strip()
             prompt = prompts.improve_after(env.prompt, program, shown, reflection)
@@ -205,6 +225,102 @@ def reflexion(env: ProgramEnv, model: Model, prompts: ProgramPrompts, *, iterati
             on_step(step)
         calls, started = [], time.perf_counter()
     raise AssertionError("unreachable: the last implementation is judged")
+
+
+def _own_tests(env: ProgramEnv, model: Model, prompts: ProgramPrompts, most: int) -> tuple[Completion, list[str]]:
+    """The model's own tests of the problem: the call, and the tests kept (at most `most`)."""
+    asked = fill(prompts.tests, "tests", prompt=env.prompt, entry_point=env.entry_point)
+    call = model.complete(asked, stop=TEMPLATE_STOPS if prompts.templated else TEST_STOPS, max_tokens=TEST_TOKENS)
+    return call, asserts_of(call.text, env.entry_point, most)
+
+
+def _reflect(model: Model, prompts: ProgramPrompts, program: str, shown: str) -> Completion:
+    """A reflection on an implementation and what its tests said."""
+    asked = fill(prompts.reflect, "reflect", program=program.rstrip("\n"), feedback=shown)
+    return model.complete(asked, stop=["\n\n", *TEMPLATE_STOPS[1:]], max_tokens=REFLECT_TOKENS)
+
+
+@dataclass(eq=False)
+class Node:
+    """An implementation in LATS's tree: its program, what its tests said, its reward (the share of its tests that
+    held), the reflection on it (made when it is expanded), its children, visits and value."""
+
+    program: str
+    shown: str
+    reward: float
+    parent: "Node | None" = None
+    reflection: str = ""
+    children: list = field(default_factory=list)
+    visits: int = 0
+    value: float = 0.0
+
+    def uct(self, weight: float = 1.0) -> float:
+        """Its value a visit, and the exploration term (LATS's `uct`); its reward where it was never visited."""
+        if self.visits == 0:
+            return self.reward
+        return self.value / self.visits + weight * math.sqrt(math.log(max(self.parent.visits, 1)) / self.visits)
+
+
+def lats(env: ProgramEnv, model: Model, prompts: ProgramPrompts, *, iterations: int = 8, children: int = 5,
+         tests: int = MAX_TESTS, temperature: float = 0.8, seed: int = 0, max_tokens: int = PROGRAM_TOKENS,
+         on_step: Callable[[Step], None] | None = None) -> tuple[Trajectory, dict]:  # fmt: skip
+    """LATS over implementations (its programming search, under rawreact's rules): the model's own tests once; a
+    first implementation, greedy; while none passes its tests and iterations remain, the leaf of highest UCT is
+    reflected on and expanded into `children` implementations sampled together at `temperature`, each tried on
+    the tests and its reward (the share that held) backed up to the root. The first implementation to pass its
+    tests, or the one of highest reward (the earliest among equals), is judged by the hidden tests, once: the
+    search never sees them (the repository's consults them during the search, docs/programs.md)."""
+    trajectory = _trajectory(env, prompts)
+    started = time.perf_counter()
+    test_call, tests_kept = _own_tests(env, model, prompts, tests)
+    call = model.complete(prompts.implement(env.prompt), stop=prompts.stops, max_tokens=max_tokens)
+
+    def made(program: str, parent: Node | None, calls: list[Completion], since: float) -> tuple[Node, list]:
+        """A node of the tree, tried on the tests: a step of its own, as it is made."""
+        tried, setup = env.try_tests(program, tests_kept)
+        held = sum(t.passed for t in tried)
+        node = Node(program, feedback(tried, setup), held / len(tried) if tried else 1.0, parent)
+        before = parent.reflection if parent else None
+        step = Step(len(trajectory.steps) + 1, before, Action("program", env.entry_point), program, node.shown, calls,
+                    seconds=time.perf_counter() - since)  # fmt: skip
+        trajectory.steps.append(step)
+        if on_step is not None:
+            on_step(step)
+        return node, tried
+
+    root, tried = made(program_of(env.prompt, call.text, env.entry_point), None, [test_call, call], started)
+    best, best_tried, order = root, tried, [root]
+    for iteration in range(iterations):
+        if best.reward == 1.0:  # an implementation passed its tests (or there are none): it is the answer
+            break
+        since = time.perf_counter()
+        node = root
+        while node.children:
+            node = max(node.children, key=Node.uct)
+        reflect_call = _reflect(model, prompts, node.program, node.shown)
+        node.reflection = reflect_call.text.strip()
+        prompt = prompts.improve_after(env.prompt, node.program, node.shown, node.reflection)
+        sampled = model.sample(prompt, n=children, temperature=temperature, seed=seed + iteration * children,
+                               stop=prompts.stops, max_tokens=max_tokens)  # fmt: skip
+        for k, sample in enumerate(sampled):  # the reflection's call and the time of the expansion go to the first
+            calls = [reflect_call, sample] if k == 0 else [sample]
+            child, tried = made(program_of(env.prompt, sample.text, env.entry_point), node, calls,
+                                since if k == 0 else time.perf_counter())  # fmt: skip
+            node.children.append(child)
+            order.append(child)
+            if child.reward > best.reward:
+                best, best_tried = child, tried
+            walked = child
+            while walked is not None:  # back up the child's reward
+                walked.visits += 1
+                walked.value += child.reward
+                walked = walked.parent
+    # The chosen implementation, judged: a last step that makes no call (so not counted as an implementation).
+    chosen = (
+        f"{best.shown}\n\nChosen: implementation {order.index(best) + 1} of {len(order)}, the first of highest reward"
+    )
+    return _judged(env, trajectory, best.program, [], time.perf_counter(), on_step, tests_kept, best_tried,
+                   chosen)  # fmt: skip
 
 
 def _trajectory(env: ProgramEnv, prompts: ProgramPrompts) -> Trajectory:

@@ -25,7 +25,8 @@ def say_first(result: Result, started: tuple, model, quiet: bool = False) -> Non
     out = result.outcome
     if not quiet:
         print(
-            f"rawreact: the first question took {seconds:.1f} s ({plural(out.model_calls, 'call')}, "
+            f"rawreact: the first {'problem' if out.program is not None else 'question'} took {seconds:.1f} s "
+            f"({plural(out.model_calls, 'call')}, "
             f"{out.tokens()['completion']} tokens written); the prompt's prefix is kept, so the next ones cost less",
             file=sys.stderr,
             flush=True,
@@ -57,8 +58,15 @@ def game_loop_said(settings: Settings, task: str) -> str:
 def program_said(config: dict) -> str:
     """The program methods' part of a run's header: the implementations, their token limit, and the isolation the
     programs run with (a run says it, since a program's verdict may depend on it)."""
-    made = "" if config.get("iterations") is None else f"up to {plural(config['iterations'], 'implementation')}, "
-    return f" ({made}{config['max_tokens']} tokens an implementation; programs run with {config['sandbox']})"
+    if "children" in config:  # LATS: iterations of a search, each expanding a node into children
+        made = (f"{plural(config['iterations'], 'iteration')} of {config['children']} implementations, T "
+                f"{config.get('temperature', 0.8):g}, {plural(config['tests'], 'own test')} kept, ")  # fmt: skip
+    elif "samples" in config:  # pass@k: implementations sampled a problem
+        made = f"{config['samples']} samples a problem at T {config['temperature']:g} for pass@k, "
+    else:
+        made = "" if config.get("iterations") is None else f"up to {plural(config['iterations'], 'implementation')}, "
+    rules = "; the repository's rules, call for call" if config.get("rules") == "reference" else ""
+    return f" ({made}{config['max_tokens']} tokens an implementation; programs run with {config['sandbox']}{rules})"
 
 
 def loop_said(settings: Settings) -> str:

@@ -65,7 +65,8 @@ def _run(args: argparse.Namespace, stack: ExitStack) -> int:
     print(
         f"rawreact {__version__}: {plural(len(questions), task.unit)} from {collection.name}, model "
         f"{facts['details']['model_name']}{_on_ray(cluster)}, "
-        f"method {settings.method}{sampling_said(settings)}{loop}, prompt {plan.prompt.source} "
+        f"method {settings.method}{'' if task.writes_programs else sampling_said(settings)}{loop}, prompt "
+        f"{plan.prompt.source} "
         f"({plural(plan.prompt.exemplars, 'exemplar')}), grammar {parts.config['grammar'] or 'off'}"
         f"{passages_said(settings)}"
         + verbs_said(parts.config)

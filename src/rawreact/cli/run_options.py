@@ -310,6 +310,16 @@ def _lats_options(group) -> None:
         help="its repository's hotpot/hotpot.py, whose prompts --loop reference sends (--reference DIR sets it)",
     )
     group.add_argument("--value-prompt", help="the value prompt of rawreact's rules (default: prompts/lats/value.txt)")
+    group.add_argument(
+        "--number-of-tests", type=positive,
+        help="programs: the model's own tests kept a problem, as the repositories name it (default: 6 under "
+        "rawreact's rules; under --reference 1 for reflexion and 2 for lats, the repositories' run scripts)",
+    )  # fmt: skip
+    group.add_argument(
+        "--program-reference",
+        help="programs: a clone's generators/py_generate.py (Reflexion's programming_runs/ or LATS's programming/), "
+        "whose prompts and calls --loop reference sends (--reference DIR sets it)",
+    )
 
 
 def _reflexion_options(group) -> None:

@@ -21,6 +21,9 @@ from rawreact.core.tasks import QA, Reference, task_type
 # exemplars are ALFWorld's household; over TextWorld games they give the paper's format, not its task.
 SHUFFLE_SEED, SHUFFLE_RANGE, SAMPLE = 233, 7405, 500  # both notebooks: random.Random(233) over range(7405), first 500
 LATS_PROMPTS = "hotpot/hotpot.py"  # the file of LATS's repository that holds its HotpotQA prompts
+# The files of Reflexion's and LATS's repositories that hold their programming prompts (agents.programs_reference)
+REFLEXION_FILE = "programming_runs/generators/py_generate.py"  # in a clone of noahshinn/reflexion
+LATS_FILE = "programming/generators/py_generate.py"  # in a clone of andyz245/LanguageAgentTreeSearch
 OPTIONS = (
     "loop",
     "lats_prompts",
@@ -60,6 +63,8 @@ def _key(task: str, part: str) -> str:
 def reference_options(directory: str | Path, task: str, method: str, questions: int) -> dict[str, object]:
     """The `rawreact run` options of the paper's setup for `method` on a `task` file of `questions` questions."""
     directory = Path(directory).expanduser()
+    if task_type(task).writes_programs:  # Reflexion's programming_runs/ or LATS's programming/: their generators
+        return {"loop": "reference", "program_reference": str(program_file(directory, method))}
     if method == LATS:  # LATS's own repository (andyz245/LanguageAgentTreeSearch): its prompts, and lats.py's rules
         prompts = directory / LATS_PROMPTS
         if not prompts.is_file():
@@ -111,9 +116,23 @@ def reference_options(directory: str | Path, task: str, method: str, questions: 
     return options
 
 
+def program_file(directory: str | Path, method: str) -> Path:
+    """The clone's `py_generate.py` for `method`: Reflexion's for simple and reflexion, LATS's for lats."""
+    name = LATS_FILE if method == LATS else REFLEXION_FILE
+    path = Path(directory).expanduser() / name
+    if not path.is_file():
+        whose = "LATS's repository (andyz245/LanguageAgentTreeSearch)" if method == LATS else (
+            "Reflexion's repository (noahshinn/reflexion)")  # fmt: skip
+        raise DataError(f"--reference {directory}: no {name} there; with --method {method} give a clone of {whose}")
+    return path
+
+
 def files(directory: str | Path, task: str, method: str = "react") -> dict[str, str]:
     """The reference files the setup reads, by their path in the checkout, with their SHA-256."""
     directory = Path(directory).expanduser()
+    if task_type(task).writes_programs:
+        names = (LATS_FILE if method == LATS else REFLEXION_FILE,)
+        return {name: hashlib.sha256((directory / name).read_bytes()).hexdigest() for name in names}
     reference = _reference(task)
     names = (LATS_PROMPTS,) if method == LATS else (reference.prompt_file, reference.notebook)
     return {name: hashlib.sha256((directory / name).read_bytes()).hexdigest() for name in names}
@@ -129,6 +148,19 @@ def describe(options: dict[str, object], given: dict[str, object], chosen: dict[
     def part(name: str, paper: str, yours: str | None) -> str:
         return f"  paper's: {name}: {paper}" if yours is None else f"  yours:   {name}: {yours} (the paper's: {paper})"
 
+    if "program_reference" in options:  # Reflexion's or LATS's programming runs
+        whose = "LATS's mcts.py" if "programming/" in str(options["program_reference"]) else (
+            "Reflexion's simple.py and reflexion.py")  # fmt: skip
+        return [
+            part(
+                "prompts",
+                f"{options['program_reference']} (its generators' chat or completion prompts)",
+                _given(given, "program_reference"),
+            ),  # fmt: skip
+            part("rules", f"{whose}, call for call (--loop reference)", _given(given, "loop")),
+            f"  not the paper's: model: {chosen['model']} (the repositories ran gpt-4 and gpt-3.5-turbo; see "
+            "docs/reference.md, P1 to P9)",
+        ]
     if "lats_prompts" in options:  # LATS's repository
         return [
             part(

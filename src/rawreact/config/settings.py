@@ -67,6 +67,7 @@ _LEAST = {
     "iterations": 1,
     "lats_depth": 1,
     "rollout_depth": 1,
+    "number_of_tests": 1,
 }
 _TOGETHER = f"a call's samples decode together (llama.cpp has {STREAMS_MAX} sequences for them)"
 # The largest value a count may take, and why: each is checked before any model loads.
@@ -85,6 +86,7 @@ _MOST = {
     "iterations": (1000, "the LATS repository runs 30 (50 by default), each a few model calls"),
     "lats_depth": (100, "a path of more steps does not fit a model's context"),
     "rollout_depth": (100, "a path of more steps does not fit a model's context"),
+    "number_of_tests": (100, "each test is run on every implementation, and the repositories keep 1 to 6"),
     "trials": (
         100,
         "each trial's prompt holds every reflection before it, so prompts and the trial log grow "
@@ -172,6 +174,10 @@ class Settings:
     lats_temperature: float = 1.0  # --temperature of the repository, for every LATS call
     lats_prompts: str | None = _file()  # the repository's hotpot/hotpot.py, whose prompts the reference rules send
     value_prompt: str | None = _file()  # rawreact's rules: the value prompt (default prompts/lats/value.txt)
+    # Programs (--data humaneval): a reference repository's generators/py_generate.py, whose prompts and calls the
+    # reference rules send (Reflexion's or LATS's programming runs), and how many of the model's own tests are kept.
+    program_reference: str | None = _file()
+    number_of_tests: int | None = None
     # The questions, and how they are sent: a comparison's variants share these.
     data: str | None = _file()
     question: str | None = None
@@ -257,7 +263,7 @@ class Settings:
             return f"{', '.join(changed)} apply to --method lats only" if changed else None
         if self.evaluator not in LATS_EVALUATORS:
             return f"evaluator={self.evaluator!r}: LATS rewards a finish by {' or '.join(LATS_EVALUATORS)}"
-        if self.loop == "reference" and self.lats_prompts is None:
+        if self.loop == "reference" and self.lats_prompts is None and self.program_reference is None:
             return (
                 "LATS under --loop reference sends its repository's prompts: give --lats-prompts "
                 "LATS/hotpot/hotpot.py (or --reference LATS, a clone of andyz245/LanguageAgentTreeSearch)"
@@ -341,6 +347,11 @@ REFLECT_KEYS = KEYS[KEYS.index("reflect_prompt") : KEYS.index("reflect_max_token
 # The settings of the questions and of how they are sent: a comparison's variants share them.
 SHARED = KEYS[KEYS.index("data") :]
 VARIANT_KEYS = KEYS[: KEYS.index("data")]
+
+
+def defaults(key: str) -> object:
+    """A setting's default."""
+    return _DEFAULTS[key]
 
 
 def option(key: str) -> str:

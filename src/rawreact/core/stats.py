@@ -74,6 +74,14 @@ def wilson(successes: int, n: int, level: float = 0.95) -> Interval:
 SHARES = tuple(dict.fromkeys(s.key for t in TASK_TYPES.values() for s in t.scores if s.share))
 
 
+def pass_at_k(n: int, passed: int, k: int) -> float:
+    """The chance that at least one of k samples passes, estimated without bias from `n` samples of which `passed`
+    passed (Chen et al. 2021): 1 - C(n - passed, k) / C(n, k)."""
+    if not 0 <= passed <= n or not 1 <= k <= n:
+        raise ValueError(f"pass@{k} from {passed} of {n} samples: need 0 <= passed <= n and 1 <= k <= n")
+    return 1.0 - math.comb(n - passed, k) / math.comb(n, k)
+
+
 def interval(
     values, *, share: bool = False, resamples: int = RESAMPLES, seed: int = 0, level: float = 0.95
 ) -> Interval:

@@ -246,7 +246,7 @@ PROGRAM = TaskType(
     steps=1,
     own_passages=False,
     fields={"success": _NUMBER, "program": (dict,)},
-    methods=("simple", "reflexion"),
+    methods=("simple", "reflexion", "lats"),
     won="passed",
     outcomes=("passed", "failed"),
 )

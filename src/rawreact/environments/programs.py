@@ -37,7 +37,10 @@ for _test in _TESTS:
         _got = type(_error).__name__ + (": " + str(_error) if str(_error) else "")
         try:
             _node = _ast.parse(_test).body[0]
-            if isinstance(_node, _ast.Assert) and isinstance(_node.test, _ast.Compare):
+            if isinstance(_node, _ast.Assert) and isinstance(_node.test, _ast.Compare) and not isinstance(
+                _error, TimeoutError
+            ):  # what the call gave, under an alarm of its own (a call that hung would hang again)
+                _signal.setitimer(_signal.ITIMER_REAL, _SECONDS)
                 _got = repr(eval(compile(_ast.Expression(_node.test.left), "test", "eval"), globals()))
         except BaseException:
             pass
@@ -45,6 +48,47 @@ for _test in _TESTS:
     finally:
         _signal.setitimer(_signal.ITIMER_REAL, 0)
 """
+
+
+# The reference executors' way (Reflexion's and LATS's `PyExecutor.execute`), for the reference rules: each test
+# runs as `from typing import *`, the function and the test, executed together in one namespace (the program's
+# text is run again for each), with a time limit; a failed test's output is what its call gives (the assert's
+# left side, or the whole test where it compares nothing) as `str`, the error's text where the call fails, or
+# TIMEOUT. Nothing of the program runs before the tests: a program that does not compile fails each test.
+REFERENCE_RUNNER = r"""
+import ast as _ast, signal as _signal
+def _alarm(*_):
+    raise TimeoutError()
+_signal.signal(_signal.SIGALRM, _alarm)
+def _timed(run):
+    _signal.setitimer(_signal.ITIMER_REAL, _SECONDS)
+    try:
+        return run()
+    finally:
+        _signal.setitimer(_signal.ITIMER_REAL, 0)
+def _output(test):
+    try:
+        exec("from typing import *\n" + _FUNC, globals())
+        node = _ast.parse(test)
+        try:
+            call = node.body[0].test.left
+        except Exception:
+            call = node.body[0].test
+        return str(_timed(lambda: eval(compile(_ast.Expression(call), "test", "eval"), globals())))
+    except TimeoutError:
+        return "TIMEOUT"
+    except Exception as error:
+        return str(error)
+__report__ = []
+for _test in _TESTS:
+    try:
+        _timed(lambda: exec("from typing import *\n" + _FUNC + "\n" + _test, globals()))
+        __report__.append([True, ""])
+    except BaseException:
+        __report__.append([False, _output(_test)[:_SHOWN]])
+"""
+REFERENCE_SECONDS = 5.0  # the executors' `timeout=5`, a test
+REFERENCE_SHOWN = 4000  # characters of an output kept (the executors keep all of it)
 
 
 @dataclass(frozen=True)
@@ -93,6 +137,33 @@ class ProgramEnv:
             why = ran.reason if not ran.passed else "its tests left no report"
             return [Tried(test, False, why[:SHOWN]) for test in tests], why
         return [Tried(test, bool(ok), str(output)) for test, (ok, output) in zip(tests, report, strict=True)], ""
+
+    def try_reference(self, func: str, tests: list[str]) -> tuple[bool, str, list["Tried"]]:
+        """The model's own tests on `func` as the reference executors run them (REFERENCE_RUNNER): whether all
+        held, the feedback they write (`reference_feedback`), and each test's outcome."""
+        runner = f"_FUNC = {json.dumps(func)}\n_TESTS = {json.dumps(tests)}\n_SECONDS = {REFERENCE_SECONDS}\n"
+        runner += f"_SHOWN = {REFERENCE_SHOWN}\n{REFERENCE_RUNNER}"
+        seconds = self.internal_limits.seconds + 2 * REFERENCE_SECONDS * len(tests)
+        limits = replace(self.internal_limits, seconds=seconds, cpu_seconds=int(seconds), kept=200_000)
+        ran = run_program("", runner, limits)
+        report = ran.report if ran.passed and isinstance(ran.report, list) and len(ran.report) == len(tests) else None
+        if report is None:  # the runner itself could not finish: each test failed with why
+            tried = [Tried(test, False, ran.reason[:SHOWN]) for test in tests]
+        else:
+            tried = [Tried(test, bool(ok), str(output)) for test, (ok, output) in zip(tests, report, strict=True)]
+        return all(t.passed for t in tried), reference_feedback(tried), tried
+
+    def judge_reference(self, func: str) -> Ran:
+        """`func` on the hidden tests as the reference executors' `evaluate` runs it: the function, the problem's
+        tests and `check(entry_point)`, where the names of `typing` are defined (the executor's module has them)."""
+        return self.judge("from typing import *\n" + func)
+
+
+def reference_feedback(tried: list[Tried]) -> str:
+    """The feedback the reference executors write: `Tested passed:` and the tests that held, then `Tests failed:`
+    and each failed test with `# output: ` and what its call gave."""
+    said = "Tested passed:" + "".join(f"\n{t.test}" for t in tried if t.passed)
+    return said + "\n\nTests failed:" + "".join(f"\n{t.test} # output: {t.output}" for t in tried if not t.passed)
 
 
 def feedback(tried: list[Tried], failed_setup: str = "") -> str:

@@ -9,7 +9,7 @@ from collections import Counter
 from rawreact.agents.guardrails import ENDINGS
 from rawreact.config.choices import BACKOFFS
 from rawreact.core.errors import DataError
-from rawreact.core.stats import wilson
+from rawreact.core.stats import pass_at_k, wilson
 from rawreact.core.tasks import PROGRAM, task_type
 from rawreact.core.text import plural
 
@@ -79,6 +79,7 @@ def _games(games: list[dict]) -> dict:
     rewards = [r["reward"] for r in games if r.get("reward") is not None]
     own = [r["score"] for r in games if r.get("score") is not None]  # an environment's own score (ScienceWorld's)
     return {
+        **_pass_at(games),
         "games": len(games),
         "unit": task_type(games[0].get("task")).unit if len({r.get("task") for r in games}) == 1 else "game",
         **({"score": sum(own) / len(own)} if own else {}),
@@ -86,6 +87,19 @@ def _games(games: list[dict]) -> dict:
         **({"reward": sum(rewards) / len(rewards)} if rewards else {}),
         "invalid_per_step": sum(r["invalid_actions"] for r in games) / steps if steps else 0.0,
     }
+
+
+PASS_AT = (1, 2, 5, 10, 20, 50, 100)  # the k of pass@k a run of sampled programs reports, up to its samples
+
+
+def _pass_at(problems: list[dict]) -> dict:
+    """pass@k of sampled programs (--samples): Chen et al.'s estimator, the mean over problems; absent otherwise."""
+    counts = [(r.get("program") or {}).get("samples") for r in problems]
+    if not counts or None in counts:
+        return {}
+    n = min(c["n"] for c in counts)
+    mean = {k: sum(pass_at_k(c["n"], c["passed"], k) for c in counts) / len(counts) for k in PASS_AT if k <= n}
+    return {"pass_at": mean, "samples": n, "sample_temperature": counts[0]["temperature"]}
 
 
 def _finished(answering: list[dict]) -> dict:
@@ -213,8 +227,15 @@ def _programs_line(s: dict) -> str:
         f"{plural(n, 'problem')}: pass@1 {wilson(round(s['success'] * n), n)}, {s['steps']:.1f} "
         f"implementations, {s['calls']:.1f} calls, {s['completion_tokens']:.0f} generated and "
         f"{_cell(s, 'evaluated_tokens', '{:.0f}')} evaluated tokens, {s['seconds']:.1f} s per problem{rate}; "
-        f"ended: {_endings_cell(s)}"
+        f"ended: {_endings_cell(s)}{_pass_at_said(s)}"
     )
+
+
+def _pass_at_said(s: dict) -> str:
+    """pass@k of a run of sampled programs, for its summary line; nothing for a run of one implementation each."""
+    said = ", ".join(f"pass@{k} {value:.3f}" for k, value in s.get("pass_at", {}).items())
+    at = f"; over {s.get('samples')} samples a problem at T {s.get('sample_temperature', 0):g} (Chen et al.'s "
+    return f"{at}unbiased estimator): {said}" if said else ""
 
 
 def context_warning(summary: dict, n_ctx: int | None = None) -> str | None:

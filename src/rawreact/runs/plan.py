@@ -225,9 +225,9 @@ def say_paper(chosen: Chosen) -> list[str]:
     elif undescribed(chosen.collection):
         parts["games"] = paper.GAMES["undescribed"]
     lines = paper.describe(info["options"], info["given"], parts)
-    whose = "LATS's" if chosen.settings.method == LATS else "the paper's"
+    whose = "LATS's" if chosen.settings.method == LATS else "Reflexion's" if task.writes_programs else "the paper's"
     head = f"rawreact: {whose} setup from {info['directory']} (--reference), "
-    return [head + f"{plural(len(chosen.questions), 'question')}:", *lines]
+    return [head + f"{plural(len(chosen.questions), task.unit)}:", *lines]
 
 
 def reference_record(chosen: Chosen) -> dict:

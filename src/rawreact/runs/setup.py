@@ -20,8 +20,11 @@ from pathlib import Path
 from rawreact.agents.commands import CommandGrammar, load_commands_grammar
 from rawreact.agents.grammar import Grammar, load_grammar, validate
 from rawreact.agents.lats_prompts import LatsPromptFiles, reference_strings
+from rawreact.agents.programs import MAX_TESTS as MAX_OWN_TESTS
 from rawreact.agents.programs import NAMES as PROGRAM_PROMPTS
 from rawreact.agents.programs import ProgramPrompts
+from rawreact.agents.programs_reference import DEFAULTS as REFERENCE_DEFAULTS
+from rawreact.agents.programs_reference import ProgramReference
 from rawreact.agents.prompts import Prompt, exemplar_verbs, read_text
 from rawreact.agents.prompts import load_prompt as _load_prompt
 from rawreact.agents.reflexion import ReflectPrompt, load_reflect_prompt
@@ -42,7 +45,7 @@ from rawreact.config.choices import (
     first_method,
     reflexion_loop_problem,
 )
-from rawreact.config.settings import Settings
+from rawreact.config.settings import Settings, defaults, option
 from rawreact.core.errors import DataError, GrammarError
 from rawreact.core.folders import split_named
 from rawreact.core.resources import resource
@@ -111,12 +114,34 @@ def program_problem(settings: Settings, task: str) -> str | None:
     if not task_type(task).writes_programs:
         if settings.method in PROGRAMS:
             return f"method {settings.method} writes programs; run it on problems of programs (--data humaneval)"
+        if settings.program_reference is not None or settings.number_of_tests is not None:
+            return "--program-reference and --number-of-tests are for problems of programs (--data humaneval)"
         return None
     allowed = task_type(task).methods or PROGRAMS
     if settings.method not in allowed:
-        return f"a problem of a program is answered by {' or '.join(allowed)}, not {settings.method}"
-    if settings.loop != "tolerant":
-        return "the program methods run in rawreact's own loop; drop --loop reference"
+        return f"a problem of a program is answered by {', '.join(allowed)}, not {settings.method}"
+    if settings.loop == "reference" and settings.program_reference is None:
+        return (
+            "the programs' reference rules send a repository's prompts: give --reference DIR (a clone of Reflexion "
+            "or LATS), or drop --loop reference"
+        )
+    if settings.program_reference is not None and settings.loop != "reference":
+        return "--program-reference is the repository's, which its rules send: add --loop reference"
+    if settings.program_reference is not None and settings.prompt not in (None, "chat"):
+        return (
+            "under --reference the repository's prompts are sent; --prompt chat sends its chat messages as ChatML "
+            "turns (drop any other --prompt)"
+        )
+    if settings.number_of_tests is not None and settings.method == "simple":
+        return "the simple method writes no tests of its own; drop --number-of-tests"
+    if settings.method == LATS:
+        others = [option(k) for k in ("lats_values", "lats_depth", "rollout_depth", "lats_prompts", "value_prompt")
+                  if getattr(settings, k) != defaults(k)]  # fmt: skip
+        if others:
+            return (
+                f"{', '.join(others)} are LATS's settings over ReAct steps; over programs it takes --iterations, "
+                "--lats-samples and --lats-temperature"
+            )
     if settings.passages is not None or settings.env is not None:
         return "a problem of a program is judged by its own tests; drop --passages and --env"
     if settings.key is not None or settings.instruction is not None or settings.k is not None:
@@ -129,12 +154,50 @@ def program_options(settings: Settings, task: str) -> dict:
     token limit of one (PROGRAM_TOKENS where --max-tokens is left at a step's 100)."""
     if not task_type(task).writes_programs:
         return {}
-    iterations = PROGRAM_ITERATIONS if settings.trials == TRIALS else settings.trials
     tokens = PROGRAM_TOKENS if settings.max_tokens == MAX_TOKENS else settings.max_tokens
-    options = {"prompts": program_prompts_of(settings)} | (
-        {"iterations": iterations} if settings.method == "reflexion" else {}
-    )
+    if settings.program_reference is not None:
+        return {"program": reference_program_options(settings), "max_tokens": tokens}
+    options = {"prompts": program_prompts_of(settings)}
+    if settings.method == "reflexion":
+        options["iterations"] = PROGRAM_ITERATIONS if settings.trials == TRIALS else settings.trials
+    if settings.method == "simple" and settings.samples != defaults("samples"):  # pass@k: samples a problem
+        options |= {"samples": settings.samples, "temperature": settings.sample_temperature, "seed": settings.seed}
+    if settings.method == LATS:
+        options |= {"iterations": PROGRAM_LATS["iterations"] if settings.iterations == defaults("iterations")
+                    else settings.iterations, "children": settings.lats_samples, "seed": settings.seed,
+                    "temperature": PROGRAM_LATS["temperature"] if settings.lats_temperature ==
+                    defaults("lats_temperature") else settings.lats_temperature}  # fmt: skip
+    if settings.number_of_tests is not None:
+        options["tests"] = settings.number_of_tests
     return {"program": options, "max_tokens": tokens}
+
+
+# LATS over programs, where --iterations and --lats-temperature are left at their defaults over ReAct steps: the
+# repository's programming settings (run_lats_gpt4.sh's max_iters 8; func_impl's temperature 0.8).
+PROGRAM_LATS = {"iterations": 8, "temperature": 0.8}
+
+
+def reference_program_options(settings: Settings) -> dict:
+    """The reference rules' options (agents.programs_reference): the repository's prompts, in its chat branch
+    (--prompt chat) or its completion branch, and its run script's iterations and tests where not given."""
+    reference = ProgramReference.load(settings.program_reference, chat=settings.prompt == "chat")
+    script = REFERENCE_DEFAULTS[reference.repo]
+    if settings.method == "reflexion" and reference.repo != "reflexion" or settings.method == LATS and (
+            reference.repo != "lats"):  # fmt: skip
+        raise DataError(
+            f"{settings.where}--program-reference {settings.program_reference} is {reference.repo}'s, and method "
+            f"{settings.method} is {'LATS' if settings.method == LATS else 'Reflexion'}'s: give that repository's"
+        )
+    options: dict = {"reference": reference, "seed": settings.seed}
+    if settings.method == "reflexion":
+        options["iterations"] = script["iterations"] if settings.trials == TRIALS else settings.trials
+    if settings.method == LATS:
+        changed = settings.iterations != defaults("iterations")
+        options |= {"iterations": settings.iterations if changed else script["iterations"],
+                    "children": settings.lats_samples}  # fmt: skip
+    if settings.method != "simple":
+        options["tests"] = settings.number_of_tests or script["tests"]
+    return options
 
 
 def reflect_prompt_of(settings: Settings, task: str = QA.name) -> ReflectPrompt | None:
@@ -292,7 +355,7 @@ def solve_options(
             "grammar": grammar,
         }
         | _reflexion_options(settings, task)
-        | lats_options(settings)
+        | ({} if task_type(task).writes_programs else lats_options(settings))  # LATS over programs: program_options
         | program_options(settings, task)
     )
 
@@ -379,7 +442,7 @@ def manifest_config(
             "call_stop": CALL_STOPS[settings.loop] if acts(settings.method) and settings.method != "tools" else None,
         }
         | _reflexion_config(settings, collection.task)
-        | _lats_config(settings)
+        | ({} if task_type(collection.task).writes_programs else _lats_config(settings))
         | _program_config(settings, collection.task)
     )
 
@@ -390,12 +453,26 @@ def _program_config(settings: Settings, task: str) -> dict:
     options = program_options(settings, task)
     if not options:
         return {}
-    prompts = options["program"]["prompts"]
+    chosen = options["program"]
+    made = {k: chosen[k] for k in ("children", "tests", "temperature", "samples") if k in chosen}
+    if settings.method == LATS and "tests" not in made:
+        made["tests"] = MAX_OWN_TESTS
+    if "reference" in chosen:
+        reference = chosen["reference"]
+        return made | {
+            "program_prompts": reference.source,
+            "program_prompts_sha256": hashlib.sha256(Path(reference.path).read_bytes()).hexdigest(),
+            "iterations": chosen.get("iterations"),
+            "max_tokens": 1024,  # every call of the repositories'
+            "sandbox": isolation()["said"],
+            "rules": "reference",
+        }
+    prompts = chosen["prompts"]
     texts = "\0".join(getattr(prompts, name) for name in PROGRAM_PROMPTS)
-    return {
+    return made | {
         "program_prompts": prompts.source,
         "program_prompts_sha256": hashlib.sha256(texts.encode()).hexdigest(),
-        "iterations": options["program"].get("iterations"),
+        "iterations": chosen.get("iterations"),
         "max_tokens": options["max_tokens"],
         "sandbox": isolation()["said"],
     }
