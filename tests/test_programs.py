@@ -165,6 +165,12 @@ def test_the_cli_scores_humanevals_canonical_solutions_164_of_164_and_empty_bodi
     assert main(["show", str(tmp_path / "empty.jsonl"), "--id", "HumanEval/2"]) == 0
     shown = capsys.readouterr().out
     assert "failed (hidden tests: AssertionError" in shown and "--- implementation 1" in shown
+    runs = [f"{name}={tmp_path / name}.jsonl" for name in ("canonical", "empty")]
+    assert main(["compare-runs", *runs, "--format", "markdown"]) == 0
+    compared = capsys.readouterr().out
+    head = compared.splitlines()[0]
+    assert "Δpass@1" in head and "calls/q" in head and "EM" not in head and "invalid" not in head
+    assert "| empty | simple | program | 164 | 0.000 [0.000, 0.023] | -1.000 [-1.000, -1.000] |" in compared
     assert main(["report", str(tmp_path / "canonical.jsonl"), "--html", str(tmp_path / "page.html")]) == 0
     page = (tmp_path / "page.html").read_text()
     assert "truncate_number" in page and "Program 1" in page and '<th data-type="text">hidden tests</th>' in page
@@ -333,3 +339,20 @@ def test_samples_give_pass_at_k_through_the_cli(tmp_path, capsys):
     assert [r["program"]["samples"]["passed"] for r in records] == [2, 1]
     assert [r["success"] for r in records] == [1, 0]  # each problem's first sample
     assert [len(r["trajectory"]["steps"]) for r in records] == [4, 4]
+
+
+def test_unittest_assertions_are_read_as_the_asserts_they_mean():
+    """Qwen2.5-Coder, asked for asserts, wrote a unittest class for 145 of HumanEval's 164 problems: its
+    assertions count as tests, each as the assert it means; one on another function, or unreadable, does not."""
+    written = (
+        "import unittest\n\nclass TestAdd(unittest.TestCase):\n    def test_add(self):\n"
+        "        self.assertEqual(add(1, 2), 3)\n        self.assertFalse(add(0, 0), 'zero')\n"
+        "        self.assertIn(add(1, 1), (2, 3))\n        self.assertTrue(other(1))\n"
+        "        self.assertEqual(add(1, 2))\n        self.assertAlmostEqual(add(0.1, 0.2), 0.3)\n"
+    )
+    assert asserts_of(written, "add") == [
+        "assert add(1, 2) == 3",
+        "assert not (add(0, 0))",
+        "assert add(1, 1) in (2, 3)",
+        "assert round(abs((add(0.1, 0.2)) - (0.3)), 7) == 0",
+    ]

@@ -147,9 +147,40 @@ def _parsed(program: str) -> str:
 
 def asserts_of(text: str, entry_point: str, most: int = MAX_TESTS) -> list[str]:
     """The model's tests: the lines of what it wrote that assert something of the function, each once (the first
-    `most` of them)."""
-    found = [line.strip() for line in text.split("\n") if line.strip().startswith("assert ") and entry_point in line]
+    `most` of them). A unittest assertion on a line of its own (`self.assertEqual(f(x), y)`, which instruction
+    models write where asked for asserts) is read as the assert it means (`assert f(x) == y`)."""
+    found = []
+    for line in text.split("\n"):
+        line = line.strip()
+        line = line if line.startswith("assert ") else _unittest_assert(line)
+        if line and entry_point in line:
+            found.append(line)
     return [test for test in dict.fromkeys(found) if _parses(test)][:most]
+
+
+# unittest's assertions, as the assert each means: its arguments' count and the expression it checks.
+UNITTEST = {
+    "assertEqual": (2, "{0} == {1}"), "assertEquals": (2, "{0} == {1}"), "assertNotEqual": (2, "{0} != {1}"),
+    "assertTrue": (1, "{0}"), "assertFalse": (1, "not ({0})"), "assertIs": (2, "{0} is {1}"),
+    "assertIsNone": (1, "{0} is None"), "assertIsNotNone": (1, "{0} is not None"), "assertIn": (2, "{0} in {1}"),
+    "assertNotIn": (2, "{0} not in {1}"), "assertAlmostEqual": (2, "round(abs(({0}) - ({1})), 7) == 0"),
+}  # fmt: skip
+
+
+def _unittest_assert(line: str) -> str:
+    """`self.assertX(...)` on one line as the assert it means, or ""."""
+    if not line.startswith("self.assert"):
+        return ""
+    try:
+        call = ast.parse(line, mode="eval").body
+    except SyntaxError:
+        return ""
+    if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Attribute) or call.keywords:
+        return ""
+    count, form = UNITTEST.get(call.func.attr, (0, ""))
+    if not form or len(call.args) not in (count, count + 1):  # (a message may follow)
+        return ""
+    return "assert " + form.format(*(ast.unparse(a) for a in call.args[:count]))
 
 
 def _parses(code: str) -> bool:

@@ -11,6 +11,9 @@ from rawreact.core.tasks import of_records
 from rawreact.reports.summary import COLUMNS, _branch_cell, _cell, _endings_cell, drop_unused, summarize, table
 from rawreact.runs.records import read_run
 
+# What a comparison of program runs shows beside pass@1: what the implementations cost.
+PROGRAM_KEYS = ("steps", "calls", "completion_tokens", "evaluated_tokens", "seconds", "per_minute")
+
 
 @dataclass(frozen=True)
 class Comparison:
@@ -88,8 +91,9 @@ class Comparison:
                     row[label] = str(mean)  # "mean [low, high]"
                     shown = None if diff is None else f"{diff.mean:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}]"
                     row[f"Δ{label}"] = shown or "base"
+            programs = of_records(self.records[name]).writes_programs  # no actions, answers or searches to count
             for header, (key, form) in COLUMNS.items():
-                if key not in ("questions", "scored", *self.metrics):
+                if key not in ("questions", "scored", *self.metrics) and not (programs and key not in PROGRAM_KEYS):
                     row[header] = _cell(summary, key, form)
             row["answered by"] = _branch_cell(summary)
             row["ended"] = _endings_cell(summary)
