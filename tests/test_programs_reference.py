@@ -336,7 +336,9 @@ def test_reference_dir_runs_reflexion_on_problems_and_records_it(tmp_path, capsy
     manifest = json.loads(Path(f"{out}.manifest.json").read_text())
     assert manifest["settings"]["loop"] == "reference" and manifest["config"]["iterations"] == 2
     assert list(manifest["reference"]["files"]) == [REFLEXION_FILE]
-    assert manifest["config"]["tests"] == 1
+    assert manifest["config"]["program_tests"] == 1 and manifest["config"]["program_prompts"].endswith(
+        "(chat messages as ChatML turns)"
+    )
 
 
 @pytest.mark.parametrize(
@@ -383,7 +385,7 @@ def test_the_cli_runs_lats_over_problems_with_the_repositorys_settings(tmp_path)
     out = tmp_path / "run.jsonl"
     assert main(["run", str(data), "--method", "lats", "--model", f"scripted:{script}", "--out", str(out), "-q"]) == 0
     manifest = json.loads(Path(f"{out}.manifest.json").read_text())
-    assert manifest["config"]["iterations"] == 8 and manifest["config"]["children"] == 5
-    assert manifest["config"]["temperature"] == 0.8
+    assert manifest["config"]["iterations"] == 8 and manifest["config"]["program_children"] == 5
+    assert manifest["config"]["program_temperature"] == 0.8 and manifest["config"]["temperature"] == 0.0
     _, records = read_run(out)
     assert records[0]["success"] == 1 and records[0]["program"]["hidden"]["passed"] is True

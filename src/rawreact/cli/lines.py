@@ -58,14 +58,16 @@ def game_loop_said(settings: Settings, task: str) -> str:
 def program_said(config: dict) -> str:
     """The program methods' part of a run's header: the implementations, their token limit, and the isolation the
     programs run with (a run says it, since a program's verdict may depend on it)."""
-    if "children" in config:  # LATS: iterations of a search, each expanding a node into children
-        made = (f"{plural(config['iterations'], 'iteration')} of {config['children']} implementations, T "
-                f"{config.get('temperature', 0.8):g}, {plural(config['tests'], 'own test')} kept, ")  # fmt: skip
-    elif "samples" in config:  # pass@k: implementations sampled a problem
-        made = f"{config['samples']} samples a problem at T {config['temperature']:g} for pass@k, "
+    reference = config.get("rules") == "reference"
+    if "program_children" in config:  # LATS: iterations of a search, each expanding a node into children
+        heat = "the repository's temperatures" if reference else f"T {config['program_temperature']:g}"
+        made = (f"{plural(config['iterations'], 'iteration')} of {config['program_children']} implementations, "
+                f"{heat}, {plural(config['program_tests'], 'own test')} kept, ")  # fmt: skip
+    elif "program_samples" in config:  # pass@k: implementations sampled a problem
+        made = f"{config['program_samples']} samples a problem at T {config['program_temperature']:g} for pass@k, "
     else:
         made = "" if config.get("iterations") is None else f"up to {plural(config['iterations'], 'implementation')}, "
-    rules = "; the repository's rules, call for call" if config.get("rules") == "reference" else ""
+    rules = "; the repository's rules, call for call" if reference else ""
     return f" ({made}{config['max_tokens']} tokens an implementation; programs run with {config['sandbox']}{rules})"
 
 

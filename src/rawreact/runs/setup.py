@@ -67,6 +67,9 @@ def prompt_of(settings: Settings, task: str = QA.name) -> Prompt:
     those an `--env` factory declares for ReAct (`Factory.declared_prompt`), or the method's shipped ones. A
     problem of a program's is the exemplars an implementation follows (`program_prompts_of`)."""
     if task_type(task).writes_programs:
+        if settings.program_reference is not None:  # the repository's prompts, put together call by call
+            reference = ProgramReference.load(settings.program_reference, chat=settings.prompt == "chat")
+            return Prompt(text="", source=reference.source, exemplars=0)
         prompts = program_prompts_of(settings)
         return Prompt(
             text=prompts.simple, source=f"{prompts.source}simple.txt", exemplars=prompts.simple.count("\ndef ")
@@ -454,9 +457,10 @@ def _program_config(settings: Settings, task: str) -> dict:
     if not options:
         return {}
     chosen = options["program"]
-    made = {k: chosen[k] for k in ("children", "tests", "temperature", "samples") if k in chosen}
-    if settings.method == LATS and "tests" not in made:
-        made["tests"] = MAX_OWN_TESTS
+    # Named apart from the run's own settings (the model's temperature, CoT-SC's samples), which they sit beside.
+    made = {f"program_{k}": chosen[k] for k in ("children", "tests", "temperature", "samples") if k in chosen}
+    if settings.method == LATS and "program_tests" not in made:
+        made["program_tests"] = MAX_OWN_TESTS
     if "reference" in chosen:
         reference = chosen["reference"]
         return made | {
