@@ -140,7 +140,7 @@ def _parsed(program: str) -> str:
     lines = program.split("\n")
     for end in range(len(lines), max(0, len(lines) - 40), -1):
         candidate = "\n".join(lines[:end]).rstrip() + "\n"
-        if _parses(candidate):
+        if parses(candidate):
             return candidate
     return program
 
@@ -155,7 +155,7 @@ def asserts_of(text: str, entry_point: str, most: int = MAX_TESTS) -> list[str]:
         line = line if line.startswith("assert ") else _unittest_assert(line)
         if line and entry_point in line:
             found.append(line)
-    return [test for test in dict.fromkeys(found) if _parses(test)][:most]
+    return [test for test in dict.fromkeys(found) if parses(test)][:most]
 
 
 # unittest's assertions, as the assert each means: its arguments' count and the expression it checks.
@@ -183,11 +183,11 @@ def _unittest_assert(line: str) -> str:
     return "assert " + form.format(*(ast.unparse(a) for a in call.args[:count]))
 
 
-def _parses(code: str) -> bool:
-    """Whether the code parses (a test the token limit cut does not)."""
+def parses(code: str) -> bool:
+    """Whether the code parses (a test the token limit cut does not; a null byte does not either)."""
     try:
         ast.parse(code)
-    except SyntaxError:
+    except (SyntaxError, ValueError):
         return False
     return True
 

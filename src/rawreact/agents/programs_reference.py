@@ -15,7 +15,6 @@ run is read against its repository's file beside the other's, and the difference
 turns, the temperatures, the accumulated context) are the point of keeping them together.
 """
 
-import ast
 import math
 import random
 import re
@@ -24,6 +23,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+from rawreact.agents.programs import parses
 from rawreact.agents.prompts import python_string
 from rawreact.agents.record import Step, Trajectory
 from rawreact.core.actions import Action
@@ -122,15 +122,7 @@ def parse_tests(text: str) -> list[str]:
     """The repositories' `parse_tests` and `py_is_syntax_valid`: each line that holds `assert`, stripped, if it
     parses."""
     found = [line.strip() for line in text.splitlines() if "assert" in line]
-    return [test for test in found if _parses(test)]
-
-
-def _parses(code: str) -> bool:
-    try:
-        ast.parse(code)
-    except Exception:
-        return False
-    return True
+    return [test for test in found if parses(test)]
 
 
 class Caller:
