@@ -117,6 +117,7 @@ class Ran:
     stderr: str
     seconds: float
     report: object = None  # what the tests left in `__report__`, where they passed and left one
+    uid: int | None = None  # the user id it ran as (its own, as root): its processes are found by it
 
 
 @cache
@@ -208,7 +209,7 @@ def run_program(program: str, tests: str, limits: Limits = Limits()) -> Ran:
         reason = "passed" if passed else _reason(code, timed_out, stderr, limits)
         report = _report(report) if passed else None
         return Ran(passed, reason, code, shown.rstrip() if passed else stdout, stderr, time.perf_counter() - started,
-                   report)  # fmt: skip
+                   report, uid)  # fmt: skip
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
