@@ -24,7 +24,7 @@ from rawreact.core.actions import Action
 from rawreact.core.errors import PromptError
 from rawreact.core.resources import resource
 from rawreact.core.text import commented
-from rawreact.environments.programs import ProgramEnv, feedback
+from rawreact.environments.programs import ProgramEnv, feedback, hidden_said
 from rawreact.models.base import Completion, Model
 
 # Where a function's body ends: another top-level definition, statement or comment (the stops HumanEval's Codex
@@ -211,9 +211,8 @@ def simple(env: ProgramEnv, model: Model, prompts: ProgramPrompts, *, max_tokens
     for k in range(samples - 1, 0, -1):  # the others first, each a step with its verdict; the first sample last
         ran = env.judge(made[k])
         passed += ran.passed
-        said = "Hidden tests: passed" if ran.passed else f"Hidden tests: failed ({ran.reason})"
-        step = Step(samples - k, None, Action("program", env.entry_point), made[k], f"Sample {k + 1}. {said}",
-                    [calls[k]], seconds=0.0)  # fmt: skip
+        said = f"Sample {k + 1}. {hidden_said(ran)}"
+        step = Step(samples - k, None, Action("program", env.entry_point), made[k], said, [calls[k]], seconds=0.0)
         trajectory.steps.append(step)
         if on_step is not None:
             on_step(step)
@@ -364,7 +363,7 @@ def _judged(env, trajectory: Trajectory, program: str, calls: list[Completion], 
     """The last implementation's step, judged by the hidden tests (after what its own tests `said`); the trajectory
     ended and the program record."""
     ran = env.judge(program)
-    verdict = "Hidden tests: passed" if ran.passed else f"Hidden tests: failed ({ran.reason})"
+    verdict = hidden_said(ran)
     shown = verdict if tests is None else said + "\n\n" + verdict
     step = Step(len(trajectory.steps) + 1, reflection or None, Action("program", env.entry_point), program, shown,
                 calls, seconds=time.perf_counter() - started)  # fmt: skip

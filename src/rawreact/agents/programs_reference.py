@@ -28,7 +28,8 @@ from rawreact.agents.prompts import python_string
 from rawreact.agents.record import Step, Trajectory
 from rawreact.core.actions import Action
 from rawreact.core.errors import PromptError
-from rawreact.environments.programs import ProgramEnv, Tried
+from rawreact.environments.programs import ProgramEnv, Tried, hidden_said
+from rawreact.environments.sandbox import Ran
 from rawreact.models.base import Completion, Model
 
 STRINGS = (
@@ -232,6 +233,7 @@ class _Episode:
         self.tests: list[str] = []
         self.tried: list[Tried] = []
         self.since = time.perf_counter()
+        self.verdicts: dict[str, Ran] = {}  # the hidden tests' verdict of each program judged, run once
 
     def step(self, program: str | None, said: str, reflection: str = "") -> None:
         now = time.perf_counter()
@@ -247,16 +249,22 @@ class _Episode:
         return passing, said
 
     def judged(self, program: str | None) -> bool:
-        return self.env.judge_reference(program or "").passed
+        return self.verdict(program).passed
+
+    def verdict(self, program: str | None) -> Ran:
+        """The hidden tests on the program as the executors' `evaluate` runs them, once a program."""
+        program = program or ""
+        if program not in self.verdicts:
+            self.verdicts[program] = self.env.judge_reference(program)
+        return self.verdicts[program]
 
     def ended(self, program: str | None, counted: bool, judged: int) -> tuple[Trajectory, dict]:
         """The trajectory ended by the hidden tests' verdict on the final program; the record says too whether the
         repository counts the problem solved (`counted`, P6) and how many times it ran the hidden tests."""
-        ran = self.env.judge_reference(program or "")
+        ran = self.verdict(program)
         self.trajectory.answer, self.trajectory.ended = program or "", "passed" if ran.passed else "failed"
         if self.trajectory.steps:
-            last = self.trajectory.steps[-1]
-            last.observation += f"\n\nHidden tests: {'passed' if ran.passed else f'failed ({ran.reason})'}"
+            self.trajectory.steps[-1].observation += f"\n\n{hidden_said(ran)}"
         record = {"entry_point": self.env.entry_point, "isolation": self.env.isolation, "rules": "reference",
                   "hidden": {"passed": ran.passed, "reason": ran.reason, "seconds": round(ran.seconds, 3),
                              "stderr": "" if ran.passed else ran.stderr[-500:]},

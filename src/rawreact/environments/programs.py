@@ -131,12 +131,7 @@ class ProgramEnv:
             return [], ""
         runner = f"_TESTS = {json.dumps(tests)}\n_SECONDS = {TEST_SECONDS}\n_SHOWN = {SHOWN}\n{RUNNER}"
         seconds = self.internal_limits.seconds + TEST_SECONDS * len(tests)
-        ran = run_program(program, runner, replace(self.internal_limits, seconds=seconds))
-        report = ran.report if ran.passed and isinstance(ran.report, list) and len(ran.report) == len(tests) else None
-        if report is None:
-            why = ran.reason if not ran.passed else "its tests left no report"
-            return [Tried(test, False, why[:SHOWN]) for test in tests], why
-        return [Tried(test, bool(ok), str(output)) for test, (ok, output) in zip(tests, report, strict=True)], ""
+        return _outcomes(run_program(program, runner, replace(self.internal_limits, seconds=seconds)), tests)
 
     def try_reference(self, func: str, tests: list[str]) -> tuple[bool, str, list["Tried"]]:
         """The model's own tests on `func` as the reference executors run them (REFERENCE_RUNNER): whether all
@@ -145,18 +140,28 @@ class ProgramEnv:
         runner += f"_SHOWN = {REFERENCE_SHOWN}\n{REFERENCE_RUNNER}"
         seconds = self.internal_limits.seconds + 2 * REFERENCE_SECONDS * len(tests)
         limits = replace(self.internal_limits, seconds=seconds, cpu_seconds=int(seconds), kept=200_000)
-        ran = run_program("", runner, limits)
-        report = ran.report if ran.passed and isinstance(ran.report, list) and len(ran.report) == len(tests) else None
-        if report is None:  # the runner itself could not finish: each test failed with why
-            tried = [Tried(test, False, ran.reason[:SHOWN]) for test in tests]
-        else:
-            tried = [Tried(test, bool(ok), str(output)) for test, (ok, output) in zip(tests, report, strict=True)]
+        tried, _ = _outcomes(run_program("", runner, limits), tests)
         return all(t.passed for t in tried), reference_feedback(tried), tried
 
     def judge_reference(self, func: str) -> Ran:
         """`func` on the hidden tests as the reference executors' `evaluate` runs it: the function, the problem's
         tests and `check(entry_point)`, where the names of `typing` are defined (the executor's module has them)."""
         return self.judge("from typing import *\n" + func)
+
+
+def _outcomes(ran: Ran, tests: list[str]) -> tuple[list[Tried], str]:
+    """Each test's outcome from what a tests runner left in `__report__`; where it left none (the program or the
+    runner failed: a syntax error, an exit at import, a time or memory limit), every test failed, with why."""
+    report = ran.report if ran.passed and isinstance(ran.report, list) and len(ran.report) == len(tests) else None
+    if report is None:
+        why = ran.reason if not ran.passed else "its tests left no report"
+        return [Tried(test, False, why[:SHOWN]) for test in tests], why
+    return [Tried(test, bool(ok), str(output)) for test, (ok, output) in zip(tests, report, strict=True)], ""
+
+
+def hidden_said(ran: Ran) -> str:
+    """The hidden tests' verdict, as a step's observation ends with it."""
+    return "Hidden tests: passed" if ran.passed else f"Hidden tests: failed ({ran.reason})"
 
 
 def reference_feedback(tried: list[Tried]) -> str:

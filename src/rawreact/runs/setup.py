@@ -33,14 +33,12 @@ from rawreact.config.choices import (
     BACKOFFS,
     CALL_STOPS,
     LATS,
-    MAX_TOKENS,
     PROGRAM_ITERATIONS,
     PROGRAM_TOKENS,
     PROGRAMS,
     REFLECTING,
     REFLEXION,
     SAMPLING,
-    TRIALS,
     acts,
     first_method,
     reflexion_loop_problem,
@@ -157,22 +155,27 @@ def program_options(settings: Settings, task: str) -> dict:
     token limit of one (PROGRAM_TOKENS where --max-tokens is left at a step's 100)."""
     if not task_type(task).writes_programs:
         return {}
-    tokens = PROGRAM_TOKENS if settings.max_tokens == MAX_TOKENS else settings.max_tokens
+    tokens = given_or(settings, "max_tokens", PROGRAM_TOKENS)
     if settings.program_reference is not None:
         return {"program": reference_program_options(settings), "max_tokens": tokens}
     options = {"prompts": program_prompts_of(settings)}
     if settings.method == "reflexion":
-        options["iterations"] = PROGRAM_ITERATIONS if settings.trials == TRIALS else settings.trials
+        options["iterations"] = given_or(settings, "trials", PROGRAM_ITERATIONS)
     if settings.method == "simple" and settings.samples != defaults("samples"):  # pass@k: samples a problem
         options |= {"samples": settings.samples, "temperature": settings.sample_temperature, "seed": settings.seed}
     if settings.method == LATS:
-        options |= {"iterations": PROGRAM_LATS["iterations"] if settings.iterations == defaults("iterations")
-                    else settings.iterations, "children": settings.lats_samples, "seed": settings.seed,
-                    "temperature": PROGRAM_LATS["temperature"] if settings.lats_temperature ==
-                    defaults("lats_temperature") else settings.lats_temperature}  # fmt: skip
+        options |= {"iterations": given_or(settings, "iterations", PROGRAM_LATS["iterations"]),
+                    "temperature": given_or(settings, "lats_temperature", PROGRAM_LATS["temperature"]),
+                    "children": settings.lats_samples, "seed": settings.seed}  # fmt: skip
     if settings.number_of_tests is not None:
         options["tests"] = settings.number_of_tests
     return {"program": options, "max_tokens": tokens}
+
+
+def given_or(settings: Settings, key: str, otherwise):
+    """A setting as given, or `otherwise` where it is left at its default (made for questions, not programs)."""
+    value = getattr(settings, key)
+    return otherwise if value == defaults(key) else value
 
 
 # LATS over programs, where --iterations and --lats-temperature are left at their defaults over ReAct steps: the
@@ -193,10 +196,9 @@ def reference_program_options(settings: Settings) -> dict:
         )
     options: dict = {"reference": reference, "seed": settings.seed}
     if settings.method == "reflexion":
-        options["iterations"] = script["iterations"] if settings.trials == TRIALS else settings.trials
+        options["iterations"] = given_or(settings, "trials", script["iterations"])
     if settings.method == LATS:
-        changed = settings.iterations != defaults("iterations")
-        options |= {"iterations": settings.iterations if changed else script["iterations"],
+        options |= {"iterations": given_or(settings, "iterations", script["iterations"]),
                     "children": settings.lats_samples}  # fmt: skip
     if settings.method != "simple":
         options["tests"] = settings.number_of_tests or script["tests"]
