@@ -356,3 +356,52 @@ def test_unittest_assertions_are_read_as_the_asserts_they_mean():
         "assert add(1, 1) in (2, 3)",
         "assert round(abs((add(0.1, 0.2)) - (0.3)), 7) == 0",
     ]
+
+
+def test_samples_given_at_cot_scs_default_still_sample_implementations():
+    """--samples left out: one greedy implementation a problem, and CoT-SC's 21 samples a question; given, it is
+    what is sampled, 21 included (which once read as 'left out', so --samples 21 drew one greedy implementation)."""
+    from rawreact.config.settings import Settings
+    from rawreact.core.tasks import PROGRAM
+    from rawreact.runs.setup import program_options
+
+    assert "samples" not in program_options(Settings(method="simple"), PROGRAM.name)["program"]
+    for given in (21, 2):
+        chosen = program_options(Settings(method="simple", samples=given), PROGRAM.name)["program"]
+        assert chosen["samples"] == given and chosen["temperature"] == 0.7
+    assert Settings(method="cot-sc").cot_samples == 21 and Settings(method="cot-sc", samples=5).cot_samples == 5
+
+
+def test_a_program_runs_tables_and_page_speak_of_problems_and_pass_at_1(tmp_path, capsys):
+    """compare-runs, report and the page of program runs: pass@1 (not 'success'), problems (not questions), no
+    columns of actions (invalid, repeats) and no second score."""
+    problem = {"task_id": "Toy/0", "prompt": 'def add(a, b):\n    """Sum."""\n', "entry_point": "add",
+               "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n"}  # fmt: skip
+    data = tmp_path / "toy.jsonl"
+    data.write_text("".join(json.dumps(problem | {"task_id": f"Toy/{i}"}) + "\n" for i in range(3)))
+    runs = []
+    for name, bodies in (("a", ["a + b", "a - b", "0"]), ("b", ["a + b", "a + b", "0"])):
+        script = tmp_path / f"{name}.json"
+        script.write_text(json.dumps([f"    return {b}\n" for b in bodies]))
+        out = tmp_path / f"{name}.jsonl"
+        assert main(["run", str(data), "--method", "simple", "--model", f"scripted:{script}", "--out", str(out),
+                     "-q"]) == 0  # fmt: skip
+        runs.append(f"{name}={out}")
+    capsys.readouterr()
+    assert main(["compare-runs", *runs]) == 0
+    said = capsys.readouterr()
+    assert said.err.strip().startswith("3 problems; 95% intervals: Wilson's for a share (pass@1), a paired bootstrap")
+    assert "only 3 problems" in said.err and "each problem's own wall time" in said.err
+    assert "question" not in said.err and "F1" not in said.err
+    assert main(["report", str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")]) == 0
+    said = capsys.readouterr()
+    head = said.out.splitlines()[0].split()
+    assert "pass@1" in head and "success" not in head and "invalid/q" not in head and "repeats/q" not in head
+    assert said.out.splitlines()[2].split()[6] == "0.667"  # b: 2 of 3
+    page_path = tmp_path / "page.html"
+    assert main(["report", str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl"), "--html", str(page_path)]) == 0
+    page = page_path.read_text()
+    assert "6 problem records" in page and "<h2>Problems</h2>" in page and "Problem by problem" in page
+    assert "Problems by implementations taken" in page and "Pass@1 per run" in page and "How problems ended" in page
+    assert "with invalid actions" not in page and ">invalid<" not in page and ">repeats<" not in page
+    assert 'data-unit="problem"' in page and "Questions" not in page

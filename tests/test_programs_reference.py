@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import rawreact.agents.prompts
 from rawreact.agents import programs, programs_reference
 from rawreact.agents.programs import ProgramPrompts
 from rawreact.agents.programs_reference import ProgramReference
@@ -319,8 +320,10 @@ def test_the_executors_feedback_and_reward_are_the_repositories():
 # Through the CLI.
 
 
-def test_reference_dir_runs_reflexion_on_problems_and_records_it(tmp_path, capsys):
+def test_reference_dir_runs_reflexion_on_problems_and_records_it(tmp_path, capsys, monkeypatch):
     checkout = _checkout(tmp_path / "reflexion", "programming_runs")
+    read = []  # every file the prompts are read from: the repository's py_generate.py is parsed once
+    monkeypatch.setattr(rawreact.agents.prompts, "read_text", lambda path: read.append(path) or Path(path).read_text())
     data = tmp_path / "toy.jsonl"
     data.write_text(json.dumps(PROBLEM) + "\n")
     script = tmp_path / "script.json"
@@ -331,6 +334,10 @@ def test_reference_dir_runs_reflexion_on_problems_and_records_it(tmp_path, capsy
     said_ = capsys.readouterr()
     assert "Reflexion's setup from" in said_.out and "reflexion.py, call for call" in said_.out
     assert "the repository's rules, call for call" in said_.out
+    header = next(line for line in said_.out.splitlines() if line.startswith("rawreact 0"))
+    assert "(chat messages as ChatML turns), grammar off" in header
+    assert "exemplar" not in header
+    assert [Path(p).name for p in read] == ["py_generate.py"]
     _, records = read_run(out)
     assert records[0]["success"] == 1 and records[0]["program"]["counted"] is True
     manifest = json.loads(Path(f"{out}.manifest.json").read_text())

@@ -96,7 +96,7 @@ def test_a_toml_file_is_read_with_paths_relative_to_it(tmp_path):
         ("max_steps = '3'\n", "max_steps='3' must be a whole number (or left out)"),
         ("max_steps = 0\n", "max_steps=0 (--max-steps) must be at least 1"),
         ("method = 'tot'\n", "method='tot'; the methods are react"),
-        ("samples = [1, 2]\n", "samples must be a whole number, not a list"),
+        ("samples = [1, 2]\n", "samples must be a whole number (or left out), not a list"),
         ("max_steps = 3\nmax-steps = 4\n", "'max-steps' sets max_steps a second time"),
         ("max_steps = \n", "not valid TOML"),
         ("method = 'cot'\ngrammar = 'step'\n", "method cot writes none; drop the grammar"),

@@ -80,9 +80,9 @@ def reference_strings(path: str) -> dict[str, str]:
     task fills: a PromptError naming the template and the field, when the file is read (before any model)."""
     import string
 
-    from rawreact.agents.prompts import python_string
+    from rawreact.agents.prompts import python_strings
 
-    found = {name: python_string(Path(path), name) for name in REFERENCE_STRINGS}
+    found = python_strings(Path(path), REFERENCE_STRINGS)
     for name, template in found.items():
         allowed = REFERENCE_FIELDS[name]
         try:

@@ -20,11 +20,11 @@ import random
 import re
 import time
 from dataclasses import dataclass, field
-from functools import partial
+from functools import lru_cache, partial
 from pathlib import Path
 
 from rawreact.agents.programs import parses
-from rawreact.agents.prompts import python_string
+from rawreact.agents.prompts import python_strings
 from rawreact.agents.record import Step, Trajectory
 from rawreact.core.actions import Action
 from rawreact.core.errors import PromptError
@@ -61,23 +61,35 @@ class ProgramReference:
 
     @classmethod
     def load(cls, path: str | Path, *, chat: bool) -> "ProgramReference":
-        """The prompts of the `py_generate.py` at `path` (which repository: from where it lies in its clone)."""
-        path = Path(path)
-        repo = "lats" if path.parent.parent.name == "programming" else "reflexion"
-        strings = {name: python_string(path, name) for name in STRINGS}
-        few = strings["PY_TEST_GENERATION_FEW_SHOT"]
-        made = strings["PY_TEST_GENERATION_COMPLETION_INSTRUCTION"]  # an f-string around the tests' examples
-        if "{PY_TEST_GENERATION_FEW_SHOT}" not in made:
-            raise PromptError(f"{path}: PY_TEST_GENERATION_COMPLETION_INSTRUCTION no longer names its examples")
-        strings["PY_TEST_GENERATION_COMPLETION_INSTRUCTION"] = made.replace("{PY_TEST_GENERATION_FEW_SHOT}", few)
-        return cls(str(path), repo, chat, strings)
+        """The prompts of the `py_generate.py` at `path` (which repository: from where it lies in its clone), read
+        once while the file is unchanged (a run's options and its manifest both ask for them)."""
+        stat = Path(path).stat()
+        return _loaded(str(path), chat, stat.st_mtime_ns, stat.st_size)
 
     @property
     def source(self) -> str:
-        return f"{self.path} ({'chat messages as ChatML turns' if self.chat else 'completion prompts'})"
+        return reference_source(self.path, chat=self.chat)
 
     def __getitem__(self, name: str) -> str:
         return self.strings[name]
+
+
+@lru_cache(maxsize=8)
+def _loaded(path: str, chat: bool, *stamp: int) -> ProgramReference:
+    """`ProgramReference.load`, by the file's path and its modification time and size (`stamp`)."""
+    repo = "lats" if Path(path).parent.parent.name == "programming" else "reflexion"
+    strings = python_strings(Path(path), STRINGS)
+    few = strings["PY_TEST_GENERATION_FEW_SHOT"]
+    made = strings["PY_TEST_GENERATION_COMPLETION_INSTRUCTION"]  # an f-string around the tests' examples
+    if "{PY_TEST_GENERATION_FEW_SHOT}" not in made:
+        raise PromptError(f"{path}: PY_TEST_GENERATION_COMPLETION_INSTRUCTION no longer names its examples")
+    strings["PY_TEST_GENERATION_COMPLETION_INSTRUCTION"] = made.replace("{PY_TEST_GENERATION_FEW_SHOT}", few)
+    return ProgramReference(path, repo, chat, strings)
+
+
+def reference_source(path: str, *, chat: bool) -> str:
+    """Where a reference run's prompts come from, as its header and manifest name them."""
+    return f"{path} ({'chat messages as ChatML turns' if chat else 'completion prompts'})"
 
 
 def chatml(messages: list[tuple[str, str]]) -> str:

@@ -59,7 +59,7 @@ class Prompt:
 
     text: str
     source: str
-    exemplars: int
+    exemplars: int | None  # None: no one text (a repository's prompts, put together call by call)
     # A prompt file's exemplars by key, where each episode takes its own (SwiftSage's, by task number: the key
     # `{task}`), and the words its episode starts with (the code's `prompt = '...' + ...`).
     keyed: Mapping[str, str] | None = None
@@ -185,6 +185,11 @@ def python_string(path: Path, name: str) -> str:
     """The string a Python file assigns to `name` at its top level (`NAME = "..."`), taken as it is:
     the Reflexion code's prompts and exemplars are `prompts.py#REFLECT_INSTRUCTION` and `fewshots.py#REFLECTIONS`
     in a checkout of its repository."""
+    return python_strings(path, (name,))[name]
+
+
+def python_strings(path: Path, names: tuple[str, ...]) -> dict[str, str]:
+    """`python_string` of each of `names`, the file read and parsed once."""
     try:
         tree = ast.parse(read_text(path))
     except SyntaxError as error:
@@ -195,13 +200,15 @@ def python_string(path: Path, name: str) -> str:
             for target in node.targets:
                 if isinstance(target, ast.Name):
                     found[target.id] = node.value.value
-    if name in found:
-        return found[name]
-    inner = _inner_string(tree, name)  # the Reflexion code's alfworld_runs builds its prompts inside functions
-    if inner is not None:
-        return inner
-    names = ", ".join(sorted(found)) or "none"
-    raise PromptError(f"{path}: no top-level string named {name!r}; its strings are: {names}")
+    strings = {}
+    for name in names:
+        # the Reflexion code's alfworld_runs builds its prompts inside functions
+        inner = found.get(name) if name in found else _inner_string(tree, name)
+        if inner is None:
+            known = ", ".join(sorted(found)) or "none"
+            raise PromptError(f"{path}: no top-level string named {name!r}; its strings are: {known}")
+        strings[name] = inner
+    return strings
 
 
 def _inner_string(tree: ast.AST, name: str) -> str | None:

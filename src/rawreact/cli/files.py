@@ -22,7 +22,7 @@ from rawreact.reports.html import write_page
 from rawreact.reports.inspect_log import write_inspect_logs
 from rawreact.reports.searches import SEARCHES_NOTE, search_rows
 from rawreact.reports.show import listing, show
-from rawreact.reports.summary import TIMES_NOTE, drop_unused, fitted, row_of, summarize, table
+from rawreact.reports.summary import drop_unused, fitted, row_of, summarize, table, times_note
 from rawreact.reports.trials import TRIALS_NOTE, trial_rows
 from rawreact.runs.plan import refuse_inputs
 from rawreact.runs.records import legacy_manifest_path, manifest_path, read_run
@@ -49,10 +49,11 @@ def _width() -> int | None:
 
 
 def intervals_note(args: argparse.Namespace, comparison, where: str = "") -> None:
-    """Say on stderr how many questions a comparison covers and how its intervals were drawn."""
+    """Say on stderr how many questions (games, problems) a comparison covers and how its intervals were drawn."""
+    n, task = len(comparison.ids), comparison.task
     print(
-        f"\n{plural(len(comparison.ids), 'question')}; {intervals_said(len(comparison.ids))} ({args.resamples} "
-        f"resamples, seed {args.stats_seed}); Δ is paired against {comparison.names[0]}{where}; {TIMES_NOTE}",
+        f"\n{plural(n, task.unit)}; {intervals_said(n, task)} ({args.resamples} resamples, seed {args.stats_seed}); "
+        f"Δ is paired against {comparison.names[0]}{where}; {times_note(task.unit)}",
         file=sys.stderr,
     )
 
@@ -93,7 +94,8 @@ def report(args: argparse.Namespace) -> int:
     rows = [row_of(name, *read) for name, read in loaded.items()]
     _write_extras(args, runs, loaded)
     print(printable(shown(drop_unused(rows), args)), end="")
-    print(f"rawreact: {TIMES_NOTE}", file=sys.stderr)
+    unit = of_records([r for _, records in loaded.values() for r in records]).unit
+    print(f"rawreact: {times_note(unit)}", file=sys.stderr)
     labels = label_table({name: records for name, (_, records) in loaded.items()})
     if labels:  # FEVER runs: label accuracy per gold label, and what was answered
         print("\n" + printable(table(labels, args.format)), end="")
@@ -102,7 +104,8 @@ def report(args: argparse.Namespace) -> int:
     if kinds:  # episodes the environment judged, of several kinds (ScienceWorld's tasks, TextWorld's recipes)
         print("\n" + printable(table([{"run": r["run"], "kind": r["group"]} | {k: v for k, v in r.items() if k not in (
             "run", "by", "group")} for r in kinds], args.format)), end="")  # fmt: skip
-        print(f"rawreact: {breakdown_note(kinds)}", file=sys.stderr)
+        task = of_records([r for found in judged.values() for r in found])
+        print(f"rawreact: {breakdown_note(kinds, task)}", file=sys.stderr)
     searches = search_rows({name: records for name, (_, records) in loaded.items()})
     if searches:  # LATS runs: what the searches found, and each kind of call's cost
         print("\n" + printable(table(searches, args.format)), end="")

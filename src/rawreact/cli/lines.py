@@ -135,7 +135,7 @@ def sampling_said(settings: Settings) -> str:
         )
     if settings.method not in SAMPLING:
         return ""
-    return f" (n {settings.samples}, T {settings.sample_temperature:g}, seed {settings.seed})"
+    return f" (n {settings.cot_samples}, T {settings.sample_temperature:g}, seed {settings.seed})"
 
 
 def reasoning_text(question: Question, reasoning: Reasoning) -> str:

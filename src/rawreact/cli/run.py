@@ -66,8 +66,9 @@ def _run(args: argparse.Namespace, stack: ExitStack) -> int:
         f"rawreact {__version__}: {plural(len(questions), task.unit)} from {collection.name}, model "
         f"{facts['details']['model_name']}{_on_ray(cluster)}, "
         f"method {settings.method}{'' if task.writes_programs else sampling_said(settings)}{loop}, prompt "
-        f"{plan.prompt.source} "
-        f"({plural(plan.prompt.exemplars, 'exemplar')}), grammar {parts.config['grammar'] or 'off'}"
+        f"{plan.prompt.source}"
+        + ("" if plan.prompt.exemplars is None else f" ({plural(plan.prompt.exemplars, 'exemplar')})")
+        + f", grammar {parts.config['grammar'] or 'off'}"
         f"{passages_said(settings)}"
         + verbs_said(parts.config)
         + (f"; {len(done)} already in {args.out}" if done else ""),

@@ -172,7 +172,12 @@ def run_parser(commands) -> argparse.ArgumentParser:
         help="tokens per episode (evaluated prompt tokens plus generated ones): a step starts only if the tokens "
         "spent plus --max-tokens fit, or the episode ends as 'budget' (default: no budget)",
     )
-    by_method.add_argument("--samples", type=positive, help="CoT-SC samples per question (default: 21)")
+    by_method.add_argument(
+        "--samples",
+        type=positive,
+        help="CoT-SC samples per question (default: 21); with programs' simple, implementations sampled a problem for "
+        "pass@k (default: one, greedy)",
+    )
     by_method.add_argument("--sample-temperature", type=float, help="temperature of CoT-SC's samples (default: 0.7)")
     by_method.add_argument("--prompt", help="an exemplar file, or a reference-style JSON prompt file with --key")
     by_method.add_argument("--key", help="which prompt of a reference-style JSON file, such as webthink_simple6")

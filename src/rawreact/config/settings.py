@@ -94,6 +94,7 @@ _MOST = {
     ),  # fmt: skip
 }
 SEED_MAX = 2**32 - 1
+COT_SAMPLES = 21  # CoT-SC's samples a question, the paper's 21
 THREADS_MAX = 512  # llama.cpp's GGML_MAX_N_THREADS: a threadpool of more is refused by llama.cpp itself
 # The command-line option of each setting whose name differs from `--name-with-hyphens`.
 OPTIONS = {"k": "--exemplars", "host": "--ollama-host"}
@@ -111,7 +112,8 @@ class Settings:
 
     `method` is one of METHODS; `prompt`, `key`, `instruction`, `k` and `order` set its prompt (for
     a back-off, its first part's), and `backoff_prompt`, `backoff_key` and `backoff_instruction` the
-    prompt of a back-off's second part. `samples` and `sample_temperature` are CoT-SC's n and T.
+    prompt of a back-off's second part. `samples` and `sample_temperature` are CoT-SC's n and T
+    (`samples` None: 21) and pass@k's n and T for programs' simple (`samples` None: one greedy implementation).
     `loop` is "tolerant" (rawreact's) or "reference" (the notebook's, byte for byte); `n_first`,
     unless set, is the loop's default (2 and 5). `grammar` is None (off) or a mode. `repeats`
     ("off", "note", "stop") and `budget` (tokens per episode, or None) are the guardrails.
@@ -151,7 +153,7 @@ class Settings:
     threads: int | str | None = (
         None  # the embedded model's llama.cpp threads: a count, "auto" (follow the load), None: every core
     )
-    samples: int = 21
+    samples: int | None = None  # None: the method's, CoT-SC's 21 (COT_SAMPLES); a program's simple draws 1, greedy
     sample_temperature: float = 0.7
     backoff_prompt: str | None = _file()
     backoff_key: str | None = None
@@ -242,7 +244,7 @@ class Settings:
             problem = self._ray_problem()
         if problem is None and self.cache_sampled and not self.cache:
             return "cache_sampled (--cache-sampled) lets sampled calls come from the cache: give it, --cache FILE"
-        return problem or sequences_problem(self.model, self.samples if self.method in SAMPLING else 1, "samples")
+        return problem or sequences_problem(self.model, self.cot_samples if self.method in SAMPLING else 1, "samples")
 
     def _ray_problem(self) -> str | None:
         """What is wrong with the Ray settings, or None."""
@@ -325,6 +327,11 @@ class Settings:
     def sentences(self) -> int:
         """How many sentences a search shows: `n_first`, or the loop's default."""
         return LOOPS[self.loop] if self.n_first is None else self.n_first
+
+    @property
+    def cot_samples(self) -> int:
+        """CoT-SC's samples a question: `samples`, or COT_SAMPLES where it is left out."""
+        return COT_SAMPLES if self.samples is None else self.samples
 
     def to_dict(self) -> dict:
         """Every setting by name, JSON- and TOML-ready; `Settings(**d)` reads it back."""

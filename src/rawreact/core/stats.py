@@ -19,7 +19,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from rawreact.core.tasks import TASK_TYPES
+from rawreact.core.tasks import QA, TASK_TYPES, TaskType
 
 RESAMPLES = 10_000
 FEW = 30  # fewer questions than this and an interval is too wide to tell most variants apart
@@ -109,13 +109,20 @@ def paired(base, other, **options) -> Interval:
     return bootstrap(other - base, **options)
 
 
-def intervals_said(n: int) -> str:
-    """How a table's intervals were drawn, and a warning when `n` questions are too few to mean much."""
-    said = "95% intervals: Wilson's for a share (EM, success), the bootstrap for F1 and reward"
-    said += ", a paired bootstrap for Δ"
+def how_drawn(task: TaskType = QA) -> str:
+    """How the intervals of `task`'s scores are drawn: "Wilson's for a share (EM), the bootstrap for F1"."""
+    shares = ", ".join(s.label for s in task.scores if s.share)
+    others = ", ".join(s.label for s in task.scores if not s.share)
+    return f"Wilson's for a share ({shares})" + (f", the bootstrap for {others}" if others else "")
+
+
+def intervals_said(n: int, task: TaskType = QA) -> str:
+    """How a table's intervals were drawn for the scores of `task` (EM and F1; a game's success and reward; a
+    program's pass@1), and a warning when its `n` questions (or games, or problems) are too few to mean much."""
+    said = f"95% intervals: {how_drawn(task)}, a paired bootstrap for Δ"
     if n < FEW:
         said += (
-            f"; only {n} question{'s' if n != 1 else ''}: the intervals are wide, and a difference whose interval "
+            f"; only {n} {task.unit}{'s' if n != 1 else ''}: the intervals are wide, and a difference whose interval "
             "holds 0 says nothing"
         )
     return said

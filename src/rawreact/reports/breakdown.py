@@ -4,8 +4,8 @@ question ended, with counts and 95% intervals (`stats.interval`). (FEVER's label
 
 import re
 
-from rawreact.core.stats import RESAMPLES, SHARES, score_interval
-from rawreact.core.tasks import of_records
+from rawreact.core.stats import RESAMPLES, SHARES, how_drawn, score_interval
+from rawreact.core.tasks import QA, TaskType, of_records
 from rawreact.core.text import plural
 
 # HotpotQA's kind is `type/level` (`bridge/hard`); a game's is its recipe, `kind:level` (`coin:2`).
@@ -55,8 +55,8 @@ def _scores(records: list[dict], resamples: int, seed: int) -> dict[str, str]:
     return cells
 
 
-def breakdown_note(rows: list[dict[str, str]]) -> str:
+def breakdown_note(rows: list[dict[str, str]], task: TaskType = QA) -> str:
     """What the breakdown table holds, in one sentence."""
     kinds = sorted({row["by"] for row in rows}, key=list(GROUPS).index)
     said = f"Scores by {', '.join(kinds)}: {plural(len(rows), 'group')}, each with its own 95% interval"
-    return said + " (Wilson's for a share such as EM, the bootstrap for F1)."
+    return said + f" ({how_drawn(task)})."

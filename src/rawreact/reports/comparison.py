@@ -7,12 +7,18 @@ from pathlib import Path
 
 from rawreact.core.errors import DataError
 from rawreact.core.stats import RESAMPLES, Interval, paired, score_interval
-from rawreact.core.tasks import of_records
-from rawreact.reports.summary import COLUMNS, _branch_cell, _cell, _endings_cell, drop_unused, summarize, table
+from rawreact.core.tasks import TaskType, of_records
+from rawreact.reports.summary import (
+    COLUMNS,
+    PROGRAM_KEYS,
+    _branch_cell,
+    _cell,
+    _endings_cell,
+    drop_unused,
+    summarize,
+    table,
+)
 from rawreact.runs.records import read_run
-
-# What a comparison of program runs shows beside pass@1: what the implementations cost.
-PROGRAM_KEYS = ("steps", "calls", "completion_tokens", "evaluated_tokens", "seconds", "per_minute")
 
 
 @dataclass(frozen=True)
@@ -27,15 +33,20 @@ class Comparison:
     _intervals: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @cached_property
-    def metrics(self) -> tuple[str, str]:
+    def task(self) -> TaskType:
+        """The task type of what is compared, as the first variant's records say it."""
+        return of_records(self.records[self.names[0]])
+
+    @cached_property
+    def metrics(self) -> tuple[str, ...]:
         """What is compared: EM and F1 for questions (a FEVER claim's label accuracy is its EM), success and
-        reward for games, whose records say their task."""
-        return of_records(self.records[self.names[0]]).keys
+        reward for games, pass@1 for programs, as their records' task says."""
+        return self.task.keys
 
     @cached_property
     def labels(self) -> dict[str, str]:
-        """Each compared score's name in a table, as its task type declares it: EM, F1, success, reward."""
-        return {s.key: s.label for s in of_records(self.records[self.names[0]]).scores}
+        """Each compared score's name in a table, as its task type declares it: EM, F1, success, reward, pass@1."""
+        return {s.key: s.label for s in self.task.scores}
 
     @cached_property
     def ids(self) -> list[str]:

@@ -23,7 +23,7 @@ from rawreact.reports.breakdown import breakdown, breakdown_note
 from rawreact.reports.comparison import Comparison
 from rawreact.reports.html_questions import prompts_html, questions_table
 from rawreact.reports.sidebyside import side_by_side
-from rawreact.reports.summary import ESSENTIAL, TIMES_NOTE, drop_unused, row_of, summarize
+from rawreact.reports.summary import ESSENTIAL, drop_unused, row_of, summarize, times_note
 from rawreact.reports.trials import TRIALS_NOTE, trial_rows, trial_stats
 from rawreact.runs.records import read_run
 from rawreact.runs.runfile import write_whole
@@ -52,6 +52,9 @@ ENDING_COLOURS = dict(
 )
 
 
+ENDING_COLOURS |= {"passed": "#009e73", "failed": "#d55e00"}  # a program's verdict
+
+
 # The scores a chart is drawn of, in the order the task types declare them, each by its label.
 SCORES: dict[str, str] = {}
 for _type in TASK_TYPES.values():  # a key two types share (success) keeps its first label
@@ -75,6 +78,7 @@ def page(runs: dict[str, str | Path], *, resamples: int = RESAMPLES, seed: int =
     )
     names = ", ".join(runs)
     total = sum(len(found) for found in records.values())
+    unit = of_records([r for found in records.values() for r in found]).unit  # question, game, episode, problem
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -83,11 +87,11 @@ def page(runs: dict[str, str | Path], *, resamples: int = RESAMPLES, seed: int =
         f"<title>rawreact report: {escape(names)}</title>",
         f"<style>{(_ASSETS / 'report.css').read_text(encoding='utf-8')}</style></head><body>",
         f"<h1>rawreact report: {escape(names)}</h1>",
-        f'<p class="lede">{plural(len(runs), "run")}, {total} question records; '
-        f"written by rawreact {escape(__version__)}. Click a question to see its transcript.</p>",
+        f'<p class="lede">{plural(len(runs), "run")}, {total} {unit} records; '
+        f"written by rawreact {escape(__version__)}. Click a {unit} to see its transcript.</p>",
         "<h2>Summary</h2>",
         _split(drop_unused([row_of(name, *read) for name, read in loaded.items()]), _SCORES),
-        f'<p class="note">Times: {escape(TIMES_NOTE)}.</p>',
+        f'<p class="note">Times: {escape(times_note(unit))}.</p>',
         _inputs(runs, {name: manifest for name, (manifest, _) in loaded.items()}),
         _labels(records),
         _trials(records),
@@ -97,7 +101,7 @@ def page(runs: dict[str, str | Path], *, resamples: int = RESAMPLES, seed: int =
         "<h2>Charts</h2>",
         _charts(records, resamples, seed),
         side_by_side(records),
-        "<h2>Questions</h2>",
+        f"<h2>{unit.capitalize()}s</h2>",
         questions_table(records),
         prompts_html(records),
         f"<script>{script}</script></body></html>",
@@ -127,7 +131,7 @@ def _cell_html(value: str) -> str:
 # The columns of the first of the two tables a wide table is split into (each keeps its first column):
 # what a run scored, then what it did and cost.
 _SCORES = ("method", "loop", "model", "grammar", "n", "scored", "EM", "F1", "finished", "supported", "EM supp")
-_SCORES += ("EM unsupp", "score", "success", "reward", "invalid/step")
+_SCORES += ("EM unsupp", "score", "success", "pass@1", "reward", "invalid/step")
 _SCORES += ("vote share", "answered by")
 _INTERVALS = ("method", "loop", *(c for c in ESSENTIAL if c != "scored"))  # a comparison's first table
 
@@ -184,7 +188,7 @@ def _f1_bin(f1: float) -> int:
     return 0 if f1 == 0 else 5 if f1 == 1 else 1 + min(int(f1 * 4), 3)
 
 
-def _distributions(filled: dict[str, list[dict]]) -> list[str]:
+def _distributions(filled: dict[str, list[dict]], unit: str = "question") -> list[str]:
     """Per-question distributions, which say something even for one run: F1 and generated tokens, and
     for two runs or more, the first two runs' F1 question by question."""
     charts = []
@@ -196,7 +200,7 @@ def _distributions(filled: dict[str, list[dict]]) -> list[str]:
     width = max(1, -(-(most + 1) // TOKEN_BINS))  # whole tokens per bin, so that TOKEN_BINS bins hold them all
     names = [f"{k * width}-{(k + 1) * width - 1}" for k in range(TOKEN_BINS)]
     tokens = [(name, Counter(r["tokens"]["completion"] // width for r in found)) for name, found in filled.items()]
-    charts.append(svg.histogram("Questions by generated tokens", tokens, names))
+    charts.append(svg.histogram(f"{unit.capitalize()}s by generated tokens", tokens, names))
     if len(filled) >= 2:
         (a, first), (b, second) = list(filled.items())[:2]
         theirs = {r["id"]: r["f1"] for r in second if r["f1"] is not None}
@@ -236,7 +240,8 @@ def _breakdown(records: dict[str, list[dict]], resamples: int, seed: int) -> str
     rows = breakdown(records, resamples=resamples, seed=seed)
     if not rows:
         return ""
-    return f'<h3>Breakdown</h3><p class="note">{escape(breakdown_note(rows))}</p>' + _table(rows, "breakdown")
+    task = of_records([r for found in records.values() for r in found])
+    return f'<h3>Breakdown</h3><p class="note">{escape(breakdown_note(rows, task))}</p>' + _table(rows, "breakdown")
 
 
 def _comparison(records: dict[str, list[dict]], resamples: int, seed: int) -> str:
@@ -244,12 +249,14 @@ def _comparison(records: dict[str, list[dict]], resamples: int, seed: int) -> st
     if len(records) < 2:
         return ""
     comparison = Comparison(list(records), records, resamples, seed)
+    unit = comparison.task.unit
     if not comparison.ids:
-        return '<h2>Comparison</h2><p class="note">The runs have no question in common, so none is compared.</p>'
+        return f'<h2>Comparison</h2><p class="note">The runs have no {unit} in common, so none is compared.</p>'
     return (
         "<h2>Comparison</h2>"
-        f'<p class="note">On the {len(comparison.ids)} questions every run answered; '
-        f"{escape(intervals_said(len(comparison.ids)))} ({resamples} resamples, seed {seed}); Δ is paired against "
+        f'<p class="note">On the {len(comparison.ids)} {unit}s every run answered; '
+        f"{escape(intervals_said(len(comparison.ids), comparison.task))} ({resamples} resamples, seed {seed}); "
+        "Δ is paired against "
         f"{escape(comparison.names[0])}.</p>" + _split(comparison.rows(), _INTERVALS)
     )
 
@@ -281,8 +288,10 @@ def _charts(records: dict[str, list[dict]], resamples: int, seed: int) -> str:
     if not filled:
         return '<p class="note">No question has finished yet.</p>'
     summaries = {name: summarize(found) for name, found in filled.items()}
-    charts = []
-    for metric, label in SCORES.items():  # every score a task type declares: EM and F1, a game's success and reward
+    task = of_records([r for found in filled.values() for r in found])
+    unit, charts = task.unit, []
+    labels = SCORES | {s.key: s.label[:1].upper() + s.label[1:] for s in task.scores}  # a program's: Pass@1
+    for metric, label in labels.items():  # every score a task type declares: EM and F1, a game's success and reward
         rows = []
         for name, found in filled.items():
             scored = [r[metric] for r in found if r.get(metric) is not None]  # no gold answer, no score
@@ -292,17 +301,19 @@ def _charts(records: dict[str, list[dict]], resamples: int, seed: int) -> str:
         if rows:  # a run whose questions have no gold answer has no score to chart
             charts.append(svg.intervals(f"{label} per run, with its 95% interval", rows))
     steps = [(name, Counter(r["steps"] for r in found)) for name, found in filled.items()]
-    charts.append(svg.histogram("Questions by steps taken", steps))
+    charts.append(
+        svg.histogram(f"{unit.capitalize()}s by {'implementations' if task.writes_programs else 'steps'} taken", steps)
+    )
     endings = [(name, s["endings"]) for name, s in summaries.items()]
     colours = ENDING_COLOURS | {e: "#333333" for _, counts in endings for e in counts if e not in ENDING_COLOURS}
-    charts.append(svg.shares("How episodes ended", endings, colours))
+    charts.append(svg.shares(f"How {'problems' if task.writes_programs else 'episodes'} ended", endings, colours))
     generated = [(name, s["completion_tokens"]) for name, s in summaries.items()]
-    charts.append(svg.bars("Generated tokens per question", generated, "{:.0f}"))
+    charts.append(svg.bars(f"Generated tokens per {unit}", generated, "{:.0f}"))
     evaluated = [(name, s["evaluated_tokens"]) for name, s in summaries.items() if s["evaluated_tokens"] is not None]
     if evaluated:
-        charts.append(svg.bars("Evaluated prompt tokens per question", evaluated, "{:.0f}"))
-    charts.append(svg.bars("Seconds per question", [(name, s["seconds"]) for name, s in summaries.items()]))
-    charts += _distributions(filled)
+        charts.append(svg.bars(f"Evaluated prompt tokens per {unit}", evaluated, "{:.0f}"))
+    charts.append(svg.bars(f"Seconds per {unit}", [(name, s["seconds"]) for name, s in summaries.items()]))
+    charts += _distributions(filled, unit)
     unscored = (
         ""
         if any(task_type(r.get("task")).scored(r) for found in filled.values() for r in found)

@@ -40,7 +40,10 @@ _GAME_COLUMNS = {"question": ("task", "text"), "gold": ("recipe", "text"), "pred
 _GAME_COLUMNS |= {"EM": ("won", "number"), "F1": ("reward", "number")}
 # A program's row shows its function, how its own tests went, the hidden tests' verdict, and whether it passed.
 _PROGRAM_COLUMNS = {"question": ("function", "text"), "gold": ("own tests", "text")}
-_PROGRAM_COLUMNS |= {"prediction": ("hidden tests", "text"), "EM": ("passed", "number"), "F1": ("-", "number")}
+_PROGRAM_COLUMNS |= {"prediction": ("hidden tests", "text"), "EM": ("passed", "number")}
+# ... and has no second score, no actions to be invalid and no steps to repeat (its steps are implementations).
+_NOT_PROGRAMS = ("F1", "invalid", "repeats")
+_NOT_PROGRAMS_CELLS = ("f1", "invalid", "repeats")
 
 
 def questions_table(records: dict[str, list[dict]]) -> str:
@@ -48,14 +51,17 @@ def questions_table(records: dict[str, list[dict]]) -> str:
     several = len(records) > 1
     columns = [c for c in _COLUMNS if several or c[0] != "run"]
     task = of_records([r for found in records.values() for r in found])
+    programs = task.writes_programs
+    if programs:
+        columns = [c for c in columns if c[0] not in _NOT_PROGRAMS]
     if task.scoring == "outcome":  # won, and reward (a program: passed, and its tests)
-        renamed = _PROGRAM_COLUMNS if task.writes_programs else _GAME_COLUMNS
+        renamed = _PROGRAM_COLUMNS if programs else _GAME_COLUMNS
         columns = [renamed.get(name, (name, kind)) for name, kind in columns]
     runs = "".join(f'<option value="{escape(name)}">{escape(name)}</option>' for name in records)
     controls = [
-        '<label><input type="checkbox" id="f-wrong"> wrong only</label>',
-        '<label><input type="checkbox" id="f-invalid"> with invalid actions</label>',
-        '<label><input type="checkbox" id="f-steps"> ended by the step limit</label>',
+        f'<label><input type="checkbox" id="f-wrong"> {"failed" if programs else "wrong"} only</label>',
+        "" if programs else '<label><input type="checkbox" id="f-invalid"> with invalid actions</label>',
+        "" if programs else '<label><input type="checkbox" id="f-steps"> ended by the step limit</label>',
         f'<select id="f-run" aria-label="run"><option value="">all runs</option>{runs}</select>' if several else "",
         '<input type="search" id="f-text" placeholder="text in the row" aria-label="text in the row">',
         '<label><input type="checkbox" id="f-raw"> raw completions</label>',
@@ -65,16 +71,15 @@ def questions_table(records: dict[str, list[dict]]) -> str:
     rows = []
     for name, found in records.items():
         for record in found:
-            rows.append(_question_row(name, record, several, len(columns)))
+            rows.append(_question_row(name, record, several, len(columns), programs))
     return (
         f'<div id="filters">{"".join(controls)}</div>'
-        f'<div class="scroll"><table id="questions"><thead><tr>{head}</tr></thead><tbody>'
-        + "".join(rows)
-        + "</tbody></table></div>"
+        f'<div class="scroll"><table id="questions" data-unit="{escape(task.unit)}">'
+        f"<thead><tr>{head}</tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>"
     )
 
 
-def _question_row(run: str, record: dict, several: bool, width: int) -> str:
+def _question_row(run: str, record: dict, several: bool, width: int, programs: bool = False) -> str:
     game = task_type(record.get("task")).scoring == "outcome"
     em = record.get("success") if game else record["em"]  # a game is right when won
     right = em == 1
@@ -103,6 +108,8 @@ def _question_row(run: str, record: dict, several: bool, width: int) -> str:
         ("repeats", str(record.get("repeats", "?")), record.get("repeats", -1)),
         ("s", f"{record['seconds']:.1f}", record["seconds"]),
     ]
+    if programs:
+        cells = [cell for cell in cells if cell[0] not in _NOT_PROGRAMS_CELLS]
     anchor = question_anchor(run, record["id"])
     tds = "".join(
         f'<td class="{cls}"'

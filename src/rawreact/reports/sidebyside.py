@@ -7,7 +7,8 @@ the first step where the two differ, which it tells by each step's key (`html_qu
 
 from html import escape
 
-from rawreact.core.tasks import task_type
+from rawreact.core.tasks import of_records, task_type
+from rawreact.core.text import plural
 from rawreact.reports.html_questions import question_anchor
 from rawreact.reports.summary import game_score, score
 
@@ -39,7 +40,8 @@ def side_by_side(records: dict[str, list[dict]]) -> str:
         '<label><input type="checkbox" id="p-differ"> where the two answers differ</label>'
         '<span id="p-shown"></span></div>'
     )
-    head = "".join(f"<th>{escape(h)}</th>" for h in ("id", "question", "gold", *names))
+    unit = of_records([r for found in records.values() for r in found]).unit
+    head = "".join(f"<th>{escape(h)}</th>" for h in ("id", unit, "gold", *names))
     rows = []
     for question in ids:
         first = next(by_run[name][question] for name in names if question in by_run[name])
@@ -55,12 +57,12 @@ def side_by_side(records: dict[str, list[dict]]) -> str:
             '<div class="side"></div><div class="side"></div></div></td></tr>'
         )
     note = (
-        f"The {len(ids)} question{'s' if len(ids) != 1 else ''} that two runs or more answered, each once with "
-        "every run's answer (score and ending). Click a question to see the left and right runs' transcripts "
+        f"The {len(ids)} {unit}{'s' if len(ids) != 1 else ''} that two runs or more answered, each once with "
+        f"every run's answer (score and ending). Click a {unit} to see the left and right runs' transcripts "
         "side by side; the first step where they differ (thought, action or observation) is marked."
     )
     return (
-        f'<h2>Question by question</h2><p class="note">{escape(note)}</p>{controls}'
+        f'<h2>{unit.capitalize()} by {unit}</h2><p class="note">{escape(note)}</p>{controls}'
         f'<div class="scroll"><table id="pairs"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody>'
         "</table></div>"
     )
@@ -82,7 +84,11 @@ def _answer(run: str, record: dict | None) -> str:
         if game
         else f"EM {score(record['em'], '{:.0f}')}, F1 {score(record['f1'], '{:.2f}')}"
     )
-    meta = f"{scores}, {record['ended']} after {record['steps']} step{'s' if record['steps'] != 1 else ''}"
+    meta = f"{scores}, {record['ended']} after {plural(record['steps'], 'step')}"
+    if isinstance(record.get("program"), dict):  # a program: the hidden tests' verdict, after its implementations
+        reason = (record["program"].get("hidden") or {}).get("reason", "")
+        meta = f"{record['ended']} after {plural(record['steps'], 'implementation')}"
+        meta += f" ({reason})" if reason and reason != "passed" else ""
     prediction = escape(str(record["prediction"]))
     where = f'data-run="{escape(run)}" data-anchor="{escape(question_anchor(run, record["id"]))}"'
     return (

@@ -10,7 +10,7 @@ from rawreact.agents.guardrails import ENDINGS
 from rawreact.config.choices import BACKOFFS
 from rawreact.core.errors import DataError
 from rawreact.core.stats import pass_at_k, wilson
-from rawreact.core.tasks import PROGRAM, task_type
+from rawreact.core.tasks import PROGRAM, of_records, task_type
 from rawreact.core.text import plural
 
 
@@ -289,6 +289,9 @@ COLUMNS = {
 }
 
 
+# What a table of program runs shows beside pass@1: what the implementations cost.
+PROGRAM_KEYS = ("steps", "calls", "completion_tokens", "evaluated_tokens", "seconds", "per_minute")
+
 # Columns shown only when some run has them, and the values that do not count as having them:
 # CoT-SC's, the back-offs', and the loop once a run used the reference loop. ("scored" is shown
 # only when some run has questions without a gold answer.)
@@ -299,7 +302,10 @@ QUESTIONS_ONLY = ("EM", "F1", "finished", "fallback/q", "supported", "EM supp", 
 
 
 def drop_unused(rows: list[dict[str, str]]) -> list[dict[str, str]]:
-    """The rows without the optional columns that no row fills (see OPTIONAL)."""
+    """The rows without the optional columns that no row fills (see OPTIONAL), each with every column some row
+    has ("-" where it has none: a run of programs beside a run of questions)."""
+    headers = list(dict.fromkeys(h for row in rows for h in row))
+    rows = [{h: row.get(h, "-") for h in headers} for row in rows]
     unused = [h for h, empty in OPTIONAL.items() if all(row.get(h, "-") in empty for row in rows)]
     if rows and all(row.get("success", "-") != "-" for row in rows):  # games only: the questions' columns say nothing
         unused += [h for h in QUESTIONS_ONLY if all(row.get(h, "-") in ("-", "0%", "0.00") for row in rows)]
@@ -309,15 +315,20 @@ def drop_unused(rows: list[dict[str, str]]) -> list[dict[str, str]]:
 
 def row_of(name: str, manifest: dict | None, records: list[dict]) -> dict[str, str]:
     """One table row for a run read by `read_run` (its manifest and records): its name, model, grammar and
-    summary, formatted."""
+    summary, formatted. A run of programs has its pass@1 and what its implementations cost (PROGRAM_KEYS): it
+    has no actions, answers or searches to count."""
     config = manifest.get("config", {}) if manifest else {}
     summary = summarize(records)
     grammar = (config.get("grammar") or "off") if manifest else "?"  # "?": the manifest is missing
     method = str(config.get("method", "react")) if manifest else summary.get("method", "?")
     row = {"run": name, "method": method, "loop": summary.get("loop", "-")}
     row |= {"model": str(config.get("model", "?")), "grammar": grammar}
+    task = of_records(records)
     for header, (key, form) in COLUMNS.items():
-        row[header] = _cell(summary, key, form)
+        if not task.writes_programs or key in ("questions", "scored", *PROGRAM_KEYS):
+            row[header] = _cell(summary, key, form)
+        elif key == task.headline.key:
+            row[task.headline.label] = _cell(summary, key, form)  # pass@1
     row["answered by"] = _branch_cell(summary)
     row["ended"] = _endings_cell(summary)
     return row
@@ -349,11 +360,15 @@ def table(rows: list[dict[str, str]], style: str = "text") -> str:
     return "\n".join(line.rstrip() for line in lines) + "\n"
 
 
-# What the two times of a summary mean, said under every table that shows them.
-TIMES_NOTE = (
-    "s/q is each question's own wall time, which overlaps under --workers; q/min is questions per minute of "
-    "the run's wall time (the time its questions covered, resumes' gaps left out)"
-)
+def times_note(unit: str = "question") -> str:
+    """What the two times of a summary mean, said under every table that shows them (`unit`: a question, a
+    game's episode, a problem)."""
+    return (
+        f"s/q is each {unit}'s own wall time, which overlaps under --workers; q/min is {unit}s per minute of "
+        f"the run's wall time (the time its {unit}s covered, resumes' gaps left out)"
+    )
+
+
 ESSENTIAL = (
     "n",
     "scored",

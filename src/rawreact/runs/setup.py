@@ -24,7 +24,7 @@ from rawreact.agents.programs import MAX_TESTS as MAX_OWN_TESTS
 from rawreact.agents.programs import NAMES as PROGRAM_PROMPTS
 from rawreact.agents.programs import ProgramPrompts
 from rawreact.agents.programs_reference import DEFAULTS as REFERENCE_DEFAULTS
-from rawreact.agents.programs_reference import ProgramReference
+from rawreact.agents.programs_reference import ProgramReference, reference_source
 from rawreact.agents.prompts import Prompt, exemplar_verbs, read_text
 from rawreact.agents.prompts import load_prompt as _load_prompt
 from rawreact.agents.reflexion import ReflectPrompt, load_reflect_prompt
@@ -66,8 +66,8 @@ def prompt_of(settings: Settings, task: str = QA.name) -> Prompt:
     problem of a program's is the exemplars an implementation follows (`program_prompts_of`)."""
     if task_type(task).writes_programs:
         if settings.program_reference is not None:  # the repository's prompts, put together call by call
-            reference = ProgramReference.load(settings.program_reference, chat=settings.prompt == "chat")
-            return Prompt(text="", source=reference.source, exemplars=0)
+            source = reference_source(settings.program_reference, chat=settings.prompt == "chat")
+            return Prompt(text="", source=source, exemplars=None)  # the file is read once, for the run's options
         prompts = program_prompts_of(settings)
         return Prompt(
             text=prompts.simple, source=f"{prompts.source}simple.txt", exemplars=prompts.simple.count("\ndef ")
@@ -161,7 +161,7 @@ def program_options(settings: Settings, task: str) -> dict:
     options = {"prompts": program_prompts_of(settings)}
     if settings.method == "reflexion":
         options["iterations"] = given_or(settings, "trials", PROGRAM_ITERATIONS)
-    if settings.method == "simple" and settings.samples != defaults("samples"):  # pass@k: samples a problem
+    if settings.method == "simple" and settings.samples is not None:  # pass@k: samples a problem, as given
         options |= {"samples": settings.samples, "temperature": settings.sample_temperature, "seed": settings.seed}
     if settings.method == LATS:
         options |= {"iterations": given_or(settings, "iterations", PROGRAM_LATS["iterations"]),
@@ -352,7 +352,7 @@ def solve_options(
             "repeats": settings.repeats,
             "budget": settings.budget,
             "backoff_prompt": backoff,
-            "samples": settings.samples,
+            "samples": settings.cot_samples,
             "sample_temperature": settings.sample_temperature,
             "seed": settings.seed,
             "max_steps": settings.steps(task),
@@ -436,7 +436,7 @@ def manifest_config(
             "budget": settings.budget,
             "n_ctx": settings.n_ctx,
             "temperature": settings.temperature,
-            "samples": settings.samples if sampled else None,
+            "samples": settings.cot_samples if sampled else None,
             "sample_temperature": settings.sample_temperature if sampled else None,
             "backoff_prompt": backoff.source if backoff else None,
             "backoff_prompt_sha256": backoff.sha256 if backoff else None,

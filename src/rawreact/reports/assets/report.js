@@ -1,4 +1,4 @@
-// The question table of a rawreact report: filters, sorting, and transcripts that open on a click.
+// The question (game, problem) table of a rawreact report: filters, sorting, and transcripts that open on a click.
 // It reads only the page's own elements; every value it compares was written there, escaped, by rawreact.
 (function () {
   "use strict";
@@ -18,7 +18,7 @@
   function keep(row) {
     const d = row.dataset;
     if (controls.wrong.checked && d.em !== "0") return false;  // "-": no gold answer, neither right nor wrong
-    if (controls.invalid.checked && d.invalid === "0") return false;
+    if (controls.invalid && controls.invalid.checked && d.invalid === "0") return false;  // none for programs
     if (controls.steps.checked && d.ended !== "max_steps") return false;
     if (controls.run && controls.run.value && d.run !== controls.run.value) return false;
     const needle = controls.text.value.trim().toLowerCase();
@@ -33,7 +33,7 @@
       detail.hidden = !visible || !row.classList.contains("open");
       count += visible;
     }
-    shown.textContent = count + " of " + pairs.length + " questions";
+    shown.textContent = count + " of " + pairs.length + " " + table.dataset.unit + "s";  // questions, problems
   }
 
   function sort(index, numeric, descending) {
@@ -166,7 +166,7 @@
       }
       count += visible;
     }
-    pairShown.textContent = count + " of " + pairRows.length + " questions";
+    pairShown.textContent = count + " of " + pairRows.length + " " + table.dataset.unit + "s";
   }
 
   function openPair(row) {
