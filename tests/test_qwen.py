@@ -197,3 +197,17 @@ def test_the_tools_method_on_qwen_calls_search_in_its_own_layout(qwen, demo):
     first = traj.steps[0]
     assert first.action is not None and first.action.name == "search" and first.error is None, first.action_text
     assert first.observation.startswith("Mara Dussel (1921 - 2003)")
+
+
+def test_the_named_model_writes_a_humaneval_program_that_passes_through_the_cli(tmp_path, capsys):
+    """Issue 69's real path on the model that can do it: Qwen's chat template (--prompt chat) around a HumanEval
+    problem, its reply stopped at the fence's end, the function read from it and judged by the hidden tests."""
+    out = tmp_path / "he.jsonl"
+    code = main(["run", "humaneval:2", "--method", "simple", "--prompt", "chat", "--model", "qwen2.5-coder-1.5b",
+                 "--out", str(out), "--threads", "2", "-q"])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    record = json.loads(out.read_text())
+    call = record["trajectory"]["steps"][0]["calls"][0]
+    assert record["id"] == "HumanEval/2" and record["success"] == 1, record["program"]["hidden"]
+    assert "def truncate_number(number: float) -> float:" in record["prediction"]
+    assert call["finish_reason"] == "stop" and call["completion_tokens"] < 512  # stopped at the fence
