@@ -158,7 +158,7 @@ def test_compare_runs_puts_finished_run_files_side_by_side(rows, tmp_path):
         "0.000000",
     ]
     assert rows_out[2][rows_out[0].index("dem_mean")] == "-1.000000"
-    assert "8 questions; 95% intervals: Wilson's for a share (EM, success)" in done.stderr
+    assert "8 questions; 95% intervals: Wilson's for a share (EM), the bootstrap for F1, a paired" in done.stderr
     assert "only 8 questions: the intervals are wide" in done.stderr
     assert "(500 resamples, seed 0); Δ is paired against right" in done.stderr
 

@@ -1,5 +1,8 @@
 """Summaries of run files, and tables of several runs side by side (plain text, Markdown, CSV),
 with bootstrap intervals when the runs answered the same questions (`Comparison`).
+
+One room: a summary's numbers and the table columns that show them (which columns a task type has: a question's,
+a game's, a program's) are read together, so a new number and its column change in one place.
 """
 
 import csv
