@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         out = getattr(args, "out", None)
-        kept = f"; finished questions are in {out}, --resume finishes" if out and Path(out).exists() else ""
+        kept = f"; what finished is in {out}, --resume finishes" if out and Path(out).exists() else ""
         print(f"\nrawreact: interrupted{kept}", file=sys.stderr)
         return stopped_code()
     except BrokenPipeError:

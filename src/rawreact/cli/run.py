@@ -157,7 +157,8 @@ def _run(args: argparse.Namespace, stack: ExitStack) -> int:
     if warning:
         print(f"rawreact: warning: {warning}", file=sys.stderr)
     if stopper.signal is not None and len(records) < len(questions):
-        where = f"; {len(records)} of {len(questions)} questions are in {args.out}, --resume finishes" if sink else ""
+        kept = f"{len(records)} of {plural(len(questions), task.unit)}"  # questions, games, problems
+        where = f"; {kept} are in {args.out}, --resume finishes" if sink else ""
         print(f"rawreact: stopped early{where}", file=sys.stderr)
         return 128 + stopper.signal
     return 0
