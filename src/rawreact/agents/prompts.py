@@ -203,7 +203,7 @@ def python_strings(path: Path, names: tuple[str, ...]) -> dict[str, str]:
     strings = {}
     for name in names:
         # the Reflexion code's alfworld_runs builds its prompts inside functions
-        inner = found.get(name) if name in found else _inner_string(tree, name)
+        inner = found[name] if name in found else _inner_string(tree, name)
         if inner is None:
             known = ", ".join(sorted(found)) or "none"
             raise PromptError(f"{path}: no top-level string named {name!r}; its strings are: {known}")

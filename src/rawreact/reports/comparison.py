@@ -8,16 +8,7 @@ from pathlib import Path
 from rawreact.core.errors import DataError
 from rawreact.core.stats import RESAMPLES, Interval, paired, score_interval
 from rawreact.core.tasks import TaskType, of_records
-from rawreact.reports.summary import (
-    COLUMNS,
-    PROGRAM_KEYS,
-    _branch_cell,
-    _cell,
-    _endings_cell,
-    drop_unused,
-    summarize,
-    table,
-)
+from rawreact.reports.summary import _branch_cell, _cell, _endings_cell, columns_of, drop_unused, summarize, table
 from rawreact.runs.records import read_run
 
 
@@ -102,9 +93,8 @@ class Comparison:
                     row[label] = str(mean)  # "mean [low, high]"
                     shown = None if diff is None else f"{diff.mean:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}]"
                     row[f"Δ{label}"] = shown or "base"
-            programs = of_records(self.records[name]).writes_programs  # no actions, answers or searches to count
-            for header, (key, form) in COLUMNS.items():
-                if key not in ("questions", "scored", *self.metrics) and not (programs and key not in PROGRAM_KEYS):
+            for header, (key, form) in columns_of(of_records(self.records[name])).items():
+                if key not in ("questions", "scored", *self.metrics):
                     row[header] = _cell(summary, key, form)
             row["answered by"] = _branch_cell(summary)
             row["ended"] = _endings_cell(summary)

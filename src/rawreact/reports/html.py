@@ -16,7 +16,7 @@ from rawreact import __version__
 from rawreact.agents.guardrails import ENDINGS
 from rawreact.core.errors import DataError
 from rawreact.core.stats import RESAMPLES, intervals_said, score_interval
-from rawreact.core.tasks import TASK_TYPES, of_records, task_type
+from rawreact.core.tasks import TASK_TYPES, TaskType, of_records, task_type
 from rawreact.core.text import plural
 from rawreact.reports import svg
 from rawreact.reports.breakdown import breakdown, breakdown_note
@@ -78,7 +78,8 @@ def page(runs: dict[str, str | Path], *, resamples: int = RESAMPLES, seed: int =
     )
     names = ", ".join(runs)
     total = sum(len(found) for found in records.values())
-    unit = of_records([r for found in records.values() for r in found]).unit  # question, game, episode, problem
+    task = of_records([r for found in records.values() for r in found])
+    unit = task.unit  # question, game, episode, problem
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -95,11 +96,11 @@ def page(runs: dict[str, str | Path], *, resamples: int = RESAMPLES, seed: int =
         _inputs(runs, {name: manifest for name, (manifest, _) in loaded.items()}),
         _labels(records),
         _trials(records),
-        _breakdown(records, resamples, seed),
+        _breakdown(records, task, resamples, seed),
         _comparison(records, resamples, seed),
         _trees(records),
         "<h2>Charts</h2>",
-        _charts(records, resamples, seed),
+        _charts(records, task, resamples, seed),
         side_by_side(records),
         f"<h2>{unit.capitalize()}s</h2>",
         questions_table(records),
@@ -235,12 +236,11 @@ def _trees(records: dict[str, list[dict]]) -> str:
     return f'<h2>Search trees</h2><p class="note">{escape(note)}</p>' + "".join(drawn)
 
 
-def _breakdown(records: dict[str, list[dict]], resamples: int, seed: int) -> str:
+def _breakdown(records: dict[str, list[dict]], task: TaskType, resamples: int, seed: int) -> str:
     """Scores by question type, level and ending, where the runs' records allow; empty otherwise."""
     rows = breakdown(records, resamples=resamples, seed=seed)
     if not rows:
         return ""
-    task = of_records([r for found in records.values() for r in found])
     return f'<h3>Breakdown</h3><p class="note">{escape(breakdown_note(rows, task))}</p>' + _table(rows, "breakdown")
 
 
@@ -282,13 +282,12 @@ def _trials(records: dict[str, list[dict]]) -> str:
     )
 
 
-def _charts(records: dict[str, list[dict]], resamples: int, seed: int) -> str:
+def _charts(records: dict[str, list[dict]], task: TaskType, resamples: int, seed: int) -> str:
     """EM and F1 with intervals, steps per question, endings, tokens and seconds per question."""
     filled = {name: found for name, found in records.items() if found}
     if not filled:
         return '<p class="note">No question has finished yet.</p>'
     summaries = {name: summarize(found) for name, found in filled.items()}
-    task = of_records([r for found in filled.values() for r in found])
     unit, charts = task.unit, []
     labels = SCORES | {s.key: s.label[:1].upper() + s.label[1:] for s in task.scores}  # a program's: Pass@1
     for metric, label in labels.items():  # every score a task type declares: EM and F1, a game's success and reward

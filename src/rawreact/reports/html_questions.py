@@ -43,7 +43,7 @@ _PROGRAM_COLUMNS = {"question": ("function", "text"), "gold": ("own tests", "tex
 _PROGRAM_COLUMNS |= {"prediction": ("hidden tests", "text"), "EM": ("passed", "number")}
 # ... and has no second score, no actions to be invalid and no steps to repeat (its steps are implementations).
 _NOT_PROGRAMS = ("F1", "invalid", "repeats")
-_NOT_PROGRAMS_CELLS = ("f1", "invalid", "repeats")
+_NOT_PROGRAMS_CELLS = tuple(name.lower() for name in _NOT_PROGRAMS)  # each cell's class
 
 
 def questions_table(records: dict[str, list[dict]]) -> str:

@@ -13,7 +13,7 @@ from rawreact.agents.guardrails import ENDINGS
 from rawreact.config.choices import BACKOFFS
 from rawreact.core.errors import DataError
 from rawreact.core.stats import pass_at_k, wilson
-from rawreact.core.tasks import PROGRAM, of_records, task_type
+from rawreact.core.tasks import PROGRAM, TaskType, of_records, task_type
 from rawreact.core.text import plural
 
 
@@ -295,6 +295,21 @@ COLUMNS = {
 # What a table of program runs shows beside pass@1: what the implementations cost.
 PROGRAM_KEYS = ("steps", "calls", "completion_tokens", "evaluated_tokens", "seconds", "per_minute")
 
+
+def columns_of(task: TaskType) -> dict[str, tuple[str, str]]:
+    """The COLUMNS a table of `task`'s runs shows: every one; a run of programs, its count, its pass@1 (by the
+    task's label) and what its implementations cost (PROGRAM_KEYS), for it has no actions, answers or searches."""
+    if not task.writes_programs:
+        return COLUMNS
+    shown = {}
+    for header, (key, form) in COLUMNS.items():
+        if key in ("questions", "scored", *PROGRAM_KEYS):
+            shown[header] = (key, form)
+        elif key == task.headline.key:
+            shown[task.headline.label] = (key, form)  # pass@1
+    return shown
+
+
 # Columns shown only when some run has them, and the values that do not count as having them:
 # CoT-SC's, the back-offs', and the loop once a run used the reference loop. ("scored" is shown
 # only when some run has questions without a gold answer.)
@@ -318,20 +333,15 @@ def drop_unused(rows: list[dict[str, str]]) -> list[dict[str, str]]:
 
 def row_of(name: str, manifest: dict | None, records: list[dict]) -> dict[str, str]:
     """One table row for a run read by `read_run` (its manifest and records): its name, model, grammar and
-    summary, formatted. A run of programs has its pass@1 and what its implementations cost (PROGRAM_KEYS): it
-    has no actions, answers or searches to count."""
+    summary, formatted (the task's columns: `columns_of`)."""
     config = manifest.get("config", {}) if manifest else {}
     summary = summarize(records)
     grammar = (config.get("grammar") or "off") if manifest else "?"  # "?": the manifest is missing
     method = str(config.get("method", "react")) if manifest else summary.get("method", "?")
     row = {"run": name, "method": method, "loop": summary.get("loop", "-")}
     row |= {"model": str(config.get("model", "?")), "grammar": grammar}
-    task = of_records(records)
-    for header, (key, form) in COLUMNS.items():
-        if not task.writes_programs or key in ("questions", "scored", *PROGRAM_KEYS):
-            row[header] = _cell(summary, key, form)
-        elif key == task.headline.key:
-            row[task.headline.label] = _cell(summary, key, form)  # pass@1
+    for header, (key, form) in columns_of(of_records(records)).items():
+        row[header] = _cell(summary, key, form)
     row["answered by"] = _branch_cell(summary)
     row["ended"] = _endings_cell(summary)
     return row
