@@ -372,6 +372,33 @@ def test_samples_given_at_cot_scs_default_still_sample_implementations():
     assert Settings(method="cot-sc").cot_samples == 21 and Settings(method="cot-sc", samples=5).cot_samples == 5
 
 
+def test_a_count_given_at_a_question_methods_default_means_what_it_says_for_programs():
+    """--max-tokens, --trials, --iterations and --lats-temperature left out are each method's own (512 tokens an
+    implementation, 5 implementations, LATS's 8 iterations at T 0.8 over programs; 100, 7, 30 and 1.0 over
+    questions); given, they are what was given, the question methods' defaults included (which once read as 'left
+    out': --trials 7 wrote 5 implementations, --max-tokens 100 allowed 512)."""
+    from rawreact.config.settings import Settings
+    from rawreact.core.tasks import PROGRAM
+    from rawreact.runs.setup import _lats_config, _reflexion_config, program_options, solve_options
+
+    left = program_options(Settings(method="reflexion"), PROGRAM.name)
+    assert left["max_tokens"] == 512 and left["program"]["iterations"] == 5
+    given = program_options(Settings(method="reflexion", trials=7, max_tokens=100), PROGRAM.name)
+    assert given["max_tokens"] == 100 and given["program"]["iterations"] == 7
+    lats = program_options(Settings(method="lats"), PROGRAM.name)["program"]
+    assert (lats["iterations"], lats["temperature"]) == (8, 0.8)
+    lats = program_options(Settings(method="lats", iterations=30, lats_temperature=1.0), PROGRAM.name)["program"]
+    assert (lats["iterations"], lats["temperature"]) == (30, 1.0)
+    # Over questions, left out is what it always was, and a manifest records the count itself (a run started before
+    # these were None resumes).
+    assert solve_options(Settings(), None, None)["max_tokens"] == 100
+    assert _reflexion_config(Settings(method="react-reflexion"))["trials"] == 7
+    assert _reflexion_config(Settings(method="react-reflexion", trials=3))["trials"] == 3
+    searched = _lats_config(Settings(method="lats"))
+    assert (searched["iterations"], searched["lats_temperature"]) == (30, 1.0)
+    assert _lats_config(Settings(method="lats", iterations=4))["iterations"] == 4
+
+
 def test_a_program_runs_tables_and_page_speak_of_problems_and_pass_at_1(tmp_path, capsys):
     """compare-runs, report and the page of program runs: pass@1 (not 'success'), problems (not questions), no
     columns of actions (invalid, repeats) and no second score."""

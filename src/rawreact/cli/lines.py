@@ -75,9 +75,8 @@ def loop_said(settings: Settings) -> str:
     """The loop of a run's header, for a method that acts, and a Reflexion method's trials."""
     if settings.method in REFLEXION:
         trials = (
-            f", up to {plural(settings.trials, 'trial')} (strategy {settings.strategy}, evaluator {settings.evaluator}"
-            + (", gold context" if settings.context == "gold" else "")
-            + ")"
+            f", up to {plural(settings.question_trials, 'trial')} (strategy {settings.strategy}, evaluator "
+            f"{settings.evaluator}" + (", gold context" if settings.context == "gold" else "") + ")"
         )
         return trials + ("" if REFLEXION[settings.method] == "cot" else acting_said(settings))
     if settings.method in REASONING:
@@ -129,8 +128,8 @@ def sampling_said(settings: Settings) -> str:
             else "supported: the answer in what the path read, no gold answer"
         )
         return (
-            f" ({settings.iterations} iterations, {settings.lats_samples} samples an expansion, T "
-            f"{settings.lats_temperature:g}, seed {settings.seed}; a finish rewarded by {judge}; "
+            f" ({settings.step_iterations} iterations, {settings.lats_samples} samples an expansion, T "
+            f"{settings.step_lats_temperature:g}, seed {settings.seed}; a finish rewarded by {judge}; "
             f"{'its repository' if settings.loop == 'reference' else 'rawreact'}'s rules)"
         )
     if settings.method not in SAMPLING:

@@ -5,9 +5,21 @@ run's setting has no default of its own: left out, the setting comes from `--con
 
 import argparse
 
-from rawreact.config.choices import CONTEXTS, EVALUATORS, LOOPS, METHODS, REPEATS, STRATEGIES
-from rawreact.config.settings import Settings
+from rawreact.config.choices import (
+    CONTEXTS,
+    EVALUATORS,
+    LOOPS,
+    MAX_TOKENS,
+    METHODS,
+    PROGRAM_ITERATIONS,
+    PROGRAM_TOKENS,
+    REPEATS,
+    STRATEGIES,
+    TRIALS,
+)
+from rawreact.config.settings import LATS_ITERATIONS, LATS_TEMPERATURE, Settings
 from rawreact.models.specs import DEFAULT_MODEL, EMBEDDED_MODELS
+from rawreact.runs.setup import PROGRAM_LATS
 
 _DEFAULT = Settings()
 
@@ -272,7 +284,9 @@ def run_parser(commands) -> argparse.ArgumentParser:
         help="step limit per question (default: 7, or 5 for the ReAct part of a FEVER react-cot-sc, as the paper)",
     )
     by_model.add_argument(
-        "--max-tokens", type=positive, help=f"token limit per model call (default: {_DEFAULT.max_tokens})"
+        "--max-tokens",
+        type=positive,
+        help=f"token limit per model call (default: a step's {MAX_TOKENS}; an implementation's {PROGRAM_TOKENS})",
     )
     by_loop.add_argument(
         "--n-first", type=positive, help="sentences a search shows (default: 2, or 5 with --loop reference)"
@@ -299,7 +313,11 @@ def _lats_options(group) -> None:
         "--lats-values", type=positive,
         help=f"samples of each value prompt, the first read (its --n_evaluate_sample; default: {_DEFAULT.lats_values})",
     )  # fmt: skip
-    group.add_argument("--iterations", type=positive, help=f"iterations of the search (default: {_DEFAULT.iterations})")
+    group.add_argument(
+        "--iterations",
+        type=positive,
+        help=f"iterations of the search (default: {LATS_ITERATIONS}; {PROGRAM_LATS['iterations']} over programs)",
+    )
     group.add_argument(
         "--lats-depth", type=positive, help=f"depth past which a node is not expanded (default: {_DEFAULT.lats_depth})"
     )
@@ -308,7 +326,8 @@ def _lats_options(group) -> None:
     )
     group.add_argument(
         "--lats-temperature", type=float,
-        help=f"sampling temperature of every LATS call (its --temperature; default: {_DEFAULT.lats_temperature})",
+        help=f"sampling temperature of every LATS call (its --temperature; default: {LATS_TEMPERATURE}; "
+        f"{PROGRAM_LATS['temperature']:g} over programs)",
     )  # fmt: skip
     group.add_argument(
         "--lats-prompts",
@@ -330,7 +349,10 @@ def _lats_options(group) -> None:
 def _reflexion_options(group) -> None:
     """The options of the Reflexion methods' settings."""
     group.add_argument(
-        "--trials", type=positive, help=f"trials per question, until one passes (default: {_DEFAULT.trials})"
+        "--trials",
+        type=positive,
+        help=f"trials per question, until one passes (default: {TRIALS}); programs' reflexion: implementations a "
+        f"problem (default: {PROGRAM_ITERATIONS})",
     )
     group.add_argument(
         "--strategy",

@@ -95,6 +95,8 @@ _MOST = {
 }
 SEED_MAX = 2**32 - 1
 COT_SAMPLES = 21  # CoT-SC's samples a question, the paper's 21
+LATS_ITERATIONS = 30  # LATS's iterations over ReAct steps: its repository's hotpot/lats.sh
+LATS_TEMPERATURE = 1.0  # LATS's temperature over ReAct steps: its repository's --temperature
 THREADS_MAX = 512  # llama.cpp's GGML_MAX_N_THREADS: a threadpool of more is refused by llama.cpp itself
 # The command-line option of each setting whose name differs from `--name-with-hyphens`.
 OPTIONS = {"k": "--exemplars", "host": "--ollama-host"}
@@ -145,7 +147,7 @@ class Settings:
     repeats: str = "off"
     budget: int | None = None
     max_steps: int | None = None  # None: the paper's, 7 (5 for FEVER's ReAct -> CoT-SC); see `steps`
-    max_tokens: int = MAX_TOKENS
+    max_tokens: int | None = None  # None: the method's, a step's 100 (MAX_TOKENS); a program's implementation 512
     temperature: float = 0.0
     seed: int = 0
     n_ctx: int = 8192
@@ -159,7 +161,7 @@ class Settings:
     backoff_key: str | None = None
     backoff_instruction: str | None = _file()
     passages: str | None = _file()
-    trials: int = TRIALS
+    trials: int | None = None  # None: the method's, 7 a question (TRIALS); programs' reflexion writes 5 implementations
     strategy: str = "reflexion"
     evaluator: str = "em"
     context: str = "none"
@@ -170,10 +172,14 @@ class Settings:
     # LATS (--method lats): its repository's settings and defaults (hotpot/lats.sh, lats.py), and its prompts.
     lats_samples: int = 5  # --n_generate_sample: steps sampled at each expansion
     lats_values: int = 1  # --n_evaluate_sample: samples of each value prompt (the first is read)
-    iterations: int = 30  # --iterations
+    iterations: int | None = (
+        None  # --iterations; None: the method's, 30 over ReAct steps (LATS_ITERATIONS), 8 over programs
+    )
     lats_depth: int = 7  # expand_node's depth limit
     rollout_depth: int = 4  # rollout's max_depth
-    lats_temperature: float = 1.0  # --temperature of the repository, for every LATS call
+    lats_temperature: float | None = (
+        None  # its --temperature, every LATS call's; None: 1.0 over ReAct steps, 0.8 over programs
+    )
     lats_prompts: str | None = _file()  # the repository's hotpot/hotpot.py, whose prompts the reference rules send
     value_prompt: str | None = _file()  # rawreact's rules: the value prompt (default prompts/lats/value.txt)
     # Programs (--data humaneval): a reference repository's generators/py_generate.py, whose prompts and calls the
@@ -332,6 +338,30 @@ class Settings:
     def cot_samples(self) -> int:
         """CoT-SC's samples a question: `samples`, or COT_SAMPLES where it is left out."""
         return COT_SAMPLES if self.samples is None else self.samples
+
+    # A count left out (None) is the method's own, so that a value given equal to one method's default still means
+    # what it says for another (--trials 7 for programs' reflexion; --max-tokens 100 for an implementation). The
+    # program methods' own are in runs.setup (PROGRAM_TOKENS, PROGRAM_ITERATIONS, PROGRAM_LATS).
+
+    @property
+    def step_tokens(self) -> int:
+        """A model call's token limit over questions and games: `max_tokens`, or a step's MAX_TOKENS."""
+        return MAX_TOKENS if self.max_tokens is None else self.max_tokens
+
+    @property
+    def question_trials(self) -> int:
+        """A question's (or a game's) Reflexion trials: `trials`, or TRIALS."""
+        return TRIALS if self.trials is None else self.trials
+
+    @property
+    def step_iterations(self) -> int:
+        """LATS's iterations over ReAct steps: `iterations`, or LATS_ITERATIONS."""
+        return LATS_ITERATIONS if self.iterations is None else self.iterations
+
+    @property
+    def step_lats_temperature(self) -> float:
+        """LATS's temperature over ReAct steps: `lats_temperature`, or LATS_TEMPERATURE."""
+        return LATS_TEMPERATURE if self.lats_temperature is None else self.lats_temperature
 
     def to_dict(self) -> dict:
         """Every setting by name, JSON- and TOML-ready; `Settings(**d)` reads it back."""

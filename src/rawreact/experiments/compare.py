@@ -160,7 +160,7 @@ def _models(plans: list, questions: list[Question], shared: dict) -> dict[tuple,
         if parts.grammar is not None and not models[key].supports_grammar:
             raise GrammarError(f"variant {variant.name}: model {models[key].name} cannot apply a grammar")
         try:
-            check_context(models[key], parts.prompt, questions, variant.max_tokens, variant.method, parts.backoff)
+            check_context(models[key], parts.prompt, questions, variant.step_tokens, variant.method, parts.backoff)
         except ModelError as error:
             raise ModelError(f"variant {variant.name}: {error}") from None
     return models

@@ -362,7 +362,7 @@ class RunPlan:
         model = load_model(settings.model, **(model_options(settings) | options))
         if self.grammar is not None and not model.supports_grammar:
             raise grammar_refusal(model.name)
-        check_context(model, self.prompt, self.questions, settings.max_tokens, settings.method, self.backoff)
+        check_context(model, self.prompt, self.questions, settings.step_tokens, settings.method, self.backoff)
         return model
 
     def run(self, model=None, *, on_step=None, stop=None):

@@ -152,34 +152,34 @@ def program_problem(settings: Settings, task: str) -> str | None:
 
 def program_options(settings: Settings, task: str) -> dict:
     """The program methods' part of `solve`'s keyword arguments: their prompts, their implementations, and the
-    token limit of one (PROGRAM_TOKENS where --max-tokens is left at a step's 100)."""
+    token limit of one (PROGRAM_TOKENS where --max-tokens is left out)."""
     if not task_type(task).writes_programs:
         return {}
-    tokens = given_or(settings, "max_tokens", PROGRAM_TOKENS)
+    tokens = given_or(settings.max_tokens, PROGRAM_TOKENS)
     if settings.program_reference is not None:
         return {"program": reference_program_options(settings), "max_tokens": tokens}
     options = {"prompts": program_prompts_of(settings)}
     if settings.method == "reflexion":
-        options["iterations"] = given_or(settings, "trials", PROGRAM_ITERATIONS)
+        options["iterations"] = given_or(settings.trials, PROGRAM_ITERATIONS)
     if settings.method == "simple" and settings.samples is not None:  # pass@k: samples a problem, as given
         options |= {"samples": settings.samples, "temperature": settings.sample_temperature, "seed": settings.seed}
     if settings.method == LATS:
-        options |= {"iterations": given_or(settings, "iterations", PROGRAM_LATS["iterations"]),
-                    "temperature": given_or(settings, "lats_temperature", PROGRAM_LATS["temperature"]),
+        options |= {"iterations": given_or(settings.iterations, PROGRAM_LATS["iterations"]),
+                    "temperature": given_or(settings.lats_temperature, PROGRAM_LATS["temperature"]),
                     "children": settings.lats_samples, "seed": settings.seed}  # fmt: skip
     if settings.number_of_tests is not None:
         options["tests"] = settings.number_of_tests
     return {"program": options, "max_tokens": tokens}
 
 
-def given_or(settings: Settings, key: str, otherwise):
-    """A setting as given, or `otherwise` where it is left at its default (made for questions, not programs)."""
-    value = getattr(settings, key)
-    return otherwise if value == defaults(key) else value
+def given_or(value, otherwise):
+    """A setting as given, or the program method's own `otherwise` where it is left out (None): a value given equal
+    to a question method's default (--trials 7, --max-tokens 100) means what it says."""
+    return otherwise if value is None else value
 
 
-# LATS over programs, where --iterations and --lats-temperature are left at their defaults over ReAct steps: the
-# repository's programming settings (run_lats_gpt4.sh's max_iters 8; func_impl's temperature 0.8).
+# LATS over programs, where --iterations and --lats-temperature are left out: the repository's programming settings
+# (run_lats_gpt4.sh's max_iters 8; func_impl's temperature 0.8).
 PROGRAM_LATS = {"iterations": 8, "temperature": 0.8}
 
 
@@ -196,9 +196,9 @@ def reference_program_options(settings: Settings) -> dict:
         )
     options: dict = {"reference": reference, "seed": settings.seed}
     if settings.method == "reflexion":
-        options["iterations"] = given_or(settings, "trials", script["iterations"])
+        options["iterations"] = given_or(settings.trials, script["iterations"])
     if settings.method == LATS:
-        options |= {"iterations": given_or(settings, "iterations", script["iterations"]),
+        options |= {"iterations": given_or(settings.iterations, script["iterations"]),
                     "children": settings.lats_samples}  # fmt: skip
     if settings.method != "simple":
         options["tests"] = settings.number_of_tests or script["tests"]
@@ -356,7 +356,7 @@ def solve_options(
             "sample_temperature": settings.sample_temperature,
             "seed": settings.seed,
             "max_steps": settings.steps(task),
-            "max_tokens": settings.max_tokens,
+            "max_tokens": settings.step_tokens,
             "grammar": grammar,
         }
         | _reflexion_options(settings, task)
@@ -377,9 +377,10 @@ def lats_options(settings: Settings) -> dict:
         value = Path(settings.value_prompt) if settings.value_prompt else resource("prompts", "lats/value.txt")
         prompts = LatsPromptFiles(value=read_text(value), reflect=load_reflect_prompt(agent="react"),
                                   value_source=settings.value_prompt or "prompts/lats/value.txt")  # fmt: skip
-    options = {"samples": settings.lats_samples, "values": settings.lats_values, "iterations": settings.iterations,
-               "depth": settings.lats_depth, "rollout_depth": settings.rollout_depth,
-               "temperature": settings.lats_temperature, "seed": settings.seed}  # fmt: skip
+    options = {"samples": settings.lats_samples, "values": settings.lats_values,
+               "iterations": settings.step_iterations, "depth": settings.lats_depth,
+               "rollout_depth": settings.rollout_depth, "temperature": settings.step_lats_temperature,
+               "seed": settings.seed}  # fmt: skip
     return {"lats": options | {"prompts": prompts, "evaluator": settings.evaluator}}
 
 
@@ -391,7 +392,8 @@ def _reflexion_options(settings: Settings, task: str = QA.name) -> dict:
     # The agent's exemplars from the Reflexion code's fewshots.py: its checkout was given, so CoT's trials
     # are made as that code makes them (reflexion_code.reference_cot).
     as_code = bool(settings.prompt) and split_named(settings.prompt)[0].endswith(".py")
-    options = {k: getattr(settings, k) for k in keys} | {"reflect_prompt": reflect_prompt_of(settings, task)}
+    options = {k: getattr(settings, k) for k in keys} | {"trials": settings.question_trials}
+    options["reflect_prompt"] = reflect_prompt_of(settings, task)
     return {"reflexion": options | {"as_reflexion_code": as_code}}
 
 
@@ -430,7 +432,7 @@ def manifest_config(
             "shard": run.get("shard"),
             "seed": settings.seed,
             "max_steps": settings.steps(collection.task),
-            "max_tokens": settings.max_tokens,
+            "max_tokens": settings.step_tokens,
             "n_first": settings.sentences,
             "repeats": settings.repeats,
             "budget": settings.budget,
@@ -490,9 +492,10 @@ def _lats_config(settings: Settings) -> dict:
     if settings.method != LATS:
         return {}
     prompts = lats_options(settings)["lats"]["prompts"]
-    keys = ("lats_samples", "lats_values", "iterations", "lats_depth", "rollout_depth", "lats_temperature", "evaluator")
+    keys = ("lats_samples", "lats_values", "lats_depth", "rollout_depth", "evaluator")
     made = {"lats_prompts": prompts.source, "lats_prompts_sha256": prompts.sha256}
-    return {k: getattr(settings, k) for k in keys} | made
+    resolved = {"iterations": settings.step_iterations, "lats_temperature": settings.step_lats_temperature}
+    return {k: getattr(settings, k) for k in keys} | resolved | made
 
 
 def _reflexion_config(settings: Settings, task: str = QA.name) -> dict:
@@ -500,11 +503,15 @@ def _reflexion_config(settings: Settings, task: str = QA.name) -> dict:
     if settings.method not in REFLEXION:
         return {}
     reflect = reflect_prompt_of(settings, task)
-    keys = ("trials", "strategy", "evaluator", "context", "reflect_max_tokens")
-    return {k: getattr(settings, k) for k in keys} | {
-        "reflect_prompt": None if reflect is None else reflect.source,
-        "reflect_prompt_sha256": None if reflect is None else reflect.sha256,
-    }
+    keys = ("strategy", "evaluator", "context", "reflect_max_tokens")
+    return (
+        {k: getattr(settings, k) for k in keys}
+        | {"trials": settings.question_trials}
+        | {
+            "reflect_prompt": None if reflect is None else reflect.source,
+            "reflect_prompt_sha256": None if reflect is None else reflect.sha256,
+        }
+    )
 
 
 def model_facts(model: object, embedded: bool) -> dict:
