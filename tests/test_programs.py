@@ -399,6 +399,33 @@ def test_a_count_given_at_a_question_methods_default_means_what_it_says_for_prog
     assert _lats_config(Settings(method="lats", iterations=4))["iterations"] == 4
 
 
+def test_a_program_runs_manifest_from_before_counts_could_be_left_out_reruns_as_it_ran(tmp_path):
+    """A program run's manifest made when --max-tokens and --trials left out were recorded as 100 and 7 (its config
+    holding the 512 tokens and 5 implementations it took): read as settings, they are left out again, so a rerun
+    takes what the run took; a count whose run took it as recorded stays."""
+    from rawreact.config.files import read_settings
+
+    problem = {"task_id": "Toy/0", "prompt": 'def add(a, b):\n    """Sum."""\n', "entry_point": "add",
+               "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n"}  # fmt: skip
+    data = tmp_path / "toy.jsonl"
+    data.write_text(json.dumps(problem) + "\n")
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps(["    return a + b\n"] * 2))
+    for name, given in (("left", []), ("given", ["--max-tokens", "100"])):
+        out = tmp_path / f"{name}.jsonl"
+        assert main(["run", str(data), "--method", "reflexion", "--model", f"scripted:{script}", "--out", str(out),
+                     "-q", *given]) == 0  # fmt: skip
+    manifest = tmp_path / "left.jsonl.manifest.json"
+    made = json.loads(manifest.read_text())
+    assert made["settings"]["max_tokens"] is None and made["config"]["max_tokens"] == 512
+    made["settings"] |= {"max_tokens": 100, "trials": 7}  # what such a run recorded then
+    manifest.write_text(json.dumps(made))
+    read = read_settings(manifest)
+    assert read["max_tokens"] is None and read["trials"] is None
+    given = read_settings(tmp_path / "given.jsonl")
+    assert given["max_tokens"] == 100 and given["trials"] is None
+
+
 def test_a_program_runs_tables_and_page_speak_of_problems_and_pass_at_1(tmp_path, capsys):
     """compare-runs, report and the page of program runs: pass@1 (not 'success'), problems (not questions), no
     columns of actions (invalid, repeats) and no second score."""

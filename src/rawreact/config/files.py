@@ -68,7 +68,27 @@ def _manifest_settings(path: Path, data: bytes) -> dict:
         )
     if not isinstance(settings, dict):
         raise DataError(f"{path}: its 'settings' must be a JSON object; was it edited? restore it from a backup")
-    return settings
+    return _left_out_then(settings, manifest.get("config"))
+
+
+# Counts a program method reads as "left out" when None, which before rawreact 8641198 had the question methods'
+# defaults instead: the settings value a program run's manifest then recorded for "left out", and the config key
+# that holds what the run really took.
+_COUNTS_BEFORE = {"max_tokens": (100, "max_tokens"), "trials": (7, "iterations"), "iterations": (30, "iterations"),
+                  "lats_temperature": (1.0, "program_temperature")}  # fmt: skip
+
+
+def _left_out_then(settings: dict, config: object) -> dict:
+    """A manifest's settings as a rerun should read them: in a program run's manifest made before its counts could
+    be left out, a count at the question methods' default whose run took another value was left out (so a rerun
+    takes the method's own again, as the run did)."""
+    if not isinstance(config, dict) or "program_prompts" not in config:
+        return settings
+    read = dict(settings)
+    for key, (before, taken) in _COUNTS_BEFORE.items():
+        if read.get(key) == before and taken in config and config[taken] != before:
+            read[key] = None
+    return read
 
 
 def _checked(path: Path, values: dict) -> dict:
