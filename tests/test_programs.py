@@ -426,6 +426,22 @@ def test_a_program_runs_manifest_from_before_counts_could_be_left_out_reruns_as_
     assert given["max_tokens"] == 100 and given["trials"] is None
 
 
+def test_a_file_of_problems_lacking_a_field_is_told_which_not_read_as_questions(tmp_path, capsys):
+    """A row that names an entry_point is a problem: one without HumanEval's `test` (HumanEval+'s layout, whose
+    inputs are compared with its canonical solution) is told what it lacks and why, not 'no question' as HotpotQA."""
+    plus = {"task_id": "HumanEval/0", "prompt": "def f(x):\n", "entry_point": "f", "canonical_solution": "  return x\n",
+            "base_input": [[1]], "plus_input": [[2]], "atol": 0}  # fmt: skip
+    for name, row, said in (("plus", plus, "HumanEval+'s layout"), ("bare", {"entry_point": "f", "test": "x"}, "")):
+        data = tmp_path / f"{name}.jsonl"
+        data.write_text(json.dumps(row) + "\n")
+        out = tmp_path / f"{name}-out.jsonl"
+        assert main(["run", str(data), "--method", "simple", "--model", "scripted:x", "--out", str(out), "-q"]) == 2
+        err = capsys.readouterr().err
+        lacking = "test" if name == "plus" else "task_id, prompt"
+        assert f"{data} line 1: a problem needs task_id, prompt, entry_point, test as text; it lacks {lacking}" in err
+        assert said in err and "HotpotQA" not in err and "Traceback" not in err and not out.exists()
+
+
 def test_a_program_runs_tables_and_page_speak_of_problems_and_pass_at_1(tmp_path, capsys):
     """compare-runs, report and the page of program runs: pass@1 (not 'success'), problems (not questions), no
     columns of actions (invalid, repeats) and no second score."""

@@ -34,8 +34,9 @@ def is_humaneval(data: str | Path) -> bool:
 
 
 def is_problem_row(row: object) -> bool:
-    """Whether a row of a JSON Lines file is a problem of a program (HumanEval's fields)."""
-    return isinstance(row, dict) and all(key in row for key in FIELDS)
+    """Whether a row of a JSON Lines file is meant as a problem of a program: it names an `entry_point`, which no
+    question or claim has (`from_rows` then says which of HumanEval's fields it lacks)."""
+    return isinstance(row, dict) and "entry_point" in row
 
 
 def package_file() -> Path:
@@ -121,7 +122,15 @@ def from_rows(path: Path, digest: str, rows: list[tuple[int, object]], unit: str
             raise DataError(f"{where}: a problem is an object with {', '.join(FIELDS)}")
         lacking = [key for key in FIELDS if not isinstance(row.get(key), str) or not row[key].strip()]
         if lacking:
-            raise DataError(f"{where}: a problem needs {', '.join(FIELDS)} as text; it lacks {', '.join(lacking)}")
+            judged = (
+                "; this row judges by comparing with its canonical solution on inputs (HumanEval+'s layout), and "
+                "rawreact judges by a check(candidate) function: docs/programs.md#data"
+                if "test" in lacking and "plus_input" in row
+                else ""
+            )
+            raise DataError(
+                f"{where}: a problem needs {', '.join(FIELDS)} as text; it lacks {', '.join(lacking)}{judged}"
+            )
         if not row["entry_point"].isidentifier():
             raise DataError(f"{where}: entry_point {row['entry_point']!r} is not a Python function name")
         kept = {key: row[key] for key in (*FIELDS, "canonical_solution") if isinstance(row.get(key), str)}

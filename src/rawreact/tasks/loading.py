@@ -135,7 +135,7 @@ def _parse(path: Path, text: str, digest: str, questions_only: bool = False) -> 
         if isinstance(data, dict) and "passages" in data:
             return _envs_layout(path, digest, data)
         row_keys = ("context", "claim", "question", "game", "id", "answer") if questions_only else ("context", "claim")
-        row_keys += ("task_id",)  # a problem of a program
+        row_keys += ("task_id", "entry_point")  # a problem of a program
         if isinstance(data, dict) and any(key in data for key in row_keys):  # a JSONL file of one row
             return rows_of([(1, data)], "line")
         raise _unknown(path)
