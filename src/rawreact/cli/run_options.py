@@ -12,6 +12,7 @@ from rawreact.config.choices import (
     MAX_TOKENS,
     METHODS,
     PROGRAM_ITERATIONS,
+    PROGRAM_LATS,
     PROGRAM_TOKENS,
     REPEATS,
     STRATEGIES,
@@ -19,7 +20,6 @@ from rawreact.config.choices import (
 )
 from rawreact.config.settings import LATS_ITERATIONS, LATS_TEMPERATURE, Settings
 from rawreact.models.specs import DEFAULT_MODEL, EMBEDDED_MODELS
-from rawreact.runs.setup import PROGRAM_LATS
 
 _DEFAULT = Settings()
 

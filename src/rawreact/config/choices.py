@@ -38,8 +38,11 @@ METHODS = {
 # The methods that write programs (agents/programs.py), the only ones a problem of a program runs by: one
 # implementation, or implementations improved on the model's own tests by reflection.
 PROGRAMS = ("simple", "reflexion")
-PROGRAM_TOKENS = 512  # tokens of one implementation, where --max-tokens is left at its default (100: a step's)
-PROGRAM_ITERATIONS = 5  # implementations of program reflexion, where --trials is left at its default
+PROGRAM_TOKENS = 512  # tokens of one implementation, where --max-tokens is left out (a step's: 100)
+PROGRAM_ITERATIONS = 5  # implementations of program reflexion, where --trials is left out
+# LATS over programs, where --iterations and --lats-temperature are left out: the repository's programming settings
+# (run_lats_gpt4.sh's max_iters 8; func_impl's temperature 0.8).
+PROGRAM_LATS = {"iterations": 8, "temperature": 0.8}
 
 # Language Agent Tree Search (Zhou et al., 2024): tree search over ReAct steps (agents/lats.py).
 LATS = "lats"

@@ -337,31 +337,31 @@ class Settings:
     @property
     def cot_samples(self) -> int:
         """CoT-SC's samples a question: `samples`, or COT_SAMPLES where it is left out."""
-        return COT_SAMPLES if self.samples is None else self.samples
+        return given_or(self.samples, COT_SAMPLES)
 
-    # A count left out (None) is the method's own, so that a value given equal to one method's default still means
-    # what it says for another (--trials 7 for programs' reflexion; --max-tokens 100 for an implementation). The
-    # program methods' own are in runs.setup (PROGRAM_TOKENS, PROGRAM_ITERATIONS, PROGRAM_LATS).
+    # A count left out (None) is the method's own (`given_or`), so that a value given equal to one method's default
+    # still means what it says for another (--trials 7 for programs' reflexion; --max-tokens 100 for an
+    # implementation). The program methods' own are config.choices' PROGRAM_TOKENS, PROGRAM_ITERATIONS, PROGRAM_LATS.
 
     @property
     def step_tokens(self) -> int:
         """A model call's token limit over questions and games: `max_tokens`, or a step's MAX_TOKENS."""
-        return MAX_TOKENS if self.max_tokens is None else self.max_tokens
+        return given_or(self.max_tokens, MAX_TOKENS)
 
     @property
     def question_trials(self) -> int:
         """A question's (or a game's) Reflexion trials: `trials`, or TRIALS."""
-        return TRIALS if self.trials is None else self.trials
+        return given_or(self.trials, TRIALS)
 
     @property
     def step_iterations(self) -> int:
         """LATS's iterations over ReAct steps: `iterations`, or LATS_ITERATIONS."""
-        return LATS_ITERATIONS if self.iterations is None else self.iterations
+        return given_or(self.iterations, LATS_ITERATIONS)
 
     @property
     def step_lats_temperature(self) -> float:
         """LATS's temperature over ReAct steps: `lats_temperature`, or LATS_TEMPERATURE."""
-        return LATS_TEMPERATURE if self.lats_temperature is None else self.lats_temperature
+        return given_or(self.lats_temperature, LATS_TEMPERATURE)
 
     def to_dict(self) -> dict:
         """Every setting by name, JSON- and TOML-ready; `Settings(**d)` reads it back."""
@@ -384,6 +384,12 @@ REFLECT_KEYS = KEYS[KEYS.index("reflect_prompt") : KEYS.index("reflect_max_token
 # The settings of the questions and of how they are sent: a comparison's variants share them.
 SHARED = KEYS[KEYS.index("data") :]
 VARIANT_KEYS = KEYS[: KEYS.index("data")]
+
+
+def given_or(value, otherwise):
+    """A count as given, or the method's own `otherwise` where it is left out (None): a value given equal to another
+    method's default (--trials 7, --max-tokens 100 for programs) means what it says."""
+    return otherwise if value is None else value
 
 
 def defaults(key: str) -> object:

@@ -34,6 +34,7 @@ from rawreact.config.choices import (
     CALL_STOPS,
     LATS,
     PROGRAM_ITERATIONS,
+    PROGRAM_LATS,
     PROGRAM_TOKENS,
     PROGRAMS,
     REFLECTING,
@@ -43,7 +44,7 @@ from rawreact.config.choices import (
     first_method,
     reflexion_loop_problem,
 )
-from rawreact.config.settings import Settings, defaults, option
+from rawreact.config.settings import Settings, defaults, given_or, option
 from rawreact.core.errors import DataError, GrammarError
 from rawreact.core.folders import split_named
 from rawreact.core.resources import resource
@@ -170,17 +171,6 @@ def program_options(settings: Settings, task: str) -> dict:
     if settings.number_of_tests is not None:
         options["tests"] = settings.number_of_tests
     return {"program": options, "max_tokens": tokens}
-
-
-def given_or(value, otherwise):
-    """A setting as given, or the program method's own `otherwise` where it is left out (None): a value given equal
-    to a question method's default (--trials 7, --max-tokens 100) means what it says."""
-    return otherwise if value is None else value
-
-
-# LATS over programs, where --iterations and --lats-temperature are left out: the repository's programming settings
-# (run_lats_gpt4.sh's max_iters 8; func_impl's temperature 0.8).
-PROGRAM_LATS = {"iterations": 8, "temperature": 0.8}
 
 
 def reference_program_options(settings: Settings) -> dict:
@@ -388,7 +378,7 @@ def _reflexion_options(settings: Settings, task: str = QA.name) -> dict:
     """A Reflexion method's part of `solve`'s keyword arguments (the rest come per question in run_questions)."""
     if settings.method not in REFLEXION:
         return {}
-    keys = ("strategy", "trials", "evaluator", "context", "reflect_max_tokens")
+    keys = ("strategy", "evaluator", "context", "reflect_max_tokens")
     # The agent's exemplars from the Reflexion code's fewshots.py: its checkout was given, so CoT's trials
     # are made as that code makes them (reflexion_code.reference_cot).
     as_code = bool(settings.prompt) and split_named(settings.prompt)[0].endswith(".py")
@@ -504,14 +494,11 @@ def _reflexion_config(settings: Settings, task: str = QA.name) -> dict:
         return {}
     reflect = reflect_prompt_of(settings, task)
     keys = ("strategy", "evaluator", "context", "reflect_max_tokens")
-    return (
-        {k: getattr(settings, k) for k in keys}
-        | {"trials": settings.question_trials}
-        | {
-            "reflect_prompt": None if reflect is None else reflect.source,
-            "reflect_prompt_sha256": None if reflect is None else reflect.sha256,
-        }
-    )
+    return {k: getattr(settings, k) for k in keys} | {
+        "trials": settings.question_trials,
+        "reflect_prompt": None if reflect is None else reflect.source,
+        "reflect_prompt_sha256": None if reflect is None else reflect.sha256,
+    }
 
 
 def model_facts(model: object, embedded: bool) -> dict:
