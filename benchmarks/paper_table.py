@@ -3,7 +3,7 @@ trial, LATS and ScienceWorld, each a resumable run in one folder, with the CPU t
 
     RAWREACT_HOTPOTQA=FILE python benchmarks/paper_table.py --reference ~/ReAct --model qwen2.5-coder-1.5b \\
         --out runs/qwen [--limit 100] [--threads 2] [--methods react act ...] [--lats-reference ~/LATS]
-        [--report-only]
+        [--scienceworld scienceworld:test_mini_mini] [--game-steps 30] [--report-only]
 
 Each method is one `rawreact run DATA --method M --out OUT/M.jsonl --resume`, so an interrupted sitting goes on
 where it stopped when the same command is given again. The seven rows take the paper's setup from `--reference`
@@ -14,7 +14,8 @@ samples (the same prompt, seed and sample order); its CPU is its parts'. `reflex
 trials and the exact-match evaluator (Reflexion's HotpotQA setting; rawreact's shipped prompts, since the ReAct
 repository has no Reflexion prompt), `lats` is LATS at its repository's settings from `--lats-reference`, and
 `sw-react`, `sw-react-commands`, `sw-act` and `sw-act-commands` play ScienceWorld's test_mini episodes (ReAct and
-Act, free and under the commands grammar).
+Act, free and under the commands grammar; `--scienceworld` picks other episodes, `--game-steps` their step limit,
+the game loop's 49 where left out).
 
 Every sitting appends what it took to `OUT/sittings.jsonl` (method, date, questions done before and after, CPU
 seconds of the run's process and its children, wall seconds), and the report at the end gives, beside
@@ -76,7 +77,10 @@ def sitting(method: str, args, out: Path) -> int:
         options = EXTRA[method] + (["--reference", reference] if reference else [])
     else:
         options = ["--method", method, "--reference", args.reference]
-    data = SCIENCEWORLD if method.startswith("sw-") else args.data
+    game = method.startswith("sw-")
+    data = args.scienceworld if game else args.data
+    if game and args.game_steps is not None:
+        options += ["--max-steps", str(args.game_steps)]
     command = [sys.executable, "-m", "rawreact", "run", data, *options, "--model", args.model, "--out", str(run),
                "--resume", "-q", "--threads", str(args.threads), "--cache", str(out / "calls.sqlite"),
                "--cache-sampled", "--limit", str(args.limit)]  # fmt: skip
@@ -121,6 +125,10 @@ def main() -> int:
     parser.add_argument("--limit", type=int, default=100)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--methods", nargs="+", default=TABLE, choices=TABLE + list(EXTRA))
+    parser.add_argument(
+        "--scienceworld", default=SCIENCEWORLD, help=f"the sw- methods' episodes (default: {SCIENCEWORLD})"
+    )
+    parser.add_argument("--game-steps", type=int, help="the sw- methods' step limit (default: the game loop's, 49)")
     parser.add_argument("--report-only", action="store_true", help="print the tables of the runs so far")
     args = parser.parse_args()
     print(f"on {cpu_name()}", flush=True)
