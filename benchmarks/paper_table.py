@@ -147,7 +147,7 @@ def main() -> int:
         runs = [f"{m}={out / m}.jsonl" for m in table]
         subprocess.run([sys.executable, "-m", "rawreact", "compare-runs", *runs, "--format", "markdown"], check=False)
     costs = cpu_a_question(out)
-    print("\n| method | questions | CPU s a question | the paper's EM (PaLM-540B) |\n| --- | --- | --- | --- |")
+    print("\n| method | questions (episodes) | CPU s each | the paper's EM (PaLM-540B) |\n| --- | --- | --- | --- |")
     for method in table + [m for m in EXTRA if done(out / f"{m}.jsonl")]:
         cost = f"{costs[method]:.1f}" if method in costs else "-"
         print(f"| {method} | {done(out / f'{method}.jsonl')} | {cost} | {PAPER_EM.get(method, '-')} |")

@@ -28,9 +28,9 @@ STRINGS = {
 }
 
 
-def _checkout(folder: Path) -> Path:
+def _checkout(folder: Path, strings: dict[str, str] = STRINGS) -> Path:
     (folder / "hotpot").mkdir(parents=True)
-    code = "".join(f"{name} = '''{text}'''\n\n" for name, text in STRINGS.items())
+    code = "".join(f"{name} = '''{text}'''\n\n" for name, text in strings.items())
     (folder / "hotpot" / "hotpot.py").write_text(code)
     return folder
 
@@ -407,6 +407,42 @@ def test_a_real_lats_search_runs_on_the_embedded_model(tmp_path, monkeypatch, ge
 
     expand, exemplars = tree["cost"]["expand"], len(gemma.tokenize(load_prompt().text))
     assert 0 < expand["evaluated"] / (expand["calls"] / 2) < exemplars / 2, (expand, exemplars)
+
+
+def test_reference_values_and_expansions_start_from_their_kept_exemplars(rows, tmp_path, gemma):
+    """The repository's value template names `{s}` in its instruction (`"...score is {s}", where s is ...`) and LATS
+    fills it with "". A head kept up to that field ended in a token (" ") that the prompts never have (' "'), so every
+    value call evaluated its whole prompt, exemplars and all: 2,100 tokens a call, 80 CPU-seconds, on
+    Qwen2.5-Coder-1.5B. The head now runs to the trajectory, and each call tells the model which head it starts from."""
+    solved = "".join(f"Question: What is {n} and {n}?\nThought 1: {n} and {n} make {2 * n}.\n"
+                     f"Action 1: Finish[{2 * n}]\nThus the correctness score is 10\n\n"
+                     for n in range(1, 30))  # fmt: skip
+    value = (
+        f'Rate the attempt. End with "Thus the correctness score is {{s}}", where s is 1 to 10.\n\n{solved}{{input}}'
+    )
+    from rawreact import load_prompt
+
+    steps = load_prompt().text.replace("{", "{{").replace("}", "}}") + "{input}"  # exemplars the model follows
+    checkout = _checkout(tmp_path / "LATS", dict(STRINGS, cot_prompt=steps, value_prompt_reasoning=value))
+    prompts = reference_prompts(str(checkout / "hotpot" / "hotpot.py"), lambda text: len(gemma.tokenize(text)))
+    head = len(gemma.tokenize(prompts.heads[-1]))
+    assert prompts.heads[-1].endswith(solved) and head > 700  # the exemplars, not the instruction's first line
+    data = from_rows(tmp_path / "rows.json", "0" * 64, list(enumerate(rows[:1], 1)), "row")
+    [question] = data.questions
+    options = {"prompts": prompts, "evaluator": "em", "gold": question.answer, "iterations": 3, "samples": 2,
+               "rollout_depth": 1, "max_tokens": 60}  # fmt: skip
+    out = solve(question.question, data.env(question, loop="reference"), gemma, "", method="lats", loop="reference",
+                lats=options)  # fmt: skip
+    kinds = {"value": [], "expand": []}
+    for call in out.search.calls:
+        if call.completion.evaluated_tokens:  # a sample's first: the others share its prompt's cells
+            kinds[call.kind].append((call.completion.evaluated_tokens, call.completion.prompt_tokens))
+    values, expansions, steps = kinds["value"], kinds["expand"], len(gemma.tokenize(prompts.heads[0]))
+    assert len(values) >= 4 and len(expansions) >= 2, kinds
+    # The first calls of a kind compute its head (the first two values decode side by side as it is computed);
+    # every later call evaluates only what follows the head.
+    assert all(evaluated <= tokens - head for evaluated, tokens in values[2:]), values
+    assert all(evaluated <= tokens - steps for evaluated, tokens in expansions[1:]), expansions
 
 
 def test_values_of_siblings_decode_side_by_side_and_samples_one_by_one_give_the_same_tokens(gemma):

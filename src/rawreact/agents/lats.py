@@ -80,9 +80,17 @@ class Tree:
         self.nodes.append(node)
         return node
 
+    def _keep_head(self, prompt: str) -> None:
+        """Tell the model which head `prompt` begins with, just before asking: it keeps the heads used last (two),
+        so the expansion's (its form before or after reflections) and the value's stay computed."""
+        head = max((head for head in self.prompts.heads if head and prompt.startswith(head)), key=len, default="")
+        if head:
+            keep_prefix(self.model, head)
+
     def _sample(self, kind: str, prompt: str, n: int, stop: list[str]) -> list[Completion]:
         # lats.py's reflections call the model without the run's temperature (models.gpt's default, 1.0)
         temperature = TEMPERATURE if self.reference and kind == "reflect" else self.temperature
+        self._keep_head(prompt)
         made = self.model.sample(prompt, n=n, temperature=temperature, seed=self.seed + len(self.calls),
                                  stop=stop, max_tokens=self.max_tokens)  # fmt: skip
         self.calls += [Call(kind, c) for c in made]
@@ -224,6 +232,7 @@ class Tree:
         each = getattr(self.model, "sample_each", None)
         if n != 1 or len(prompts) < 2 or each is None:
             return [self._sample(kind, prompt, n, []) for prompt in prompts]
+        self._keep_head(prompts[0])
         seeds = [self.seed + len(self.calls) + k for k in range(len(prompts))]
         made = each(prompts, temperature=self.temperature, seeds=seeds, stop=[], max_tokens=self.max_tokens)
         self.calls += [Call(kind, c) for c in made]

@@ -127,17 +127,28 @@ def reference_prompts(path: str, count: Callable[[str], int]) -> LatsPrompts:
     def value(text: str, failed: list[str], reflections: list[dict]) -> str:
         return found["value_prompt_reasoning"].format(s="", input=text + "\nThis trajectory is ")
 
-    heads = tuple(_literal_head(found[name]) for name in ("cot_prompt", "value_prompt_reasoning"))
+    # What every prompt of a kind begins with: the expansion's (before and after reflections) and the value's, whose
+    # first field `{s}` is always "" (a head cut there, at "score is ", would end in a token the prompt never has).
+    heads = (
+        _head(found["cot_prompt"]),
+        _head(found["cot_prompt_feedback"]),
+        _head(found["value_prompt_reasoning"], s=""),
+    )
     return LatsPrompts(expand, value, lambda trajectory: found["reflection_prompt"].format(trajectory=trajectory),
                        source=f"{path}#{','.join(REFERENCE_STRINGS)}", heads=heads)  # fmt: skip
 
 
-def _literal_head(template: str) -> str:
-    """The text a `str.format` template begins with, up to its first field."""
+def _head(template: str, **constant: str) -> str:
+    """The text a `str.format` template begins with, its `constant` fields filled, up to its first other field."""
     import string
 
-    literal, *_ = next(iter(string.Formatter().parse(template)), ("", None))
-    return literal
+    head = []
+    for literal, field, _, _ in string.Formatter().parse(template):
+        head.append(literal)
+        if field is None or field not in constant:
+            break
+        head.append(constant[field])
+    return "".join(head)
 
 
 WRONG = "This trajectory is wrong.\nThus the correctness score is 1"  # how own value prompts show a failed one

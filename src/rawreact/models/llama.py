@@ -170,8 +170,8 @@ class LlamaModel:
         """
         if not self.reuse_cache:
             return
-        if text not in self._prefixes:
-            self._prefixes[text] = self.tokenize(text)
+        # Last used last: an engine made later (the samples' context, on the first sample) keeps the last PREFIXES.
+        self._prefixes[text] = self._prefixes.pop(text, None) or self.tokenize(text)
         # Every time, not only the first: an engine keeps the prefixes used last (batch.PREFIXES of them), so
         # a prompt used again after others (a Reflexion run's, between its reflections) is kept again.
         for engine in (self._engine, *self._samplers.values()):
