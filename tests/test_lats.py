@@ -309,6 +309,45 @@ def test_lats_reference_calls_are_the_repositorys_byte_for_byte_on_twenty_questi
     assert kinds == {"expand", "value", "reflect"} and sent > 400  # every kind of call, hundreds of them
 
 
+class Kept(Recorded):
+    """A recorded model that also keeps the head it was last told to keep, and which it was when each prompt came."""
+
+    def __init__(self, reply) -> None:
+        super().__init__(reply)
+        self.kept, self.heads = "", []
+
+    def keep_prefix(self, text: str) -> None:
+        self.kept = text
+
+    def complete(self, prompt, **options):
+        self.heads.append(self.kept)
+        return super().complete(prompt, **options)
+
+
+def test_each_call_keeps_all_its_prompt_but_the_question_and_steps(rows, tmp_path):
+    """Before each expansion and value the search tells the model the head its prompt begins with: everything but the
+    question and its steps, the reflections included (the embedded model then evaluates only those; before, an
+    expansion after reflections evaluated them, 1,700 tokens a call on Qwen2.5-Coder-1.5B)."""
+    checkout = _checkout(tmp_path / "LATS")
+    data = from_rows(tmp_path / "rows.json", "0" * 64, list(enumerate(rows[:6], 1)), "row")
+    kinds = {"expand": 0, "value": 0, "reflected": 0}
+    for n, question in enumerate(data.questions):
+        model = Kept(replies(question.answer, list(question.passages)[:4], n))
+        options = {"prompts": reference_prompts(str(checkout / "hotpot" / "hotpot.py"), words), "evaluator": "em",
+                   "gold": question.answer, "iterations": 6}  # fmt: skip
+        solve(question.question, data.env(question, loop="reference"), model, "", method="lats", loop="reference",
+              lats=options)  # fmt: skip
+        for prompt, head in zip(model.sent, model.heads, strict=True):
+            if prompt.endswith("Reflection:"):  # a reflection's prompt shares nothing with the next one's
+                continue
+            assert head and prompt.startswith(head), (head, prompt)
+            assert prompt[len(head) :].startswith(f"Question: {question.question}"), prompt[len(head) :]
+            kind = "value" if prompt.endswith("This trajectory is ") else "expand"
+            kinds[kind] += 1
+            kinds["reflected"] += " I stopped too early" in head
+    assert kinds["expand"] > 50 and kinds["value"] > 50 and kinds["reflected"] > 20, kinds
+
+
 def test_values_and_failed_trajectories_are_read_as_the_repository_reads_them():
     assert [value_of(t) for t in ("score 10", "is 9.", "7 or 3", "none", "1")] == [1.0, 0.9, 0.7, -1.0, 0.1]
     shown = (

@@ -34,6 +34,7 @@ SAMPLES, VALUES, ITERATIONS, TEMPERATURE = 5, 1, 30, 1.0
 DEPTH, ROLLOUT_DEPTH, ROLLOUT_SAMPLES = 7, 4, 5  # expand_node's `depth >= 7`; rollout's max_depth=4 and n = 5
 MAX_TOKENS = 100  # models.gpt's max_tokens
 STOP = "Observation"  # generate_new_states' stop
+MARK = "\x00"  # stands for a question and its steps, to find what the prompts of a kind share
 REFLECTING = 4  # reflections are written while there are fewer than this many distinct failed trajectories
 EMPTY_TRIES = 8  # rawreact's own rules: expansions in a row that give no step before the node counts as terminal
 
@@ -80,17 +81,20 @@ class Tree:
         self.nodes.append(node)
         return node
 
-    def _keep_head(self, prompt: str) -> None:
-        """Tell the model which head `prompt` begins with, just before asking: it keeps the heads used last (two),
-        so the expansion's (its form before or after reflections) and the value's stay computed."""
-        head = max((head for head in self.prompts.heads if head and prompt.startswith(head)), key=len, default="")
+    def _keep_head(self, prompt: str, fixed: str = "") -> None:
+        """Tell the model which head `prompt` begins with, just before asking: `fixed` (what the prompts of this
+        kind share while the reflections stay the same: the exemplars and the reflections), or else the longest of
+        the prompts' heads that it begins with. The model keeps the heads used last (two), so the expansion's and
+        the value's stay computed, and each call evaluates only its question and steps."""
+        heads = [fixed, *self.prompts.heads]
+        head = max((head for head in heads if head and prompt.startswith(head)), key=len, default="")
         if head:
             keep_prefix(self.model, head)
 
-    def _sample(self, kind: str, prompt: str, n: int, stop: list[str]) -> list[Completion]:
+    def _sample(self, kind: str, prompt: str, n: int, stop: list[str], fixed: str = "") -> list[Completion]:
         # lats.py's reflections call the model without the run's temperature (models.gpt's default, 1.0)
         temperature = TEMPERATURE if self.reference and kind == "reflect" else self.temperature
-        self._keep_head(prompt)
+        self._keep_head(prompt, fixed)
         made = self.model.sample(prompt, n=n, temperature=temperature, seed=self.seed + len(self.calls),
                                  stop=stop, max_tokens=self.max_tokens)  # fmt: skip
         self.calls += [Call(kind, c) for c in made]
@@ -143,8 +147,9 @@ class Tree:
         head = f"Thought {node.depth + 1}:" + (" " if self.reference else "")  # lats.py's y ends in a space
         # lats.py glues the step's header to the line before (`...?Thought 1:`); rawreact's own rules lay the
         # steps out as its exemplars and `--method react` do, a line each
+        fixed = self.prompts.expand(MARK, self.reflections).partition(MARK)[0]  # the part no question changes
         made = self._sample("expand", self.prompts.expand(x + ("" if self.reference else "\n") + head,
-                                                          self.reflections), n, [STOP])  # fmt: skip
+                                                          self.reflections), n, [STOP], fixed)  # fmt: skip
         first = len(self.calls) - len(made)
         unique: dict[str, Node] = {}
         for k, call in enumerate(made):
@@ -213,7 +218,8 @@ class Tree:
         prompts = {text: self.prompts.value(text, self.unique_failed(), self.reflections) for text in texts}
         asked = list(dict.fromkeys(p for p in prompts.values() if p not in self.value_cache))
         first = {prompt: len(self.calls) + k * self.values for k, prompt in enumerate(asked)}  # each one's first call
-        for prompt, made in zip(asked, self._sample_each("value", asked, self.values), strict=True):
+        fixed = self.prompts.value(MARK, self.unique_failed(), self.reflections).partition(MARK)[0]
+        for prompt, made in zip(asked, self._sample_each("value", asked, self.values, fixed), strict=True):
             self.value_cache[prompt] = value_of(made[0].text)  # value_outputs_unwrap reads the first sample only
         values, seen = [], set()
         for child, text in zip(children, texts, strict=True):
@@ -226,13 +232,13 @@ class Tree:
             values.append(self.value_cache[prompts[text]])
         return values
 
-    def _sample_each(self, kind: str, prompts: list[str], n: int) -> list[list[Completion]]:
+    def _sample_each(self, kind: str, prompts: list[str], n: int, fixed: str = "") -> list[list[Completion]]:
         """`n` samples of each prompt, as `_sample` of each in turn would draw them; single samples of several
         prompts decoded side by side where the model can (the embedded one: `sample_each`)."""
         each = getattr(self.model, "sample_each", None)
         if n != 1 or len(prompts) < 2 or each is None:
-            return [self._sample(kind, prompt, n, []) for prompt in prompts]
-        self._keep_head(prompts[0])
+            return [self._sample(kind, prompt, n, [], fixed) for prompt in prompts]
+        self._keep_head(prompts[0], fixed)
         seeds = [self.seed + len(self.calls) + k for k in range(len(prompts))]
         made = each(prompts, temperature=self.temperature, seeds=seeds, stop=[], max_tokens=self.max_tokens)
         self.calls += [Call(kind, c) for c in made]
