@@ -171,7 +171,10 @@ class LlamaModel:
         if not self.reuse_cache:
             return
         # Last used last: an engine made later (the samples' context, on the first sample) keeps the last PREFIXES.
+        # A few are remembered, not all: LATS keeps a new one each time its reflections change.
         self._prefixes[text] = self._prefixes.pop(text, None) or self.tokenize(text)
+        for old in list(self._prefixes)[:-REMEMBERED]:
+            del self._prefixes[old]
         # Every time, not only the first: an engine keeps the prefixes used last (batch.PREFIXES of them), so
         # a prompt used again after others (a Reflexion run's, between its reflections) is kept again.
         for engine in (self._engine, *self._samplers.values()):
@@ -336,6 +339,7 @@ class LlamaModel:
         return [_completion(r, seconds if k == 0 else 0.0) for k, r in enumerate(requests)]
 
 
+REMEMBERED = 8  # kept prefixes remembered for engines made later, the last used
 SAMPLE_STREAMS = 8  # the samples' context has room for this many at least, so that LATS's 5 and 1 share one
 
 
