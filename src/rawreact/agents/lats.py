@@ -11,6 +11,9 @@ needed). The search ends at the first terminal node of reward 1, or after `itera
 reward. Each failed finish is a failed trajectory; while there are fewer than four distinct ones (by answer), each new
 one brings reflections on them all, which every expansion prompt then carries.
 
+One room: the search's steps (select, expand, value, roll out, back up, reflect) share one tree, its calls and one
+environment, and read in the order of lats.py's functions; split, each would take the whole tree as an argument.
+
 Two sets of rules share the search (their prompts: `lats_prompts`; the search's record: `lats_records`). rawreact's
 own (the default): its ReAct prompt and exemplars for the steps, its value prompt (prompts/lats/), its Reflexion
 reflection prompt, each node's environment its own (the path's actions replayed on a fresh one), the tolerant parser,
