@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from rawreact import DataError, ScriptedModel, Settings, read_run, solve
+from rawreact.agents.lats import MARK
 from rawreact.agents.lats_prompts import reference_prompts, value_of, words
 from rawreact.agents.lats_records import trajectory_text
 from rawreact.cli.app import main
@@ -464,8 +465,9 @@ def test_reference_values_and_expansions_start_from_their_kept_exemplars(rows, t
     steps = load_prompt().text.replace("{", "{{").replace("}", "}}") + "{input}"  # exemplars the model follows
     checkout = _checkout(tmp_path / "LATS", dict(STRINGS, cot_prompt=steps, value_prompt_reasoning=value))
     prompts = reference_prompts(str(checkout / "hotpot" / "hotpot.py"), lambda text: len(gemma.tokenize(text)))
-    head = len(gemma.tokenize(prompts.heads[-1]))
-    assert prompts.heads[-1].endswith(solved) and head > 700  # the exemplars, not the instruction's first line
+    value_head = prompts.value(MARK, [], []).partition(MARK)[0]  # what the search keeps for its values
+    head = len(gemma.tokenize(value_head))
+    assert value_head.endswith(solved) and head > 700  # the exemplars, not the instruction's first line
     data = from_rows(tmp_path / "rows.json", "0" * 64, list(enumerate(rows[:1], 1)), "row")
     [question] = data.questions
     options = {"prompts": prompts, "evaluator": "em", "gold": question.answer, "iterations": 3, "samples": 2,
@@ -476,7 +478,11 @@ def test_reference_values_and_expansions_start_from_their_kept_exemplars(rows, t
     for call in out.search.calls:
         if call.completion.evaluated_tokens:  # a sample's first: the others share its prompt's cells
             kinds[call.kind].append((call.completion.evaluated_tokens, call.completion.prompt_tokens))
-    values, expansions, steps = kinds["value"], kinds["expand"], len(gemma.tokenize(prompts.heads[0]))
+    values, expansions, steps = (
+        kinds["value"],
+        kinds["expand"],
+        len(gemma.tokenize(prompts.expand(MARK, []).partition(MARK)[0])),
+    )
     assert len(values) >= 4 and len(expansions) >= 2, kinds
     # The first calls of a kind compute its head (the first two values decode side by side as it is computed);
     # every later call evaluates only what follows the head.

@@ -37,7 +37,11 @@ SAMPLES, VALUES, ITERATIONS, TEMPERATURE = 5, 1, 30, 1.0
 DEPTH, ROLLOUT_DEPTH, ROLLOUT_SAMPLES = 7, 4, 5  # expand_node's `depth >= 7`; rollout's max_depth=4 and n = 5
 MAX_TOKENS = 100  # models.gpt's max_tokens
 STOP = "Observation"  # generate_new_states' stop
-MARK = "\x00"  # stands for a question and its steps, to find what the prompts of a kind share
+# Stands for a question and its steps: a prompt made around it, cut there, is what the prompts of a kind share (the
+# exemplars, the reflections so far), with every other field filled as a real prompt fills it; the repository's
+# value template names `{s}` in its instruction, filled with "", so a head cut at its first field ended in a token
+# (" ") that no prompt has (' "').
+MARK = "\x00"
 REFLECTING = 4  # reflections are written while there are fewer than this many distinct failed trajectories
 EMPTY_TRIES = 8  # rawreact's own rules: expansions in a row that give no step before the node counts as terminal
 
@@ -73,8 +77,6 @@ class Tree:
         self.reflections: list[dict] = []
         self.value_cache: dict[str, float] = {}
         self.root = self._node(None)
-        for head in prompts.heads:  # each expansion and value starts from their state, computed once (embedded model)
-            keep_prefix(model, head)
         if reference:  # one environment for the whole search, as lats.py's global `env`, going on after a finish
             env.reset()
             env.goes_on = True
@@ -84,15 +86,12 @@ class Tree:
         self.nodes.append(node)
         return node
 
-    def _keep_head(self, prompt: str, fixed: str = "") -> None:
-        """Tell the model which head `prompt` begins with, just before asking: `fixed` (what the prompts of this
-        kind share while the reflections stay the same: the exemplars and the reflections), or else the longest of
-        the prompts' heads that it begins with. The model keeps the heads used last (two), so the expansion's and
-        the value's stay computed, and each call evaluates only its question and steps."""
-        heads = [fixed, *self.prompts.heads]
-        head = max((head for head in heads if head and prompt.startswith(head)), key=len, default="")
-        if head:
-            keep_prefix(self.model, head)
+    def _keep_head(self, prompt: str, fixed: str) -> None:
+        """Tell the model, just before asking, that `prompt` begins with `fixed` (what the prompts of its kind share
+        while the reflections stay the same: see MARK), where it does. The model keeps the heads used last (two), so
+        the expansion's and the value's stay computed, and each call evaluates only its question and steps."""
+        if fixed and prompt.startswith(fixed):
+            keep_prefix(self.model, fixed)
 
     def _sample(self, kind: str, prompt: str, n: int, stop: list[str], fixed: str = "") -> list[Completion]:
         # lats.py's reflections call the model without the run's temperature (models.gpt's default, 1.0)
@@ -218,10 +217,11 @@ class Tree:
     def value_children(self, children: list[Node]) -> list[float]:
         """lats.py's `get_values` over the non-terminal children (a repeated text is valued 0)."""
         texts = [self.text(child) for child in children]
-        prompts = {text: self.prompts.value(text, self.unique_failed(), self.reflections) for text in texts}
+        failed = self.unique_failed()
+        prompts = {text: self.prompts.value(text, failed, self.reflections) for text in texts}
         asked = list(dict.fromkeys(p for p in prompts.values() if p not in self.value_cache))
         first = {prompt: len(self.calls) + k * self.values for k, prompt in enumerate(asked)}  # each one's first call
-        fixed = self.prompts.value(MARK, self.unique_failed(), self.reflections).partition(MARK)[0]
+        fixed = self.prompts.value(MARK, failed, self.reflections).partition(MARK)[0]
         for prompt, made in zip(asked, self._sample_each("value", asked, self.values, fixed), strict=True):
             self.value_cache[prompt] = value_of(made[0].text)  # value_outputs_unwrap reads the first sample only
         values, seen = [], set()

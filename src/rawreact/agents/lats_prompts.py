@@ -20,7 +20,6 @@ class LatsPrompts:
     value: Callable[[str, list[str], list[dict]], str]
     reflect: Callable[[str], str]
     source: str = ""
-    heads: tuple[str, ...] = ()  # the text every expansion and every value prompt begins with, kept by the model
 
 
 @dataclass(frozen=True)
@@ -127,28 +126,8 @@ def reference_prompts(path: str, count: Callable[[str], int]) -> LatsPrompts:
     def value(text: str, failed: list[str], reflections: list[dict]) -> str:
         return found["value_prompt_reasoning"].format(s="", input=text + "\nThis trajectory is ")
 
-    # What every prompt of a kind begins with: the expansion's (before and after reflections) and the value's, whose
-    # first field `{s}` is always "" (a head cut there, at "score is ", would end in a token the prompt never has).
-    heads = (
-        _head(found["cot_prompt"]),
-        _head(found["cot_prompt_feedback"]),
-        _head(found["value_prompt_reasoning"], s=""),
-    )
     return LatsPrompts(expand, value, lambda trajectory: found["reflection_prompt"].format(trajectory=trajectory),
-                       source=f"{path}#{','.join(REFERENCE_STRINGS)}", heads=heads)  # fmt: skip
-
-
-def _head(template: str, **constant: str) -> str:
-    """The text a `str.format` template begins with, its `constant` fields filled, up to its first other field."""
-    import string
-
-    head = []
-    for literal, field, _, _ in string.Formatter().parse(template):
-        head.append(literal)
-        if field is None or field not in constant:
-            break
-        head.append(constant[field])
-    return "".join(head)
+                       source=f"{path}#{','.join(REFERENCE_STRINGS)}")  # fmt: skip
 
 
 WRONG = "This trajectory is wrong.\nThus the correctness score is 1"  # how own value prompts show a failed one
@@ -174,7 +153,7 @@ def own_prompts(steps: str, value_text: str, reflect, source: str = "") -> LatsP
         question, _, rest = trajectory.partition("\n")
         return reflect.text(question.removeprefix("Question: "), rest.strip("\n"))
 
-    return LatsPrompts(expand, value, reflection, source=source, heads=(steps, value_text))
+    return LatsPrompts(expand, value, reflection, source=source)
 
 
 SCORES = [("10", 1.0), ("9", 0.9), ("8", 0.8), ("7", 0.7), ("6", 0.6), ("5", 0.5), ("4", 0.4), ("3", 0.3),
