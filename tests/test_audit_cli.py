@@ -239,6 +239,26 @@ sys.exit(main(["report", "missing.jsonl"]))
     assert done.returncode == 130 and done.stderr == "\nrawreact: interrupted\n"
 
 
+@pytest.mark.parametrize("name, code", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_signal_just_after_the_command_returned_ends_it_quietly(name, code):
+    """Seen in CI once: a second Ctrl-C a moment after a run's last line, in the console script's frame before
+    it let its handler go, ended the process with a traceback and -2. The command here returns 0 with the
+    signal pending, so that the handler raises in the console script's frame."""
+    probe = f"""
+import os, signal
+import rawreact.console as console
+from rawreact.cli import terminal
+def command(argv):
+    terminal.take_interrupts()
+    os.kill(os.getpid(), signal.{name})
+    return 0
+console.main = command
+console.run([])
+"""
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stderr) == (code, "")
+
+
 def test_the_console_script_loads_nothing_heavy_before_it_can_handle_ctrl_c():
     code = "import sys, rawreact.console; print(sorted(m for m in sys.modules if m.split('.')[0] in SET))"
     code = code.replace("SET", "{'numpy', 'tqdm', 'llama_cpp', 'ollama', 'rawreact'}")

@@ -37,9 +37,20 @@ def run(argv: list[str] | None = None) -> None:
     record, the manifest, the trials under way), so a stopped command ends at once instead, past the
     interpreter's teardown, once its own output is flushed.
     """
-    code = main(argv)
+    code, called = STOPPED[0], False
+    while True:  # a Ctrl-C or SIGTERM that lands after the command returned, before the handler is let go
+        try:
+            if not called:
+                called = True
+                code = main(argv)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # from here a Ctrl-C would only print a traceback
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)  # and SIGTERM ends the process as it does any other
+            break
+        except KeyboardInterrupt:  # seen in CI once: exit -2, a second Ctrl-C a moment after the run's last line
+            from rawreact.cli.terminal import stopped_code
+
+            code = stopped_code()
     if code in STOPPED:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a third Ctrl-C now would only print a traceback
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing more can be said
                 stream.flush()
