@@ -18,7 +18,8 @@ Act, free and under the commands grammar; `--scienceworld` picks other episodes,
 the game loop's 49 where left out).
 
 Every sitting appends what it took to `OUT/sittings.jsonl` (method, date, questions done before and after, CPU
-seconds of the run's process and its children, wall seconds), and the report at the end gives, beside
+seconds of the run's process and its children, wall seconds; a sitting killed outright keeps its last
+half-minute's reading, `"code": null`), and the report at the end gives, beside
 `rawreact compare-runs`' table (EM and F1 with 95% intervals, each method paired against ReAct), the CPU seconds a
 question each method took over all its sittings, and Reflexion's and LATS's reports (Reflexion's with the share
 of questions solved after each trial).
@@ -87,18 +88,57 @@ def sitting(method: str, args, out: Path) -> int:
     return timed(command, run, out, {"method": method}, args.threads, "questions")
 
 
-def timed(command: list[str], run: Path, out: Path, named: dict, threads: int, unit: str) -> int:
+def timed(command: list[str], run: Path, out: Path, named: dict, threads: int, unit: str, every: float = 30.0) -> int:
     """Run one sitting's command, appending what it took to OUT/sittings.jsonl (`named`: the method or row, its
-    key); the run's exit code. benchmarks/humaneval.py keeps its sittings the same way."""
+    key); the run's exit code. benchmarks/humaneval.py keeps its sittings the same way.
+
+    Every `every` seconds the sitting so far (the run's CPU from /proc, questions done) is written to
+    OUT/NAME.sitting.json, so a sitting killed outright (SIGKILL, a machine stopped) is not lost: the next sitting
+    of the same name appends it first, marked `"code": null` with the last reading's figures."""
+    name = next(iter(named.values()))
+    still_open = out / f"{name}.sitting.json"
+    if still_open.exists():
+        append_sitting(out, json.loads(still_open.read_text()))
+        still_open.unlink()
+        print(f"{name}: the last sitting was killed; its last reading is in {out / 'sittings.jsonl'}", flush=True)
     before, cpu, wall = done(run), children_cpu(), time.perf_counter()
-    print(f"{next(iter(named.values()))}: {before} {unit} done before this sitting", flush=True)
-    code = subprocess.run(command).returncode
-    said = named | {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "before": before, "after": done(run),
-                    "cpu": children_cpu() - cpu, "wall": time.perf_counter() - wall, "code": code,
-                    "cpu_name": cpu_name(), "threads": threads, "command": command[1:]}  # fmt: skip
+    print(f"{name}: {before} {unit} done before this sitting", flush=True)
+    said = named | {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "before": before, "after": before, "cpu": 0.0,
+                    "wall": 0.0, "code": None, "cpu_name": cpu_name(), "threads": threads,
+                    "command": command[1:]}  # fmt: skip
+    child = subprocess.Popen(command)
+    while True:
+        try:
+            code = child.wait(timeout=every)
+            break
+        except subprocess.TimeoutExpired:
+            spent = process_cpu(child.pid)
+            if spent is not None:
+                reading = said | {"after": done(run), "cpu": spent, "wall": time.perf_counter() - wall}
+                still_open.with_suffix(".part").write_text(json.dumps(reading))
+                still_open.with_suffix(".part").replace(still_open)
+        except KeyboardInterrupt:  # the run had the same Ctrl-C: it stops after what it is doing
+            code = child.wait()
+            break
+    said |= {"after": done(run), "cpu": children_cpu() - cpu, "wall": time.perf_counter() - wall, "code": code}
+    append_sitting(out, said)
+    still_open.unlink(missing_ok=True)
+    return code
+
+
+def append_sitting(out: Path, said: dict) -> None:
     with open(out / "sittings.jsonl", "a") as log:
         log.write(json.dumps(said) + "\n")
-    return code
+
+
+def process_cpu(pid: int) -> float | None:
+    """CPU seconds of a running process and of the children it has waited for (Linux's /proc/PID/stat: utime,
+    stime, cutime, cstime); None where there is no /proc."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return sum(int(field) for field in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 def cpu_a_question(out: Path, key: str = "method") -> dict[str, float]:
