@@ -300,3 +300,72 @@ def test_run_questions_from_python_store_the_prompt_once_too(rows, tmp_path):
     results = list(run_questions(data.questions, data.env, model, load_prompt(k=1), out=out))
     assert [r.em for r in results] == [1.0] * 3
     assert [r["trajectory"]["prompt"] for r in read_run(out)[1]] == [load_prompt(k=1).text] * 3
+
+
+# Which code made a run: the version number names many commits.
+
+
+def _fingerprint(monkeypatch, package):
+    from rawreact.core import resources
+
+    monkeypatch.setattr(resources, "_PACKAGE", package)
+    resources.source_fingerprint.cache_clear()
+    try:
+        return resources.source_fingerprint()
+    finally:
+        resources.source_fingerprint.cache_clear()
+
+
+def test_the_source_fingerprint_changes_with_a_byte_of_the_code_and_names_a_checkouts_commit(monkeypatch, tmp_path):
+    package = tmp_path / "rawreact"
+    (package / "core").mkdir(parents=True)
+    (package / "__init__.py").write_text("x = 1\n")
+    (package / "core" / "a.py").write_text("y = 2\n")
+    first = _fingerprint(monkeypatch, package)
+    assert first["files"] == 2 and re.fullmatch(r"[0-9a-f]{64}", first["sha256"]) and "commit" not in first
+    (package / "__pycache__").mkdir()
+    (package / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"\0compiled")
+    assert _fingerprint(monkeypatch, package) == first  # compiled files are not the code
+    (package / "core" / "a.py").write_text("y = 3\n")
+    edited = _fingerprint(monkeypatch, package)
+    assert edited["sha256"] != first["sha256"]
+    (package / "core" / "a.py").rename(package / "a.py")  # the same bytes under another path
+    moved = _fingerprint(monkeypatch, package)
+    assert moved["sha256"] != edited["sha256"] and moved["files"] == 2
+
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    if subprocess.run(["git", "--version"], capture_output=True).returncode != 0:
+        pytest.skip("git is not installed")
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "c"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    assert _fingerprint(monkeypatch, package) == moved | {"commit": head, "changed": False}
+    (package / "a.py").write_text("y = 4\n")
+    assert _fingerprint(monkeypatch, package)["changed"] is True
+
+
+def test_a_resume_by_other_code_is_recorded_and_said(monkeypatch, tmp_path):
+    from rawreact.core.resources import source_fingerprint, source_named
+    from rawreact.runs import runfile
+
+    out = tmp_path / "run.jsonl"
+    sink = RunFile(out, {"model": "x"})
+    assert sink.manifest["source"] == source_fingerprint() and sink.other_source is None
+    sink.append(_record("a", "t"))
+    sink.close()
+    same = RunFile(out, {"model": "x"}, resume=True)
+    same.close()
+    assert same.other_source is None  # the same code: nothing to say
+
+    other = {"sha256": "f" * 64, "files": 1, "commit": "a" * 40, "changed": True}
+    monkeypatch.setattr(runfile, "source_fingerprint", lambda: other)
+    resumed = RunFile(out, {"model": "x"}, resume=True)
+    resumed.close()
+    assert resumed.other_source == (
+        f"{out}'s 1 finished records were written by other rawreact code ({source_named(source_fingerprint())}) "
+        "than this sitting runs (commit aaaaaaaaaaaa with changes); its manifest lists both"
+    )
+    manifest = read_run(out)[0]
+    assert [r["source"] for r in manifest["resumes"]] == [source_fingerprint(), other]
+    assert manifest["source"] == source_fingerprint()  # the start's, kept

@@ -58,6 +58,8 @@ def _run(args: argparse.Namespace, stack: ExitStack) -> int:
     model, sink = plan.open(model, facts, ray=None if cluster is None else cluster.described())
     ids = {q.id for q in questions}
     done = [] if sink is None else [r for r in sink.done.values() if r["id"] in ids]
+    if sink is not None and sink.other_source:
+        print(f"rawreact: note: {sink.other_source}", file=sys.stderr, flush=True)
     task = plan.task
     loop = game_loop_said(settings, task.name) if task.style == "commands" else loop_said(settings)
     if task.writes_programs:

@@ -15,6 +15,7 @@ from pathlib import Path
 from rawreact import __version__
 from rawreact.agents.guardrails import ENDINGS
 from rawreact.core.errors import DataError
+from rawreact.core.resources import source_named
 from rawreact.core.stats import RESAMPLES, intervals_said, score_interval
 from rawreact.core.tasks import TASK_TYPES, TaskType, of_records, task_type
 from rawreact.core.text import plural
@@ -163,6 +164,7 @@ def _inputs(runs: dict[str, str | Path], manifests: dict[str, dict | None]) -> s
                 "passages": str(config.get("passages") or "own"),
                 "passages sha256": str(config.get("passages_sha256") or "-")[:12],
                 "rawreact": str((manifest or {}).get("rawreact", "?")),
+                "code": source_named((manifest or {}).get("source")),
             }
         )
     return '<h3>Inputs</h3><p class="note">From each run\'s manifest ("?": the manifest is missing).</p>' + _table(

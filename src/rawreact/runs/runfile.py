@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rawreact.core.errors import DataError
 from rawreact.core.folders import make_parents, remove_made
-from rawreact.core.resources import installed_versions
+from rawreact.core.resources import installed_versions, source_fingerprint, source_named
 from rawreact.models.cores import cpu_facts
 from rawreact.models.specs import SERVERS, model_origin, without_place
 from rawreact.runs.records import (
@@ -123,6 +123,7 @@ class RunFile:
         refuse_start(self.path, resume)
         self.done: dict[str, dict] = {}
         self.manifest: dict = {}
+        self.other_source: str | None = None  # a resume's note when the code differs from the last sitting's
         if existing:
             self._recover()
         else:
@@ -133,6 +134,7 @@ class RunFile:
                 "rawreact": __version__,
                 "created": created,
                 "versions": installed_versions("llama-cpp-python", "numpy"),
+                "source": source_fingerprint(),  # the code itself: 0.2.0 names many commits
                 # The CPU by family, model and vector extensions: one model name covers CPUs 3x apart.
                 "cpu": cpu_facts(),
                 "model_origin": model_origin(self.config.get("model")),
@@ -165,7 +167,16 @@ class RunFile:
         if whole < len(data):  # a crash cut the last line: drop it, so its question runs again
             os.truncate(self.path, whole)
         self.done = {record["id"]: record for record in records}
-        resumed = {"at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "done": len(records), "command": COMMAND, **self.details}
+        source = source_fingerprint()
+        resumed = {"at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "done": len(records), "command": COMMAND,
+                   "source": source, **self.details}  # fmt: skip
+        sources = [self.manifest.get("source")] + [r.get("source") for r in self.manifest.get("resumes", [])]
+        last = next((s for s in reversed(sources) if isinstance(s, dict) and "sha256" in s), None)
+        if records and last is not None and last["sha256"] != source["sha256"]:
+            self.other_source = (
+                f"{self.path}'s {len(records)} finished records were written by other rawreact code "
+                f"({source_named(last)}) than this sitting runs ({source_named(source)}); its manifest lists both"
+            )
         self.manifest = {**self.manifest, "config": self.config, **self.details}
         self.manifest.setdefault("prompts", {})
         self.manifest["resumes"] = [*self.manifest.get("resumes", []), resumed]
