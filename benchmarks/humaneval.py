@@ -3,7 +3,7 @@ implementations and `lats`, paired against `simple` (on the problems both ran), 
 folder with the CPU every sitting took.
 
     python benchmarks/humaneval.py --model qwen2.5-coder-1.5b --prompt chat --out runs/humaneval-qwen \\
-        [--problems 0-163] [--threads 2] [--methods simple reflexion-2 reflexion-5 lats] [--report-only]
+        [--problems 0-163] [--threads N] [--methods simple reflexion-2 reflexion-5 lats] [--report-only]
 
 Each row is one `rawreact run humaneval:PROBLEMS --method M --out OUT/ROW.jsonl --resume`, so an interrupted
 sitting goes on where it stopped when the same command is given again. `--prompt chat` sends the shipped ChatML
@@ -18,6 +18,11 @@ interval, not that the protocols are one.
 
 Every sitting appends what it took to `OUT/sittings.jsonl`; the report gives `rawreact compare-runs`' table
 (pass@1 with Wilson's interval, each row paired against `simple`) and the CPU seconds a problem of each row.
+
+`--keep LEDGER` (benchmarks/kept.py; the team's is benchmarks/results/humaneval-qwen.kept.jsonl) adds each sitting's
+problems and CPU to a ledger, runs only the problems it does not hold yet (the choice is written once, to
+OUT/ROW.problems, so a resume in the same folder runs the same problems), and prints the ledger's table, which
+counts the problems of every sitting that kept there, on any machine.
 """
 
 import argparse
@@ -26,6 +31,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import kept
 from paper_table import cpu_a_question, done, timed  # run as a script: its folder is on the path
 
 from rawreact.core.stats import wilson
@@ -42,10 +48,48 @@ PUBLISHED = {"qwen2.5-coder-1.5b": 70.7}  # HumanEval pass@1 (%), the model's te
 def sitting(row: str, args, out: Path) -> int:
     """Run (or resume) one row, recording what the sitting took (paper_table's sittings); the run's exit code."""
     run = out / f"{row}.jsonl"
+    problems = args.problems if args.keep is None else not_kept(row, args, out)
+    if not problems:
+        print(f"{row}: {args.keep} holds every problem asked for", flush=True)
+        return 0
     prompt = ["--prompt", args.prompt] if args.prompt else []
-    command = [sys.executable, "-m", "rawreact", "run", f"humaneval:{args.problems}", *ROWS[row], *prompt,
-               "--model", args.model, "--out", str(run), "--resume", "-q", "--threads", str(args.threads)]  # fmt: skip
-    return timed(command, run, out, {"row": row}, args.threads, "problems")
+    threads = [] if args.threads is None else ["--threads", str(args.threads)]
+    command = [sys.executable, "-m", "rawreact", "run", f"humaneval:{problems}", *ROWS[row], *prompt,
+               "--model", args.model, "--out", str(run), "--resume", "-q", *threads]  # fmt: skip
+    code = timed(command, run, out, {"row": row}, args.threads, "problems")
+    if args.keep is not None:
+        new = kept.keep(args.keep, row, run, out / "sittings.jsonl", cpu_name())
+        print(f"{row}: {new} problems added to {args.keep}", flush=True)
+    return code
+
+
+def not_kept(row: str, args, out: Path) -> str:
+    """The asked-for problems the ledger does not hold under the row, as numbers and ranges; chosen once a folder
+    (OUT/ROW.problems), so that the run's resumes ask for the same problems."""
+    chosen = out / f"{row}.problems"
+    if chosen.exists():
+        return chosen.read_text().strip()
+    held = {int(item.rsplit("/", 1)[1]) for item in kept.kept_ids(args.keep, row)}
+    numbers = [n for n in numbers_of(args.problems) if n not in held]
+    spans: list[list[int]] = []
+    for n in numbers:
+        if spans and spans[-1][1] == n - 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    problems = ",".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+    chosen.write_text(problems + "\n")
+    print(f"{row}: {len(held)} problems kept in {args.keep}; this folder runs {len(numbers)}: {problems}", flush=True)
+    return problems
+
+
+def numbers_of(spelled: str) -> list[int]:
+    """HumanEval's problem numbers in `0-9,42`."""
+    numbers = []
+    for part in spelled.split(","):
+        first, _, last = part.partition("-")
+        numbers += range(int(first), int(last or first) + 1)
+    return numbers
 
 
 def passed(run: Path) -> tuple[int, int]:
@@ -60,8 +104,9 @@ def main() -> int:
     parser.add_argument("--prompt", help="a folder of program prompts, or chat (the shipped ChatML ones)")
     parser.add_argument("--out", required=True, help="the folder of the runs")
     parser.add_argument("--problems", default="0-163", help="HumanEval's problems: numbers and ranges (0-163)")
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, help="the embedded model's llama.cpp threads (default: rawreact's)")
     parser.add_argument("--methods", nargs="+", default=list(ROWS), choices=list(ROWS))
+    parser.add_argument("--keep", type=Path, metavar="LEDGER", help="add the outcomes to a ledger (benchmarks/kept.py)")
     parser.add_argument("--report-only", action="store_true", help="print the tables of the runs so far")
     args = parser.parse_args()
     print(f"on {cpu_name()}", flush=True)
@@ -86,6 +131,10 @@ def main() -> int:
         held = "-" if published is None else f"{'yes' if published / 100 in share else 'no'} ({published})"
         cost = f"{costs[row]:.1f}" if row in costs else "-"
         print(f"| {row} | {n} | {share} | {cost} | {held} |")
+    if args.keep is not None:
+        for row in rows:  # what --report-only finds in the folder, too
+            kept.keep(args.keep, row, out / f"{row}.jsonl", out / "sittings.jsonl", cpu_name())
+        print(f"\n{args.keep}, every sitting kept there:\n\n{kept.table(args.keep, 'simple')}")
     return 0
 
 

