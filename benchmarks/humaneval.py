@@ -56,10 +56,14 @@ def sitting(row: str, args, out: Path) -> int:
     threads = [] if args.threads is None else ["--threads", str(args.threads)]
     command = [sys.executable, "-m", "rawreact", "run", f"humaneval:{problems}", *ROWS[row], *prompt,
                "--model", args.model, "--out", str(run), "--resume", "-q", *threads]  # fmt: skip
-    code = timed(command, run, out, {"row": row}, args.threads, "problems")
+    cpu = cpu_name()
+
+    def keep() -> int:
+        return kept.keep(args.keep, row, run, out / "sittings.jsonl", cpu)
+
+    code = timed(command, run, out, {"row": row}, args.threads, "problems", on_reading=keep if args.keep else None)
     if args.keep is not None:
-        new = kept.keep(args.keep, row, run, out / "sittings.jsonl", cpu_name())
-        print(f"{row}: {new} problems added to {args.keep}", flush=True)
+        print(f"{row}: {keep()} problems added to {args.keep}", flush=True)
     return code
 
 

@@ -97,13 +97,19 @@ def sitting(method: str, args, out: Path) -> int:
             print(f"{method}: {args.keep} holds every question asked for", flush=True)
             return 0
     command = [sys.executable, "-m", "rawreact", "run", data, *options, "--model", args.model, "--out", str(run),
-               "--resume", "-q", "--cache", str(out / "calls.sqlite"), "--cache-sampled", "--limit", str(limit)]  # fmt: skip
+               "--resume", "-q", "--cache", str(out / "calls.sqlite"), "--cache-sampled",
+               "--limit", str(limit)]  # fmt: skip
     if args.threads is not None:
         command += ["--threads", str(args.threads)]
-    code = timed(command, run, out, {"method": method}, args.threads, "questions")
-    if args.keep is not None and not game:
-        new = kept.keep(args.keep, method, run, out / "sittings.jsonl", cpu_name())
-        print(f"{method}: {new} questions added to {args.keep}", flush=True)
+    keeping = args.keep is not None and not game
+    cpu = cpu_name()
+
+    def keep() -> int:
+        return kept.keep(args.keep, method, run, out / "sittings.jsonl", cpu)
+
+    code = timed(command, run, out, {"method": method}, args.threads, "questions", on_reading=keep if keeping else None)
+    if keeping:
+        print(f"{method}: {keep()} questions added to {args.keep}", flush=True)
     return code
 
 
@@ -124,9 +130,12 @@ def not_kept(method: str, args, out: Path) -> tuple[str, int]:
     return str(chosen), len(json.loads(chosen.read_text(encoding="utf-8")))
 
 
-def timed(command: list[str], run: Path, out: Path, named: dict, threads: int, unit: str, every: float = 30.0) -> int:
+def timed(
+    command: list[str], run: Path, out: Path, named: dict, threads: int, unit: str, every: float = 30.0, on_reading=None
+) -> int:
     """Run one sitting's command, appending what it took to OUT/sittings.jsonl (`named`: the method or row, its
-    key); the run's exit code. benchmarks/humaneval.py keeps its sittings the same way.
+    key); the run's exit code. benchmarks/humaneval.py keeps its sittings the same way. `on_reading`, where given, is
+    called at every reading (a ledger keeps the items finished so far).
 
     Every `every` seconds the sitting so far (the run's CPU from /proc, questions done) is written to
     OUT/NAME.sitting.json, so a sitting killed outright (SIGKILL, a machine stopped) is not lost: the next sitting
@@ -153,6 +162,8 @@ def timed(command: list[str], run: Path, out: Path, named: dict, threads: int, u
                 reading = said | {"after": done(run), "cpu": spent, "wall": time.perf_counter() - wall}
                 still_open.with_suffix(".part").write_text(json.dumps(reading))
                 still_open.with_suffix(".part").replace(still_open)
+                if on_reading is not None:
+                    on_reading()
         except KeyboardInterrupt:  # the run had the same Ctrl-C: it stops after what it is doing
             code = child.wait()
             break

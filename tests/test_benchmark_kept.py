@@ -109,9 +109,9 @@ def test_paper_table_asks_only_the_questions_the_ledger_lacks_and_counts_reflexi
     ledger = tmp_path / "hotpotqa.kept.jsonl"
 
     def sitting(out: str, limit: int) -> str:
-        command = [sys.executable, str(BENCHMARKS / "paper_table.py"), "--data", str(data), "--reference", str(tmp_path),
-                   "--model", f"scripted:{script}", "--out", str(tmp_path / out), "--limit", str(limit),
-                   "--methods", "reflexion", "--keep", str(ledger)]  # fmt: skip
+        command = [sys.executable, str(BENCHMARKS / "paper_table.py"), "--data", str(data),
+                   "--reference", str(tmp_path), "--model", f"scripted:{script}", "--out", str(tmp_path / out),
+                   "--limit", str(limit), "--methods", "reflexion", "--keep", str(ledger)]  # fmt: skip
         done = subprocess.run(command, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout

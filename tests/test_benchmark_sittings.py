@@ -26,10 +26,15 @@ DRIVER = """
 import sys
 sys.path.insert(0, sys.argv[1])
 from pathlib import Path
-from paper_table import timed
+from paper_table import done, timed
 out = Path(sys.argv[2])
 command = [sys.executable, "-c", sys.argv[3], str(out / "m.jsonl"), sys.argv[4]]
-sys.exit(timed(command, out / "m.jsonl", out, {"method": "m"}, 1, "questions", every=0.1))
+
+def reading():  # what a ledger does at each reading: keep the questions done so far
+    with open(out / "readings", "a") as said:
+        said.write(f"{done(out / 'm.jsonl')}\\n")
+
+sys.exit(timed(command, out / "m.jsonl", out, {"method": "m"}, 1, "questions", every=0.1, on_reading=reading))
 """
 
 
@@ -62,6 +67,7 @@ def test_a_sitting_killed_outright_keeps_its_last_reading(tmp_path):
     os.killpg(driver.pid, signal.SIGKILL)  # the driver and its run, as a machine that stops takes them
     driver.wait(timeout=60)
     assert not (tmp_path / "sittings.jsonl").exists()  # the driver wrote nothing at its end
+    assert (tmp_path / "readings").read_text().splitlines()[-1] == "2"  # but its readings kept the 2 questions
 
     again = drive(tmp_path, "0")
     assert again.wait(timeout=120) == 0
