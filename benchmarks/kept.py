@@ -132,7 +132,7 @@ def table(ledger: Path, base: str, metric: str = "success") -> str:
         elif row != base:
             against = "-"
         calls = sum(e.get("model_calls") or 0 for e in items.values()) / len(items)
-        written = sum((e.get("tokens") or {}).get("completion_tokens", 0) for e in items.values()) / len(items)
+        written = sum((e.get("tokens") or {}).get("completion", 0) for e in items.values()) / len(items)
         spent, done = cpu.get(row, (0.0, 0))
         cost = f"{spent / done:.1f}" if done else "-"
         lines.append(f"| {row} | {len(items)} | {mean} | {against} | {calls:.1f} | {written:.0f} | {cost} |")

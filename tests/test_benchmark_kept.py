@@ -63,7 +63,7 @@ def test_the_table_pairs_a_row_with_the_base_on_the_items_both_hold_and_reflexio
 
     def item(row, n, success, trials=None):
         return {"row": row, "id": f"p/{n}", "success": success, "em": success, "trials": trials, "model_calls": 2,
-                "tokens": {"completion_tokens": 10}}  # fmt: skip
+                "tokens": {"completion": 10}}  # fmt: skip
 
     lines = [item("simple", n, s) for n, s in enumerate([1, 0, 1, 0])]
     lines += [item("lats", n, s) for n, s in enumerate([1, 1, 1, 0, 1])]  # p/4: lats only
