@@ -2,8 +2,8 @@
 trial, LATS and ScienceWorld, each a resumable run in one folder, with the CPU time every sitting took.
 
     RAWREACT_HOTPOTQA=FILE python benchmarks/paper_table.py --reference ~/ReAct --model qwen2.5-coder-1.5b \\
-        --out runs/qwen [--limit 100] [--threads N] [--methods react act ...] [--lats-reference ~/LATS]
-        [--scienceworld scienceworld:test_mini_mini] [--game-steps 30] [--report-only]
+        --out runs/qwen [--limit 100] [--threads N] [--shard K/N] [--keep LEDGER] [--methods react act ...]
+        [--lats-reference ~/LATS] [--scienceworld scienceworld:test_mini_mini] [--game-steps 30] [--report-only]
 
 Each method is one `rawreact run DATA --method M --out OUT/M.jsonl --resume`, so an interrupted sitting goes on
 where it stopped when the same command is given again. The seven rows take the paper's setup from `--reference`
@@ -27,8 +27,10 @@ of questions solved after each trial).
 `--keep LEDGER` (benchmarks/kept.py; the team's is benchmarks/results/hotpotqa-qwen.kept.jsonl) adds each sitting's
 questions and CPU to a ledger and asks only the questions it does not hold yet: the first `--limit` questions of
 the data less those, written once to OUT/METHOD.questions.json, so a resume in the same folder asks the same.
-The report then adds the ledger's table (EM, each method paired against react-tolerant) and Reflexion's share by
-trial over every question kept.
+Two processes can share the work on one ledger, each with its own OUT and `--shard 1/2` or `--shard 2/2` (every
+second question of the first `--limit`, counted before the kept ones are left out, so that the parts do not
+depend on when each process started). The report then adds the ledger's table (EM,
+each method paired against react-tolerant) and Reflexion's share by trial over every question kept.
 """
 
 import argparse
@@ -113,6 +115,19 @@ def sitting(method: str, args, out: Path) -> int:
     return code
 
 
+def shard(spelled: str | None) -> tuple[int, int]:
+    """`--shard K/N` as (K - 1, N); (0, 1) for all."""
+    if spelled is None:
+        return 0, 1
+    try:
+        part, parts = (int(n) for n in spelled.split("/"))
+    except ValueError:
+        part = parts = 0
+    if not 1 <= part <= parts:
+        raise SystemExit(f"--shard {spelled}: give K/N with 1 <= K <= N, such as 1/2")
+    return part - 1, parts
+
+
 def not_kept(method: str, args, out: Path) -> tuple[str, int]:
     """A data file of the first --limit questions the ledger does not hold under the method, and how many; chosen
     once a folder (OUT/METHOD.questions.json), so that the run's resumes ask the same questions."""
@@ -123,8 +138,11 @@ def not_kept(method: str, args, out: Path) -> tuple[str, int]:
         rows = json.loads(Path(args.data).read_text(encoding="utf-8"))
         if not isinstance(rows, list):
             raise SystemExit(f"{args.data}: --keep picks questions from a HotpotQA file (a JSON list of rows)")
+        part, parts = shard(args.shard)
         rows = rows[: args.limit]
-        left = [row for row, item in zip(rows, ids, strict=True) if item not in held]
+        left = [
+            row for n, (row, item) in enumerate(zip(rows, ids, strict=True)) if item not in held and n % parts == part
+        ]
         chosen.write_text(json.dumps(left, ensure_ascii=False))
         print(f"{method}: {len(ids) - len(left)} questions kept in {args.keep}; this folder asks {len(left)}")
     return str(chosen), len(json.loads(chosen.read_text(encoding="utf-8")))
@@ -216,10 +234,18 @@ def main() -> int:
         "--scienceworld", default=SCIENCEWORLD, help=f"the sw- methods' episodes (default: {SCIENCEWORLD})"
     )
     parser.add_argument("--game-steps", type=int, help="the sw- methods' step limit (default: the game loop's, 49)")
+    parser.add_argument(
+        "--shard",
+        metavar="K/N",
+        help="with --keep: ask the K-th of N parts of the questions (every N-th), one process a part",
+    )
     parser.add_argument("--keep", type=Path, metavar="LEDGER", help="add the outcomes to a ledger (benchmarks/kept.py)")
     parser.add_argument("--report-only", action="store_true", help="print the tables of the runs so far")
     args = parser.parse_args()
     print(f"on {cpu_name()}", flush=True)
+    if args.shard and not args.keep:
+        parser.error("--shard parts the questions a ledger lacks: give --keep LEDGER too")
+    shard(args.shard)  # a bad K/N said before any sitting
     if "lats" in args.methods and not args.lats_reference:
         parser.error("the lats method runs at its repository's settings: give --lats-reference DIR")
     out = Path(args.out)

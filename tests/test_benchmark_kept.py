@@ -108,10 +108,10 @@ def test_paper_table_asks_only_the_questions_the_ledger_lacks_and_counts_reflexi
     script.write_text(json.dumps({"questions": answers, "reflection": "Count the bells again."}))
     ledger = tmp_path / "hotpotqa.kept.jsonl"
 
-    def sitting(out: str, limit: int) -> str:
+    def sitting(out: str, limit: int, *more: str) -> str:
         command = [sys.executable, str(BENCHMARKS / "paper_table.py"), "--data", str(data),
                    "--reference", str(tmp_path), "--model", f"scripted:{script}", "--out", str(tmp_path / out),
-                   "--limit", str(limit), "--methods", "reflexion", "--keep", str(ledger)]  # fmt: skip
+                   "--limit", str(limit), "--methods", "reflexion", "--keep", str(ledger), *more]  # fmt: skip
         done = subprocess.run(command, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout
@@ -123,3 +123,10 @@ def test_paper_table_asks_only_the_questions_the_ledger_lacks_and_counts_reflexi
     assert [row["question"] for row in asked] == [QUESTIONS[2][0]]
     assert "| reflexion | 3 | 0.667 [0.208, 0.939] |" in said
     assert "| 1 | 3 | 2 | 0.667 [0.208, 0.939] |" in said and "| 5 | 1 | 0 | 0.667 [0.208, 0.939] |" in said
+
+    # two processes share the questions by shards, each in its own folder, on one ledger
+    ledger.unlink()
+    sitting("part1", 3, "--shard", "1/2")
+    said = sitting("part2", 3, "--shard", "2/2")
+    asked = [len((tmp_path / part / "reflexion.jsonl").read_text().splitlines()) for part in ("part1", "part2")]
+    assert asked == [2, 1] and "| reflexion | 3 | 0.667 [0.208, 0.939] |" in said
