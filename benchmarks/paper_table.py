@@ -144,7 +144,8 @@ def not_kept(method: str, args, out: Path) -> tuple[str, int]:
             row for n, (row, item) in enumerate(zip(rows, ids, strict=True)) if item not in held and n % parts == part
         ]
         chosen.write_text(json.dumps(left, ensure_ascii=False))
-        print(f"{method}: {len(ids) - len(left)} questions kept in {args.keep}; this folder asks {len(left)}")
+        part_of = "" if args.shard is None else f", of its part {args.shard}"
+        print(f"{method}: {len(held)} questions kept in {args.keep}; this folder asks {len(left)}{part_of}")
     return str(chosen), len(json.loads(chosen.read_text(encoding="utf-8")))
 
 
