@@ -18,6 +18,7 @@ sittings of every machine. An item kept twice under a row keeps its later outcom
 import argparse
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 
 from rawreact.core.stats import paired, wilson
@@ -136,6 +137,9 @@ def table(ledger: Path, base: str, metric: str = "success") -> str:
         spent, done = cpu.get(row, (0.0, 0))
         cost = f"{spent / done:.1f}" if done else "-"
         lines.append(f"| {row} | {len(items)} | {mean} | {against} | {calls:.1f} | {written:.0f} | {cost} |")
+    for what, key, width in (("CPU", "cpu_name", None), ("code", "commit", 12)):  # what the ledger mixes
+        counted = Counter((entry.get(key) or "unknown")[:width] for entry in outcomes.values())
+        lines.append(f"\nitems by {what}: " + "; ".join(f"{name}: {n}" for name, n in sorted(counted.items())))
     return "\n".join(lines)
 
 

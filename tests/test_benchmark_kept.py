@@ -51,6 +51,7 @@ def test_a_second_machine_runs_only_the_problems_the_ledger_lacks_and_the_table_
     outcomes, sittings = kept.read(ledger)
     assert len(outcomes) == 10 and [s["after"] for s in sittings] == [6, 4]
     assert "| simple | 10 | 0.500 [0.237, 0.763] | base | 1.0 |" in said
+    assert f"items by code: {(line['commit'] or 'unknown')[:12]}: 10" in said  # a checkout's commit, or none
 
     # a resume in the second folder asks the same problems, and keeping again adds nothing twice
     humaneval(tmp_path / "second", ledger, "0-9", script)
