@@ -36,6 +36,7 @@ from paper_table import cpu_a_question, done, timed  # run as a script: its fold
 
 from rawreact.core.stats import wilson
 from rawreact.models.cores import cpu_name
+from rawreact.tasks.loading import load_collection
 
 # LATS at its repository's programming settings (run_lats_gpt4.sh: max_iters 8, number_of_tests 2; n 5), under
 # rawreact's rules: the search never sees the hidden tests.
@@ -73,8 +74,9 @@ def not_kept(row: str, args, out: Path) -> str:
     chosen = out / f"{row}.problems"
     if chosen.exists():
         return chosen.read_text().strip()
-    held = {int(item.rsplit("/", 1)[1]) for item in kept.kept_ids(args.keep, row)}
-    numbers = [n for n in numbers_of(args.problems) if n not in held]
+    held = kept.kept_ids(args.keep, row)
+    asked = load_collection(f"humaneval:{args.problems}").questions  # rawreact's reading of the spelling, ids too
+    numbers = [int(q.id.rsplit("/", 1)[1]) for q in asked if q.id not in held]
     spans: list[list[int]] = []
     for n in numbers:
         if spans and spans[-1][1] == n - 1:
@@ -85,15 +87,6 @@ def not_kept(row: str, args, out: Path) -> str:
     chosen.write_text(problems + "\n")
     print(f"{row}: {len(held)} problems kept in {args.keep}; this folder runs {len(numbers)}: {problems}", flush=True)
     return problems
-
-
-def numbers_of(spelled: str) -> list[int]:
-    """HumanEval's problem numbers in `0-9,42`."""
-    numbers = []
-    for part in spelled.split(","):
-        first, _, last = part.partition("-")
-        numbers += range(int(first), int(last or first) + 1)
-    return numbers
 
 
 def passed(run: Path) -> tuple[int, int]:
