@@ -17,6 +17,7 @@ sittings of every machine. An item kept twice under a row keeps its later outcom
 
 import argparse
 import json
+import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -91,8 +92,16 @@ def keep(ledger: Path, row: str, run: Path, out_sittings: Path, cpu: str) -> int
         pass
     if lines:
         ledger.parent.mkdir(parents=True, exist_ok=True)
-        with open(ledger, "a", encoding="utf-8") as file:
-            file.write("".join(line + "\n" for line in lines))
+        # One write() to a file opened for appending: two shards adding to one ledger at once cannot interleave
+        # their lines (a buffered text file cuts what is longer than its buffer into several writes).
+        data = "".join(line + "\n" for line in lines).encode("utf-8")
+        descriptor = os.open(ledger, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            written = os.write(descriptor, data)
+        finally:
+            os.close(descriptor)
+        if written != len(data):
+            raise OSError(f"{ledger}: only {written} of {len(data)} bytes were added")
     return new
 
 

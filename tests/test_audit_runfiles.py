@@ -157,6 +157,32 @@ def test_two_runs_started_at_the_same_moment_write_one_run(rows, tmp_path):
     assert [r["id"] for r in read_run(out)[1]] == [f"case{n:03d}" for n in range(6)]
 
 
+def test_a_writer_refused_leaves_the_file_another_process_created_after_it_looked(tmp_path, monkeypatch):
+    # The race CI once met: two runs found no run file, the other created and locked it (still empty: no question had
+    # finished), and the refused one then removed it as its own, so the winner wrote into a file no longer there.
+    import fcntl
+
+    import rawreact.runs.runfile as runfile
+
+    out, other = tmp_path / "run.jsonl", []
+
+    def open_after_the_other(path, mode):
+        held = builtins_open(path, "ab")  # the other process: creates the file and holds its lock
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        other.append(held)
+        return builtins_open(path, mode)
+
+    builtins_open = open
+    monkeypatch.setattr(runfile, "open", open_after_the_other, raising=False)
+    with pytest.raises(DataError, match="is being written by another rawreact process"):
+        RunFile(out, {"model": "x"}, resume=True)
+    monkeypatch.undo()
+    assert out.is_file() and other[0].fileno() >= 0
+    other[0].write(b"{}\n")
+    other[0].close()
+    assert out.read_bytes() == b"{}\n"  # what the other process wrote is in the file at that name
+
+
 # Item 11: each run file has a manifest of its own.
 
 

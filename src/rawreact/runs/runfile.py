@@ -91,6 +91,12 @@ class RunFile:
             raise DataError(f"{self.path}: cannot write results: {error.strerror}") from None
         try:
             self._lock()
+        except BaseException:
+            # Another process holds the file: it is that process's, even when it is empty and this one saw no file
+            # a moment ago (two runs started together), so nothing here is removed.
+            self._sink.close()
+            raise
+        try:
             self._open(resume)
         except BaseException:
             self._sink.close()
