@@ -16,10 +16,13 @@ sittings of every machine. An item kept twice under a row keeps its later outcom
 """
 
 import argparse
+import gzip
 import json
 import os
+import sqlite3
 import sys
 from collections import Counter
+from contextlib import closing
 from pathlib import Path
 
 from rawreact.core.stats import paired, wilson
@@ -103,6 +106,61 @@ def keep(ledger: Path, row: str, run: Path, out_sittings: Path, cpu: str) -> int
         if written != len(data):
             raise OSError(f"{ledger}: only {written} of {len(data)} bytes were added")
     return new
+
+
+def calls_file(ledger: Path, row: str, part: str) -> Path:
+    """Where a row's calls are kept beside the ledger, one file a shard (`part`: "1-of-2", or "all")."""
+    return ledger.with_name(f"{ledger.name.removesuffix('.jsonl')}.{row}.calls-{part}.jsonl.gz")
+
+
+def keep_calls(ledger: Path, row: str, part: str, cache: Path) -> int:
+    """Write every call of the sitting's cache (OUT/calls.sqlite) beside the ledger, so that an item under way when
+    the machine goes (a LATS search of hours) goes on from its calls on the next: its rerun asks the same calls, and
+    the cache answers them. Rewritten whole only when the cache has calls the file lacks; how many the file holds."""
+    if not cache.exists():
+        return 0
+    with closing(sqlite3.connect(cache, timeout=60)) as db:
+        rows = db.execute("SELECT key, reply FROM calls ORDER BY rowid").fetchall()
+    target = calls_file(ledger, row, part)
+    if len(rows) == len(read_calls(target)):
+        return len(rows)
+    text = "".join(json.dumps(pair, ensure_ascii=False) + "\n" for pair in rows).encode("utf-8")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    with open(temporary, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as packed:
+        packed.write(text)  # mtime 0: the same calls make the same bytes
+    temporary.replace(target)
+    return len(rows)
+
+
+def read_calls(path: Path) -> list[list[str]]:
+    """The (key, reply) pairs of one kept calls file; none where there is no file."""
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as lines:
+            return [json.loads(line) for line in lines]
+    except FileNotFoundError:
+        return []
+    except (OSError, EOFError, ValueError) as error:
+        raise SystemExit(f"{path}: not a kept calls file ({error}); remove it, and those searches start over") from None
+
+
+def restore_calls(ledger: Path, row: str, cache: Path) -> int:
+    """Add the row's kept calls (every shard's file) to the sitting's cache before it runs; how many it lacked.
+    A call is found again only by a model of the same key (file, settings, llama.cpp build and CPU features, and
+    rawreact's and llama-cpp-python's versions: rawreact.models.cache), so another machine's calls do not answer."""
+    from rawreact.models.cache import SCHEMA
+
+    pairs = [
+        pair for path in sorted(ledger.parent.glob(calls_file(ledger, row, "*").name)) for pair in read_calls(path)
+    ]
+    if not pairs:
+        return 0
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    with closing(sqlite3.connect(cache, timeout=60)) as db, db:  # closed, after its transaction is committed
+        db.execute(SCHEMA)
+        before = db.execute("SELECT COUNT(*) FROM calls").fetchone()[0]
+        db.executemany("INSERT OR IGNORE INTO calls VALUES (?, ?)", pairs)
+        return db.execute("SELECT COUNT(*) FROM calls").fetchone()[0] - before
 
 
 def kept_ids(ledger: Path, row: str) -> set[str]:

