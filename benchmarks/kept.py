@@ -116,12 +116,15 @@ def calls_file(ledger: Path, row: str, part: str) -> Path:
 def keep_calls(ledger: Path, row: str, part: str, cache: Path) -> int:
     """Write every call of the sitting's cache (OUT/calls.sqlite) beside the ledger, so that an item under way when
     the machine goes (a LATS search of hours) goes on from its calls on the next: its rerun asks the same calls, and
-    the cache answers them. Rewritten whole only when the cache has calls the file lacks; how many the file holds."""
+    the cache answers them. The calls another part's file holds (restored into this cache) are left to it. Rewritten
+    whole only when the cache has calls the file lacks; how many the file holds."""
     if not cache.exists():
         return 0
-    with closing(sqlite3.connect(cache, timeout=60)) as db:
-        rows = db.execute("SELECT key, reply FROM calls ORDER BY rowid").fetchall()
     target = calls_file(ledger, row, part)
+    others = {key for path in ledger.parent.glob(calls_file(ledger, row, "*").name) if path != target
+              for key, _ in read_calls(path)}  # fmt: skip
+    with closing(sqlite3.connect(cache, timeout=60)) as db:
+        rows = [pair for pair in db.execute("SELECT key, reply FROM calls ORDER BY rowid") if pair[0] not in others]
     if len(rows) == len(read_calls(target)):
         return len(rows)
     text = "".join(json.dumps(pair, ensure_ascii=False) + "\n" for pair in rows).encode("utf-8")

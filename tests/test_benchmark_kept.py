@@ -173,3 +173,30 @@ def test_a_question_under_way_when_the_machine_went_goes_on_from_its_kept_calls(
     assert "rawreact: 9 of 9 model calls came from the cache" in said  # none computed again
     assert [t["em"] for t in again["trials"]] == [t["em"] for t in first[2]["trials"]]
     assert (tmp_path / "results" / "hotpotqa.kept.reflexion.calls-all.jsonl.gz").read_bytes() == packed  # same calls
+
+
+def test_each_shard_keeps_the_calls_the_others_do_not_hold_and_a_sitting_restores_them_all(tmp_path):
+    import sqlite3
+
+    from rawreact.models.cache import SCHEMA
+
+    ledger = tmp_path / "kept.jsonl"
+
+    def cache(name: str, pairs: list[tuple[str, str]]) -> Path:
+        path = tmp_path / name / "calls.sqlite"
+        path.parent.mkdir()
+        kept.restore_calls(ledger, "lats", path)  # as a sitting starts: every part's calls first
+        with sqlite3.connect(path) as db:
+            db.execute(SCHEMA)
+            db.executemany("INSERT OR IGNORE INTO calls VALUES (?, ?)", pairs)
+        db.close()
+        return path
+
+    first = cache("one", [("a", '{"text": "1"}'), ("b", '{"text": "2"}')])
+    assert kept.keep_calls(ledger, "lats", "1-of-2", first) == 2
+    second = cache("two", [("c", '{"text": "3"}')])  # holds a and b, restored, and its own c
+    assert kept.keep_calls(ledger, "lats", "2-of-2", second) == 1
+    assert kept.read_calls(kept.calls_file(ledger, "lats", "2-of-2")) == [["c", '{"text": "3"}']]
+    assert kept.restore_calls(ledger, "lats", tmp_path / "three" / "calls.sqlite") == 3
+    assert kept.restore_calls(ledger, "lats", tmp_path / "three" / "calls.sqlite") == 0  # each call once
+    assert kept.restore_calls(ledger, "react", tmp_path / "three" / "calls.sqlite") == 0  # another row's are apart
