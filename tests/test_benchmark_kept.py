@@ -101,7 +101,8 @@ QUESTIONS = [
 ]
 
 
-def test_paper_table_asks_only_the_questions_the_ledger_lacks_and_counts_reflexion_by_trial(tmp_path):
+def _questions_and_script(tmp_path: Path) -> tuple[Path, Path]:
+    """QUESTIONS as a HotpotQA file, and a script that answers the first two right and the third wrong."""
     data = tmp_path / "hotpot.json"
     rows = [{"question": q, "answer": a, "context": [[title, [sentence]]]} for q, a, title, sentence in QUESTIONS]
     data.write_text(json.dumps(rows))
@@ -109,15 +110,24 @@ def test_paper_table_asks_only_the_questions_the_ledger_lacks_and_counts_reflexi
                for n, (q, a, _, _) in enumerate(QUESTIONS)}  # fmt: skip
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"questions": answers, "reflection": "Count the bells again."}))
+    return data, script
+
+
+def _paper_table(command: list[str], also_stderr: bool = False) -> str:
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout + (done.stderr if also_stderr else "")
+
+
+def test_paper_table_asks_only_the_questions_the_ledger_lacks_and_counts_reflexion_by_trial(tmp_path):
+    data, script = _questions_and_script(tmp_path)
     ledger = tmp_path / "hotpotqa.kept.jsonl"
 
     def sitting(out: str, limit: int, *more: str) -> str:
         command = [sys.executable, str(BENCHMARKS / "paper_table.py"), "--data", str(data),
                    "--reference", str(tmp_path), "--model", f"scripted:{script}", "--out", str(tmp_path / out),
                    "--limit", str(limit), "--methods", "reflexion", "--keep", str(ledger), *more]  # fmt: skip
-        done = subprocess.run(command, capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, done.stdout + done.stderr
-        return done.stdout
+        return _paper_table(command)
 
     assert "this folder asks 2" in sitting("first", 2)
     said = sitting("second", 3)
@@ -137,22 +147,14 @@ def test_paper_table_asks_only_the_questions_the_ledger_lacks_and_counts_reflexi
 
 def test_a_question_under_way_when_the_machine_went_goes_on_from_its_kept_calls(tmp_path):
     # The third question stands for a search under way: its calls are kept beside the ledger, its outcome is not.
-    data = tmp_path / "hotpot.json"
-    rows = [{"question": q, "answer": a, "context": [[title, [sentence]]]} for q, a, title, sentence in QUESTIONS]
-    data.write_text(json.dumps(rows))
-    answers = {q: [f"Thought 1: I know it.\nAction 1: Finish[{a if n < 2 else 'nine'}]"]
-               for n, (q, a, _, _) in enumerate(QUESTIONS)}  # fmt: skip
-    script = tmp_path / "script.json"
-    script.write_text(json.dumps({"questions": answers, "reflection": "Count the bells again."}))
+    data, script = _questions_and_script(tmp_path)
     ledger = tmp_path / "results" / "hotpotqa.kept.jsonl"
 
     def sitting(out: str) -> str:
         command = [sys.executable, str(BENCHMARKS / "paper_table.py"), "--data", str(data),
                    "--reference", str(tmp_path), "--model", f"scripted:{script}", "--out", str(tmp_path / out),
                    "--limit", "3", "--methods", "reflexion", "--keep", str(ledger), "--keep-calls"]  # fmt: skip
-        done = subprocess.run(command, capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, done.stdout + done.stderr
-        return done.stdout + done.stderr  # the run's own lines are on stderr
+        return _paper_table(command, also_stderr=True)  # the run's own lines are on stderr
 
     said = sitting("first")
     assert "reflexion: 0 kept calls added" in said
