@@ -213,18 +213,30 @@ def table(ledger: Path, base: str, metric: str = "success") -> str:
     return "\n".join(lines)
 
 
+def trial_curve(ledger: Path, row: str) -> tuple[int, list[dict]]:
+    """A Reflexion row's items kept and, for each trial, how many items reached it and passed in it and how many
+    were solved after it (each item with its last trial's answer so far): Reflexion's figure, in counts."""
+    items = [e for (name, _), e in read(ledger)[0].items() if name == row and e.get("trials")]
+    curve = []
+    for trial in range(1, max((len(e["trials"]) for e in items), default=0) + 1):
+        reached = [e["trials"][trial - 1] for e in items if len(e["trials"]) >= trial]
+        after = sum(score(e["trials"][min(trial, len(e["trials"])) - 1], "em") for e in items)
+        curve.append(
+            {"trial": trial, "reached": len(reached), "passed": sum(bool(t.get("passed")) for t in reached),
+             "solved": round(after)}
+        )  # fmt: skip
+    return len(items), curve
+
+
 def by_trial(ledger: Path, row: str) -> str:
     """A Reflexion row's share solved by trial, as Reflexion's figure draws it, over the items kept: each trial's
     items that reached it and passed in it, and the EM after it (each item with its last trial's answer so far)."""
-    items = [e for (name, _), e in read(ledger)[0].items() if name == row and e.get("trials")]
-    if not items:
+    n, curve = trial_curve(ledger, row)
+    if not curve:
         return ""
     lines = ["| trial | reached it | passed in it | EM after it [95%] |", "| --- | --- | --- | --- |"]
-    for trial in range(1, max(len(e["trials"]) for e in items) + 1):
-        reached = [e["trials"][trial - 1] for e in items if len(e["trials"]) >= trial]
-        passed = sum(bool(t.get("passed")) for t in reached)
-        after = sum(score(e["trials"][min(trial, len(e["trials"])) - 1], "em") for e in items)
-        lines.append(f"| {trial} | {len(reached)} | {passed} | {wilson(round(after), len(items))} |")
+    for t in curve:
+        lines.append(f"| {t['trial']} | {t['reached']} | {t['passed']} | {wilson(t['solved'], n)} |")
     return "\n".join(lines)
 
 

@@ -13,6 +13,7 @@ from rawreact.cli.reference import pages
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
+CHARTS = ("cpu-by-setting.svg", "wall-under-load.svg", "reflexion-by-trial.svg")  # scripts/charts.py draws them
 NOT_RUN = re.compile(r"<!-- not run by the docs test: (.{10,}) -->")
 RUN_BY = re.compile(r"<!-- run by (tests/test_\w+\.py::test_\w+) -->")
 
@@ -265,7 +266,7 @@ def test_the_benchmark_charts_are_drawn_from_the_kept_results(tmp_path):
     done = subprocess.run([sys.executable, "scripts/charts.py", "--out", str(tmp_path)], cwd=ROOT, capture_output=True,
                           text=True, timeout=60)  # fmt: skip
     assert done.returncode == 0, done.stderr
-    for name in ("cpu-by-setting.svg", "wall-under-load.svg"):
+    for name in CHARTS:
         assert (tmp_path / name).read_text() == (DOCS / "img" / name).read_text(), f"run scripts/charts.py ({name})"
         assert f"img/{name}" in (DOCS / "benchmarks.md").read_text()
     rows = json.loads((ROOT / "benchmarks/results/peer.json").read_text())["rows"]
@@ -276,6 +277,14 @@ def test_the_benchmark_charts_are_drawn_from_the_kept_results(tmp_path):
         said = f"{cpu:.2f} CPU s" + ("" if setting == "plain" else f", {plain / cpu:.2f}x fewer than plain")
         assert said in chart
     assert chart.count("<rect ") == len(rows) + 1  # a bar a setting, and the background
+    # Reflexion's figure: a dot a trial at the share the ledger's outcomes give, each item at its last trial so far
+    ledger = [json.loads(line) for line in (ROOT / "benchmarks/results/hotpotqa-qwen.kept.jsonl").open()]
+    items = {e["id"]: e["trials"] for e in ledger if e.get("row") == "reflexion"}
+    chart = (tmp_path / "reflexion-by-trial.svg").read_text()
+    assert chart.count("<circle ") == 5 and f"{len(items)} shared HotpotQA questions" in chart
+    for trial in range(1, 6):
+        solved = sum(t[min(trial, len(t)) - 1]["em"] for t in items.values())
+        assert f">{solved / len(items):.3f}</text>" in chart, trial
 
 
 def test_the_benchmark_charts_show_every_word_in_chromium(tmp_path):
@@ -287,7 +296,7 @@ def test_the_benchmark_charts_show_every_word_in_chromium(tmp_path):
         pytest.fail("no Chromium to look at the charts in; install Debian's chromium package")
     browser = Browser(binary, width=900)
     try:
-        for name in ("cpu-by-setting.svg", "wall-under-load.svg"):
+        for name in CHARTS:
             browser.open(DOCS / "img" / name)
             found = browser.evaluate("""(() => {
               const svg = document.documentElement;
