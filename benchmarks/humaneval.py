@@ -59,12 +59,15 @@ def sitting(row: str, args, out: Path) -> int:
                "--model", args.model, "--out", str(run), "--resume", "-q", *threads]  # fmt: skip
     cpu = cpu_name()
 
-    def keep() -> int:
-        return kept.keep(args.keep, row, run, out / "sittings.jsonl", cpu)
+    added = [0]  # the problems this sitting added, over every reading
+
+    def keep() -> None:
+        added[0] += kept.keep(args.keep, row, run, out / "sittings.jsonl", cpu)
 
     code = timed(command, run, out, {"row": row}, args.threads, "problems", on_reading=keep if args.keep else None)
     if args.keep is not None:
-        print(f"{row}: {keep()} problems added to {args.keep}", flush=True)
+        keep()
+        print(f"{row}: this sitting added {added[0]} problems to {args.keep}", flush=True)
     return code
 
 

@@ -116,14 +116,17 @@ def sitting(method: str, args, out: Path) -> int:
         restored = kept.restore_calls(args.keep, method, out / "calls.sqlite")
         print(f"{method}: {restored} kept calls added to {out / 'calls.sqlite'}", flush=True)
 
-    def keep() -> int:
+    added = [0]  # the questions this sitting added, over every reading
+
+    def keep() -> None:
         if calls:
             kept.keep_calls(args.keep, method, part, out / "calls.sqlite")
-        return kept.keep(args.keep, method, run, out / "sittings.jsonl", cpu)
+        added[0] += kept.keep(args.keep, method, run, out / "sittings.jsonl", cpu)
 
     code = timed(command, run, out, {"method": method}, args.threads, "questions", on_reading=keep if keeping else None)
     if keeping:
-        print(f"{method}: {keep()} questions added to {args.keep}", flush=True)
+        keep()
+        print(f"{method}: this sitting added {added[0]} questions to {args.keep}", flush=True)
     return code
 
 

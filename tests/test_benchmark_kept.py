@@ -38,7 +38,7 @@ def test_a_second_machine_runs_only_the_problems_the_ledger_lacks_and_the_table_
     ledger = tmp_path / "results" / "humaneval.kept.jsonl"
 
     said = humaneval(tmp_path / "first", ledger, "0-5", script)
-    assert "0 problems kept" in said and "simple: 6 problems added" in said
+    assert "0 problems kept" in said and "simple: this sitting added 6 problems" in said
     outcomes, sittings = kept.read(ledger)
     assert {item: e["success"] for (_, item), e in outcomes.items()} == {f"HumanEval/{i}": float(i % 2 == 0)
                                                                          for i in range(6)}  # fmt: skip
@@ -49,6 +49,7 @@ def test_a_second_machine_runs_only_the_problems_the_ledger_lacks_and_the_table_
     # another machine, another folder, the same ledger: problems 0-5 are not asked again
     said = humaneval(tmp_path / "second", ledger, "0-9", script)
     assert "6 problems kept" in said and (tmp_path / "second" / "simple.problems").read_text() == "6-9\n"
+    assert "simple: this sitting added 4 problems" in said
     assert len((tmp_path / "second" / "simple.jsonl").read_text().splitlines()) == 4
     outcomes, sittings = kept.read(ledger)
     assert len(outcomes) == 10 and [s["after"] for s in sittings] == [6, 4]
@@ -56,7 +57,7 @@ def test_a_second_machine_runs_only_the_problems_the_ledger_lacks_and_the_table_
     assert f"items by code: {(line['commit'] or 'unknown')[:12]}: 10" in said  # a checkout's commit, or none
 
     # a resume in the second folder asks the same problems, and keeping again adds nothing twice
-    humaneval(tmp_path / "second", ledger, "0-9", script)
+    assert "simple: this sitting added 0 problems" in humaneval(tmp_path / "second", ledger, "0-9", script)
     outcomes, sittings = kept.read(ledger)
     assert len(outcomes) == 10 and len(sittings) == 3
 
@@ -129,7 +130,8 @@ def test_paper_table_asks_only_the_questions_the_ledger_lacks_and_counts_reflexi
                    "--limit", str(limit), "--methods", "reflexion", "--keep", str(ledger), *more]  # fmt: skip
         return _paper_table(command)
 
-    assert "this folder asks 2" in sitting("first", 2)
+    said = sitting("first", 2)
+    assert "this folder asks 2" in said and "reflexion: this sitting added 2 questions" in said
     said = sitting("second", 3)
     assert "2 questions kept" in said and "this folder asks 1" in said
     asked = json.loads((tmp_path / "second" / "reflexion.questions.json").read_text())
