@@ -6,11 +6,14 @@ import os
 from pathlib import Path
 
 import hotpot_rows
+import pinning
 import pytest
 from hypothesis import settings
 
 from rawreact import load_collection, load_model
 from rawreact.models.base import Completion
+
+pinning.pin_this_worker()
 
 # No deadline: a busy CI machine must not turn a slow example into a failure.
 settings.register_profile("rawreact", deadline=None)

@@ -7,6 +7,7 @@ import resource
 import subprocess
 import sys
 
+import pinning
 import pytest
 
 from rawreact import DataError, load_prompt
@@ -143,7 +144,7 @@ print(json.dumps([bound_spinning(), os.environ.get("GOMP_SPINCOUNT"), time.proce
 def idle_spin(gemma, how: str, **env: str) -> tuple[dict, str | None, float]:
     clean = {k: v for k, v in os.environ.items() if k not in OPENMP} | env
     done = subprocess.run([sys.executable, "-c", IDLE_SPIN, how, str(gemma.path)], env=clean, capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+                          text=True, timeout=120, preexec_fn=pinning.every_core)  # fmt: skip
     assert done.returncode == 0, done.stderr
     return tuple(json.loads(done.stdout.splitlines()[-1]))
 
