@@ -33,7 +33,8 @@ def test_tests_of_real_hotpotqa_skip_without_a_file_and_fail_under_ci(tmp_path):
     test = tmp_path / "test_needs_real.py"
     test.write_text("def test_real(hotpotqa):\n    assert hotpotqa\n")
     (tmp_path / "conftest.py").write_text((ROOT / "tests" / "conftest.py").read_text())
-    (tmp_path / "hotpot_rows.py").write_text((ROOT / "tests" / "hotpot_rows.py").read_text())
+    for helper in ("hotpot_rows.py", "pinning.py"):  # the modules conftest.py imports
+        (tmp_path / helper).write_text((ROOT / "tests" / helper).read_text())
     env = {k: v for k, v in os.environ.items() if k not in ("CI", "RAWREACT_HOTPOTQA")}
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test)]
     alone = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True)
