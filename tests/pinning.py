@@ -14,13 +14,11 @@ EVERY_CORE = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
 
 def pin_this_worker() -> None:
     worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
-    if os.environ.get("RAWREACT_TESTS_UNPINNED") == "1":
+    if os.environ.get("RAWREACT_TESTS_UNPINNED") == "1" or not (worker.startswith("gw") and count.isdigit()):
         return
-    if not (worker.startswith("gw") and count.isdigit() and EVERY_CORE):
-        return
-    if int(count) < 2 or len(EVERY_CORE) < int(count):
-        return
-    os.sched_setaffinity(0, EVERY_CORE[int(worker[2:]) % int(count) :: int(count)])
+    workers = int(count)
+    if 2 <= workers <= len(EVERY_CORE):
+        os.sched_setaffinity(0, EVERY_CORE[int(worker[2:]) % workers :: workers])
 
 
 def every_core() -> None:
