@@ -84,6 +84,23 @@ def recorder():
     return Recorder
 
 
+@pytest.fixture
+def programs_box(request):
+    """The box model-written programs run in (bubblewrap's); without one the tests that run programs are skipped,
+    saying why and what to install, except under CI, where that fails. A test that makes the machine one without a
+    box itself (`no_box`) runs either way."""
+    if "no_box" in request.fixturenames:
+        return
+    from rawreact.environments.box import box
+
+    made = box()
+    if not made.boxed:
+        message = f"no box to run model-written programs in: {made.why}"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+
+
 @pytest.fixture(scope="module")
 def browser():
     """A headless Chromium (the HTML report's tests, LATS's trees); without one the browser tests are skipped, except

@@ -8,12 +8,16 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+import pytest
+
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
 
 import kept  # noqa: E402  (a benchmark module, beside the scripts that use it)
 
 from rawreact.runs.records import read_run  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("programs_box")  # they run model-written programs
 
 
 def _problems() -> list[dict]:

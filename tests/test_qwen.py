@@ -199,7 +199,7 @@ def test_the_tools_method_on_qwen_calls_search_in_its_own_layout(qwen, demo):
     assert first.observation.startswith("Mara Dussel (1921 - 2003)")
 
 
-def test_the_named_model_writes_a_humaneval_program_that_passes_through_the_cli(tmp_path, capsys):
+def test_the_named_model_writes_a_humaneval_program_that_passes_through_the_cli(tmp_path, capsys, programs_box):
     """Issue 69's real path on the model that can do it: Qwen's chat template (--prompt chat) around a HumanEval
     problem, its reply stopped at the fence's end, the function read from it and judged by the hidden tests."""
     out = tmp_path / "he.jsonl"

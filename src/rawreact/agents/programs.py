@@ -118,21 +118,40 @@ def fill(template: str, name: str, **values: str) -> str:
 
 def program_of(prompt: str, completion: str, entry_point: str) -> str:
     """The program a completion makes: the problem's prompt and the body written after it; or, where the model
-    wrote the whole function (in a markdown fence or not), that function after the prompt's imports. Prose after
-    the code is cut where the code stops parsing."""
+    wrote the whole function (in a markdown fence or not), that function after the prompt's imports and the
+    helpers the prompt defines (HumanEval judges prompt + completion, so a reply may call them). Prose after the
+    code is cut where the code stops parsing."""
     text = completion
     fence = re.search(r"```[ \t]*(?:python|py)?[ \t]*\n(.*?)(?:```|$)", text, re.S)
     if fence:
         text = fence.group(1)
     if re.search(rf"^def {re.escape(entry_point)}\s*\(", text, re.M):
         imports = [line for line in prompt.splitlines() if re.match(r"(import|from)\s", line)]
-        return _parsed("\n".join(imports) + "\n\n" + text.strip("\n") + "\n")
+        helpers = _helpers(prompt, entry_point)
+        return _parsed("\n".join(imports) + "\n\n" + (helpers + "\n\n" if helpers else "") + text.strip("\n") + "\n")
     lines = text.split("\n")
     for i, line in enumerate(lines[1:], 1):  # a body is indented: the first line back at column 0 ends it
         if line.strip() and not line[0].isspace():
             lines = lines[:i]
             break
     return _parsed(prompt + "\n".join(lines).rstrip() + "\n")
+
+
+def _helpers(prompt: str, entry_point: str) -> str:
+    """The prompt's code other than its imports and the entry function (HumanEval's `poly` beside `find_zero`,
+    `is_palindrome` beside `make_palindrome`), as the prompt writes it; "" where there is none."""
+    try:
+        tree = ast.parse(prompt)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return ""
+    lines = prompt.splitlines()
+    kept = []
+    for node in tree.body:
+        if isinstance(node, ast.Import | ast.ImportFrom) or getattr(node, "name", None) == entry_point:
+            continue
+        first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+        kept.append("\n".join(lines[first - 1 : node.end_lineno]))
+    return "\n\n\n".join(kept)
 
 
 def _parsed(program: str) -> str:
@@ -173,7 +192,7 @@ def _unittest_assert(line: str) -> str:
         return ""
     try:
         call = ast.parse(line, mode="eval").body
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return ""
     if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Attribute) or call.keywords:
         return ""
@@ -184,10 +203,11 @@ def _unittest_assert(line: str) -> str:
 
 
 def parses(code: str) -> bool:
-    """Whether the code parses (a test the token limit cut does not; a null byte does not either)."""
+    """Whether the code parses (a test the token limit cut does not; a null byte does not either; nor does code
+    nested deeper than the parser goes, such as thousands of unary minus signs)."""
     try:
         ast.parse(code)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
     return True
 

@@ -344,6 +344,11 @@ def _lats_options(group) -> None:
         help="programs: a clone's generators/py_generate.py (Reflexion's programming_runs/ or LATS's programming/), "
         "whose prompts and calls --loop reference sends (--reference DIR sets it)",
     )
+    group.add_argument(
+        "--unboxed-programs", action="store_true", default=None,
+        help="programs: where this machine has no box for them (no bubblewrap, or no user namespaces), run them "
+        "anyway, with your own rights: they can then read and write your files (default: refuse, saying why)",
+    )  # fmt: skip
 
 
 def _reflexion_options(group) -> None:

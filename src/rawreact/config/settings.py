@@ -201,6 +201,9 @@ class Settings:
     timeout: float = 300.0
     cache: str | None = _file()  # an SQLite file of model calls: a call made before is answered from it
     cache_sampled: bool = False  # whether sampled calls may be answered from the cache too
+    # Model-written programs run in a box (environments.box); where this machine has none, only this runs them,
+    # with the user's own rights (--unboxed-programs). It changes nothing where there is a box.
+    unboxed_programs: bool = False
     # A Ray cluster's actors answer the questions (runs.cluster): "local" starts one for the run, "auto" joins
     # RAY_ADDRESS's, and any other value is the address of one to join.
     ray: str | None = None

@@ -1,8 +1,10 @@
 """A problem of a program as an environment: a program is judged by the problem's hidden tests, or tried on tests
 the model wrote, each run apart from rawreact (`sandbox.run_program`).
 
-The hidden tests run as HumanEval's harness runs them: the program, then the problem's `test` code and
-`check(entry_point)`, in one process with one time limit; the program passes when that runs to its end. Tests the
+The hidden tests run as HumanEval's harness runs them: the program (in a namespace that is not `__main__`), then
+the problem's `test` code and `check(entry_point)`, in one process with one time limit; the program passes when
+that runs to its end. Under the reference rules they run as the repositories' executors run them: the function,
+the tests and `check` as one piece of code in one `exec`, in a namespace named as the executor's module. Tests the
 model wrote (Reflexion's internal tests) run in one process too, each with a time limit of its own, and each
 says whether it held and, for `assert f(x) == y`, what `f(x)` gave (the feedback Reflexion's executor writes).
 """
@@ -87,6 +89,7 @@ for _test in _TESTS:
     except BaseException:
         __report__.append([False, _output(_test)[:_SHOWN]])
 """
+EXECUTOR = "executors.py_executor"  # the module whose namespace the executors `exec` in (`__name__`)
 REFERENCE_SECONDS = 5.0  # the executors' `timeout=5`, a test
 REFERENCE_SHOWN = 4000  # characters of an output kept (the executors keep all of it)
 
@@ -110,19 +113,24 @@ class ProgramEnv:
     style = "program"
     verbs = ()
 
-    def __init__(self, problem: Mapping, hidden: Limits = HIDDEN, internal: Limits = INTERNAL) -> None:
+    def __init__(self, problem: Mapping, hidden: Limits = HIDDEN, internal: Limits = INTERNAL, *,
+                 unboxed: bool = False) -> None:  # fmt: skip
         self.problem = dict(problem)
         self.prompt, self.entry_point = self.problem.get("prompt", ""), self.problem.get("entry_point", "")
         self.hidden_limits, self.internal_limits = hidden, internal
+        self.unboxed = unboxed  # the user's choice to run programs without a box where this machine has none
 
     @property
     def isolation(self) -> str:
         """What isolation its programs run with, in words (`sandbox.isolation`)."""
         return isolation()["said"]
 
+    def _run(self, program: str, tests: str, limits: Limits, name: str | None = None) -> Ran:
+        return run_program(program, tests, limits, unboxed=self.unboxed, name=name)
+
     def judge(self, program: str) -> Ran:
         """The program on the problem's hidden tests, as HumanEval's harness runs them."""
-        return run_program(program, f"{self.problem['test']}\ncheck({self.entry_point})\n", self.hidden_limits)
+        return self._run(program, f"{self.problem['test']}\ncheck({self.entry_point})\n", self.hidden_limits)
 
     def try_tests(self, program: str, tests: list[str]) -> tuple[list[Tried], str]:
         """The model's own tests on the program, each with its outcome; and why none could run, where the program
@@ -131,7 +139,7 @@ class ProgramEnv:
             return [], ""
         runner = f"_TESTS = {json.dumps(tests)}\n_SECONDS = {TEST_SECONDS}\n_SHOWN = {SHOWN}\n{RUNNER}"
         seconds = self.internal_limits.seconds + TEST_SECONDS * len(tests)
-        return _outcomes(run_program(program, runner, replace(self.internal_limits, seconds=seconds)), tests)
+        return _outcomes(self._run(program, runner, replace(self.internal_limits, seconds=seconds)), tests)
 
     def try_reference(self, func: str, tests: list[str]) -> tuple[bool, str, list["Tried"]]:
         """The model's own tests on `func` as the reference executors run them (REFERENCE_RUNNER): whether all
@@ -140,13 +148,15 @@ class ProgramEnv:
         runner += f"_SHOWN = {REFERENCE_SHOWN}\n{REFERENCE_RUNNER}"
         seconds = self.internal_limits.seconds + 2 * REFERENCE_SECONDS * len(tests)
         limits = replace(self.internal_limits, seconds=seconds, cpu_seconds=int(seconds), kept=200_000)
-        tried, _ = _outcomes(run_program("", runner, limits), tests)
+        tried, _ = _outcomes(self._run("", runner, limits, EXECUTOR), tests)
         return all(t.passed for t in tried), reference_feedback(tried), tried
 
     def judge_reference(self, func: str) -> Ran:
         """`func` on the hidden tests as the reference executors' `evaluate` runs it: the function, the problem's
-        tests and `check(entry_point)`, where the names of `typing` are defined (the executor's module has them)."""
-        return self.judge("from typing import *\n" + func)
+        tests and `check(entry_point)` as one code in one `exec`, where the names of `typing` are defined (the
+        executor's module has them) and `__name__` is the executor module's."""
+        code = f"from typing import *\n{func}\n\n{self.problem['test']}\n\ncheck({self.entry_point})\n    "
+        return self._run(code, "", self.hidden_limits, EXECUTOR)
 
 
 def _outcomes(ran: Ran, tests: list[str]) -> tuple[list[Tried], str]:

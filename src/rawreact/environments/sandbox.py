@@ -1,100 +1,84 @@
-"""Model-written programs, run apart from rawreact: never in its process, never with its rights unchecked.
+"""Model-written programs, run in a box apart from rawreact (`environments.box`), and judged by a verdict they
+cannot give themselves.
 
-Each program runs in a process of its own, started by a small launcher (a fresh interpreter, so no lock of
-rawreact's threads is held in it) that limits it before it runs a line: wall time (the parent kills it), CPU
-seconds, address space, processes, open files and the size of any file it writes (its output included: its
-stdout and stderr are files in its folder, so a flood ends at the limit). Its folder is an empty temporary
-one, its home and its working folder, removed afterwards. Where rawreact runs as root, the program also runs
-as a user id of its own (a random one, in no group, owning only its folder: it can write nowhere else, signal
-no process but its own, and every process it leaves behind is found by that id and killed) and in a network
-namespace of its own (no network); elsewhere it gets a user and network namespace where the system allows
-unprivileged ones, and only the limits where it does not. `isolation()` says which, once, and a run records it.
+rawreact hands the box nothing on disk: the program, its tests and a fresh token reach the harness on its standard
+input, which it reads whole and closes before a line of the program runs, so the tests are in no file the program
+could read or rewrite. The program runs first, in a namespace of its own (not `__main__`, as in HumanEval's
+harness), then the tests, with the builtins as they were before the program ran (a program that replaces `exec` or
+`abs` changes nothing the tests use). Only then does the harness write the token, with what the tests left in
+`__report__`, into a file rawreact opened: a program that exits early, prints, or writes that file itself has no
+token to write. The program's standard output and error, and that verdict, are files rawreact opened and keeps
+open, with no name in any folder; rawreact reads them through its own descriptors, never more than a limit.
 
-A program passes only if its harness, after the tests, prints a token it was given on its standard input before
-the program's code ran: a program that exits at import (`sys.exit(0)`, `os._exit(0)`) does not pass.
+What no harness in the program's own process stops: a program that reads the harness's memory (its frames) can find
+the token, and a result whose `__eq__` is always true passes an `assert f(x) == y` (as in HumanEval's harness).
 """
 
-import contextlib
 import json
 import os
 import secrets
-import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
 
 from rawreact.core.errors import EnvironmentSetupError
 from rawreact.core.processes import kill_until_gone
+from rawreact.environments import box as boxes
+from rawreact.environments.box import Box, Cgroups, as_user, box, own_uid, unboxed_python
 
-# The launcher: run as `python -I -c LAUNCHER CONFIG` in the program's folder. It applies the isolation the config
-# names and replaces itself with the harness; exit code 125 means a step the config requires failed.
-LAUNCHER = r"""
-import ctypes, json, os, resource, sys
-config = json.loads(sys.argv[1])
-libc = ctypes.CDLL(None, use_errno=True)
-NEWNET, NEWNS, NEWUSER = 0x40000000, 0x00020000, 0x10000000
-MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 4096, 16384, 262144
-def mount(source, target, kind, flags, data):
-    if libc.mount(source.encode(), target.encode(), kind and kind.encode(), flags, data and data.encode()) != 0:
-        sys.exit(125)
-if config["uid"] is not None:
-    if libc.unshare(NEWNS | (NEWNET if config["network"] else 0)) != 0:
-        sys.exit(125)
-    mount("none", "/", None, MS_REC | MS_PRIVATE, None)
-    here = os.getcwd()
-    folder = os.open(".", os.O_PATH)
-    for shared in config["private"]:  # the folders anyone may write in: fresh and empty, gone with the program
-        mount("tmpfs", shared, "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=1777")
-    if any(here.startswith(shared + "/") for shared in config["private"]):
-        os.makedirs(here)
-        mount("/proc/self/fd/%d" % folder, here, None, MS_BIND, None)
-    os.chdir(here)
-elif config["network"] and libc.unshare(NEWNET | NEWUSER) != 0:
-    sys.exit(125)
-for name, (soft, hard) in config["limits"].items():
-    resource.setrlimit(getattr(resource, name), (soft, hard))
-if config["uid"] is not None:
-    os.setgroups([])
-    os.setgid(config["uid"])
-    os.setuid(config["uid"])
-    if os.getuid() != config["uid"]:
-        sys.exit(125)
-os.execv(config["python"], [config["python"], "-I", "-B", "harness.py"])
-"""
-
-# The harness: reads its token, runs the program's code and then the tests' code in one namespace, and prints the
-# token once they all ran without an error, with what the tests left in `__report__` (JSON) after it.
+# The harness, run as `python -I -B -c HARNESS`: it takes everything from its standard input, limits itself,
+# runs the program and then the tests, and writes the verdict. Nothing of it is left in `__main__` for a program.
 HARNESS = r"""
-import json, sys
-token = sys.stdin.readline().strip()
-sys.stdin.close()
-namespace = {"__name__": "__main__"}
-with open("program.py", encoding="utf-8") as file:
-    code = compile(file.read(), "program.py", "exec")
-exec(code, namespace)
-with open("tests.py", encoding="utf-8") as file:
-    code = compile(file.read(), "tests.py", "exec")
-exec(code, namespace)
-sys.stdout.flush()
-report = namespace.get("__report__")
-print("\n" + token + ("" if report is None else " " + json.dumps(report)), flush=True)
+def _main():
+    import _thread, builtins, json, os, resource, signal, sys
+    given = json.loads(sys.stdin.buffer.read())
+    os.close(0)
+    os.open(os.devnull, os.O_RDONLY)
+    def watch(end, read=os.read, exit=os._exit):  # rawreact holds the only other end: when it dies, so does this
+        try:
+            read(end, 1)
+        finally:
+            exit(137)
+    _thread.start_new_thread(watch, (given["watch"],))
+    def over(number, frame, exit=os._exit):  # the box's first process ignores a signal it has no handler for
+        exit(128 + number)
+    signal.signal(signal.SIGXCPU, over)
+    for name, pair in given["limits"].items():
+        resource.setrlimit(getattr(resource, name), tuple(pair))
+    token, verdict, run, dumps = given["token"], given["verdict"], exec, json.dumps
+    ftruncate, pwrite, exit, out = os.ftruncate, os.pwrite, os._exit, sys.stdout
+    pristine = dict(builtins.__dict__)
+    program = compile(given["program"], "program.py", "exec")
+    tests = given["tests"]
+    namespace = {} if given["name"] is None else {"__name__": given["name"]}
+    given = None
+    run(program, namespace)
+    namespace["__builtins__"] = pristine
+    run(compile(tests, "tests.py", "exec"), namespace)
+    report = namespace.get("__report__")
+    try:
+        out.flush()
+    except BaseException:
+        pass
+    line = token + ("" if report is None else " " + dumps(report)) + "\n"
+    ftruncate(verdict, 0)
+    pwrite(verdict, line.encode(), 0)
+    exit(0)
+_main()
 """
 
-UID_BASE, UID_SPAN = 2_000_000, 1_000_000  # a program's own user id, as root: one no account has
-# Folders anyone may write in: as root, a program sees fresh, empty ones (its mount namespace's own).
-SHARED = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/dev/mqueue")
-FAILED_SETUP = 125  # (120 is what Python exits with when it cannot flush its output)
+FAILED_SETUP = 125  # bwrap's exit status where it could not set the box up (and the unboxed launcher's)
+VERDICT_MOST = 4 << 20  # bytes of a verdict read: the token and the tests' report
 
 
 @dataclass(frozen=True)
 class Limits:
-    """What a program may take: wall and CPU seconds, bytes of address space, processes (its own included), open
-    files, and bytes of any file it writes (its stdout and stderr among them); `kept`: bytes of its output kept."""
+    """What a program may take: wall and CPU seconds, bytes of memory (the whole program's where cgroups hold it, a
+    process's address space in any case), processes (its own included), open files, bytes of any one file it writes
+    (its stdout and stderr among them), bytes it may write in all (its folder, /tmp and /dev/shm, each a tmpfs of a
+    share of it); `kept`: bytes of its output kept."""
 
     seconds: float = 10.0
     cpu_seconds: int = 10
@@ -102,6 +86,7 @@ class Limits:
     processes: int = 32
     files: int = 64
     file_size: int = 1 << 20
+    written: int = 64 << 20
     kept: int = 2000
 
 
@@ -117,115 +102,170 @@ class Ran:
     stderr: str
     seconds: float
     report: object = None  # what the tests left in `__report__`, where they passed and left one
-    uid: int | None = None  # the user id it ran as (its own, as root): its processes are found by it
+    uid: int | None = None  # the user id it ran as outside its box (its own, as root): its processes are found by it
 
 
-@cache
 def isolation() -> dict:
-    """What this process can give a program, found once by trying it: its own user id (as root), no network (a
-    namespace of its own), the limits (always), and the Python it runs on (as root, one its user id can run: a
-    virtual environment under /root is not; the system's then, whose standard library the programs use)."""
-    root = os.geteuid() == 0
-    candidates = list(dict.fromkeys([os.path.realpath(sys.executable), *_system_pythons()]))
-    for network in (True, False):
-        for python in candidates:
-            if _works(python, network, root):
-                said = ", ".join(["own user id", "own /tmp"] * root + ["no network"] * network + ["limits"])
-                return {"own_uid": root, "network": "none" if network else "shared", "limits": True,
-                        "python": python, "said": said}  # fmt: skip
-    return {"own_uid": root, "network": "shared", "limits": True, "python": None, "said": "none"}
+    """What this process can give a program, in the words and facts a manifest records (`box.box`)."""
+    made = box()
+    return {"boxed": made.boxed, "python": made.python, "said": made.said, "cgroups": bool(made.cgroups)}
 
 
-def _system_pythons() -> list[str]:
-    found = [shutil.which("python3"), "/usr/bin/python3", "/usr/local/bin/python3"]
-    return [os.path.realpath(p) for p in found if p and os.path.isfile(p)]
-
-
-def _works(python: str, network: bool, root: bool) -> bool:
-    """Whether the launcher can run `python` here, with or without a network namespace."""
-    with tempfile.TemporaryDirectory() as folder:
-        Path(folder, "harness.py").write_text("", encoding="utf-8")
-        config = {"network": network, "uid": _uid() if root else None, "limits": {}, "python": python,
-                  "private": _private()}  # fmt: skip
-        if root:
-            os.chown(folder, config["uid"], config["uid"])
-        done = subprocess.run([sys.executable, "-I", "-c", LAUNCHER, json.dumps(config)], cwd=folder, env=_env(folder),
-                              capture_output=True, timeout=60, check=False)  # fmt: skip
-        return done.returncode == 0
-
-
-def run_program(program: str, tests: str, limits: Limits = Limits()) -> Ran:
-    """Run `program` and then `tests` (Python source, in one namespace) apart from rawreact (see the module), and
-    say whether the tests held."""
-    facts = isolation()
-    if facts["python"] is None:
-        raise EnvironmentSetupError(
-            "no Python interpreter here can run a program apart from rawreact (as root, its own user id must be "
-            "able to run it): install the system's python3 (apt-get install python3)"
-        )
-    uid = _uid() if facts["own_uid"] else None
-    folder = Path(tempfile.mkdtemp(prefix="rawreact-program-"))
+def run_program(program: str, tests: str, limits: Limits = Limits(), *, unboxed: bool = False,
+                name: str | None = None) -> Ran:  # fmt: skip
+    """Run `program` and then `tests` (Python source, in one namespace named `name`; None: HumanEval's, an empty
+    one) in the box, and say whether the tests held. Where this machine has no box, raise, unless `unboxed` says
+    the user chose to run programs with their own rights."""
+    made = box()
+    if not made.boxed and not unboxed:
+        raise EnvironmentSetupError(made.refusal())
+    uid = own_uid()
     token = secrets.token_hex(16)
     started = time.perf_counter()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as verdict:
+        watch, held = os.pipe()  # the harness ends itself when `held` closes: when rawreact dies, however it dies
+        given = {"token": token, "verdict": verdict.fileno(), "program": program, "tests": tests, "name": name,
+                 "limits": _rlimits(limits, uid, made.boxed), "watch": watch}  # fmt: skip
+        try:
+            if made.boxed:
+                code, timed_out, oom = _in_box(made, uid, given, limits, out, err, verdict)
+            else:
+                code, timed_out, oom = _unboxed(uid, given, limits, out, err, verdict)
+        finally:
+            os.close(watch)
+            os.close(held)
+        stdout, stderr = _tail(out.fileno(), limits.kept), _tail(err.fileno(), limits.kept)
+        said = _tail(verdict.fileno(), VERDICT_MOST + 1, start=True)
+    passed = not timed_out and code == 0 and (said == token + "\n" or said.startswith(token + " "))
+    passed = passed and said.endswith("\n") and said.count("\n") == 1 and len(said) <= VERDICT_MOST
+    reason = "passed" if passed else _reason(code, timed_out, oom, stderr, limits)
+    report = _report(said[len(token) + 1 :]) if passed else None
+    return Ran(passed, reason, code, stdout, stderr, time.perf_counter() - started, report, uid)
+
+
+def _rlimits(limits: Limits, uid: int | None, boxed: bool) -> dict:
+    """The limits the harness sets on itself before the program runs. RLIMIT_NPROC counts a user's processes: in the
+    box, its own user namespace's; unboxed as root, the program's own user id's; unboxed as a user, theirs."""
+    processes = limits.processes if boxed or uid is not None else _own_processes() + limits.processes
+    return {
+        "RLIMIT_CPU": (limits.cpu_seconds, limits.cpu_seconds + 1),  # SIGXCPU at the limit, SIGKILL a second on
+        "RLIMIT_AS": (limits.memory, limits.memory),
+        "RLIMIT_NPROC": (processes, processes),
+        "RLIMIT_NOFILE": (limits.files, limits.files),
+        "RLIMIT_FSIZE": (limits.file_size, limits.file_size),  # Python ignores SIGXFSZ: a write over it fails
+        "RLIMIT_CORE": (0, 0),
+    }
+
+
+def _in_box(made: Box, uid: int | None, given: dict, limits: Limits, out, err, verdict) -> tuple:
+    """Start the harness in a box and wait for it: its exit status (negative: a signal), whether it timed out, and
+    whether the whole program's memory limit killed a process of it."""
+    read, write = os.pipe()
+    shares = {"folder": limits.written // 2, "tmp": limits.written // 4, "shm": limits.written // 4}
+    argv = made.argv([made.python, "-I", "-B", "-c", HARNESS], info_fd=write, **shares)
+    groups = Cgroups(made.cgroups, uid, limits.memory, limits.processes + 1) if made.cgroups else None  # (+ bwrap)
     try:
-        (folder / "program.py").write_text(program, encoding="utf-8")
-        (folder / "tests.py").write_text(tests, encoding="utf-8")
-        (folder / "harness.py").write_text(HARNESS, encoding="utf-8")
+        argv = argv if groups is None else groups.joining(argv)
+        process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=out, stderr=err, env={}, cwd="/",
+                                   pass_fds=(write, verdict.fileno(), given["watch"]), start_new_session=True,
+                                   **as_user(uid))  # fmt: skip
+        os.close(write)
+        write = -1
+        first = _first_pid(read)  # the box's first process: killing it ends every process in the box
+        code, timed_out = _wait(process, json.dumps(given).encode(), limits.seconds, first)
+        # bwrap exits 128 + N where its command died of signal N
+        code = -(code - 128) if code is not None and code > 128 and code - 128 in signal.valid_signals() else code
+        return code, timed_out, groups is not None and groups.out_of_memory()
+    finally:
+        os.close(read)
+        if write >= 0:
+            os.close(write)
+        if groups is not None:
+            groups.remove()
+
+
+def _unboxed(uid: int | None, given: dict, limits: Limits, out, err, verdict) -> tuple:
+    """The harness without a box (the user's choice, `--unboxed-programs`): in an empty folder of its own, removed
+    after, with the limits, and as root under a user id of its own."""
+    folder = tempfile.mkdtemp(prefix="rawreact-program-")
+    try:
         if uid is not None:
             os.chown(folder, uid, uid)
-        processes = limits.processes if uid is not None else _own_processes() + limits.processes
-        rlimits = {
-            "RLIMIT_CPU": (limits.cpu_seconds, limits.cpu_seconds + 1),  # SIGXCPU at the limit, SIGKILL a second on
-            "RLIMIT_AS": (limits.memory, limits.memory),
-            "RLIMIT_NPROC": (processes, processes),
-            "RLIMIT_NOFILE": (limits.files, limits.files),
-            "RLIMIT_FSIZE": (limits.file_size, limits.file_size),  # Python ignores SIGXFSZ: a write over it fails
-            "RLIMIT_CORE": (0, 0),
-        }
-        config = {"network": facts["network"] == "none", "uid": uid, "limits": rlimits, "python": facts["python"],
-                  "private": _private()}  # fmt: skip
-        with open(folder / "stdout", "wb") as out, open(folder / "stderr", "wb") as err:
-            process = subprocess.Popen([sys.executable, "-I", "-c", LAUNCHER, json.dumps(config)], cwd=folder,
-                                       env=_env(folder), stdin=subprocess.PIPE, stdout=out, stderr=err,
-                                       start_new_session=True)  # fmt: skip
-            try:
-                process.stdin.write(f"{token}\n".encode())
-                process.stdin.close()
-            except (BrokenPipeError, OSError):
-                pass
-            try:
-                code = process.wait(timeout=limits.seconds)
-                timed_out = False
-            except subprocess.TimeoutExpired:
-                code, timed_out = None, True
-            _kill(process, uid)
-            if code is None:
-                code = process.wait()
-        stdout = _tail(folder / "stdout", limits.kept)
-        stderr = _tail(folder / "stderr", limits.kept)
-        shown, _, last = stdout.rstrip().rpartition("\n")
-        said, _, report = last.partition(" ")
-        passed = not timed_out and code == 0 and said == token
-        reason = "passed" if passed else _reason(code, timed_out, stderr, limits)
-        report = _report(report) if passed else None
-        return Ran(passed, reason, code, shown.rstrip() if passed else stdout, stderr, time.perf_counter() - started,
-                   report, uid)  # fmt: skip
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        env = {"PATH": "/usr/bin:/bin", "HOME": folder, "TMPDIR": folder, "LANG": "C.UTF-8"}
+        python = unboxed_python()
+        process = subprocess.Popen([python, "-I", "-B", "-c", HARNESS], stdin=subprocess.PIPE, stdout=out,
+                                   stderr=err, env=env, cwd=folder, pass_fds=(verdict.fileno(), given["watch"]),
+                                   start_new_session=True, **as_user(uid))  # fmt: skip
+        code, timed_out = _wait(process, json.dumps(given).encode(), limits.seconds, None)
+        with _quiet():
+            os.killpg(process.pid, signal.SIGKILL)
+        if uid is not None:
+            kill_until_gone(lambda: processes_of(range(uid, uid + 1)))
+    finally:  # `chmod -R` and `rm -rf` walk a tree of any depth; a folder the program locked is opened first
+        subprocess.run(["chmod", "-R", "u+rwx", folder], capture_output=True, check=False)
+        subprocess.run(["rm", "-rf", folder], capture_output=True, check=False)
+    return code, timed_out, False
+
+
+def _wait(process: subprocess.Popen, payload: bytes, seconds: float, first: int | None) -> tuple[int | None, bool]:
+    """Hand the harness its payload and wait for it, ending the program at the wall limit (or where rawreact is
+    interrupted meanwhile: Ctrl-C leaves nothing running); its exit status and whether it timed out."""
+    try:
+        process.communicate(payload, timeout=seconds)
+        return process.returncode, False
+    except subprocess.TimeoutExpired:
+        _end(process, first)
+        return None, True
+    except BaseException:
+        _end(process, first)
+        raise
+
+
+def _end(process: subprocess.Popen, first: int | None) -> None:
+    """Kill the box's first process (so the kernel ends every other process in the box), or the process's group."""
+    with _quiet():
+        os.kill(first if first else process.pid, signal.SIGKILL)
+    with _quiet():
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def _first_pid(read: int) -> int | None:
+    """The pid of the box's first process, from what bwrap writes on its info descriptor (None if it wrote none)."""
+    text = b""
+    while not text.rstrip().endswith(b"}"):
+        chunk = os.read(read, 4096)
+        if not chunk:
+            break
+        text += chunk
+    try:
+        return int(json.loads(text)["child-pid"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+class _quiet:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, *_):
+        return kind is not None and issubclass(kind, (ProcessLookupError, PermissionError))
 
 
 def _report(text: str) -> object:
     try:
-        return json.loads(text) if text else None
+        return json.loads(text) if text.strip() else None
     except json.JSONDecodeError:
         return None
 
 
-def _reason(code: int | None, timed_out: bool, stderr: str, limits: Limits) -> str:
+def _reason(code: int | None, timed_out: bool, oom: bool, stderr: str, limits: Limits) -> str:
     if timed_out:
         return f"timed out after {limits.seconds:g} s"
+    if oom:
+        return f"over its memory limit of {limits.memory:,} bytes, all its processes together (killed)"
     if code == FAILED_SETUP:
-        return "its isolation could not be set up"
+        return "its box could not be set up"
     if code is not None and code < 0:
         name = signal.Signals(-code).name
         why = {"SIGXCPU": f"CPU limit of {limits.cpu_seconds} s", "SIGXFSZ": f"wrote over {limits.file_size:,} bytes",
@@ -234,28 +274,22 @@ def _reason(code: int | None, timed_out: bool, stderr: str, limits: Limits) -> s
     lines = [line for line in stderr.strip().splitlines() if line.strip()]
     if "[Errno 27] File too large" in stderr:
         return f"wrote over {limits.file_size:,} bytes (its output or a file)"
+    if "[Errno 28] No space left on device" in stderr:
+        return f"wrote over its share of {limits.written:,} bytes (its folder or /tmp)"
     if code == 0:
         return "exited before its tests finished"
     return lines[-1].strip()[:200] if lines else f"exit status {code}"
 
 
-def _kill(process: subprocess.Popen, uid: int | None) -> None:
-    """End the program and everything it started: its session's group, and (with a user id of its own) every
-    process of that id, until none is left."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
-    if uid is not None:
-        kill_until_gone(lambda: processes_of(range(uid, uid + 1)))
-
-
 def processes_of(uids: range) -> list[int]:
     """The live processes (not zombies) whose user id is in `uids`: one program's (its own id), or any program's."""
     found = []
-    for entry in Path("/proc").iterdir():
+    for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
         try:
-            status = (entry / "status").read_text()
+            with open(f"/proc/{entry.name}/status") as file:
+                status = file.read()
         except OSError:
             continue
         for line in status.splitlines():
@@ -266,29 +300,17 @@ def processes_of(uids: range) -> list[int]:
     return found
 
 
-def _private() -> list[str]:
-    """The shared folders a program gets its own of: those that are there and anyone may write in."""
-    return [path for path in SHARED if os.path.isdir(path) and os.stat(path).st_mode & 0o002]
-
-
 def _own_processes() -> int:
     return len(processes_of(range(os.getuid(), os.getuid() + 1)))
 
 
-def _uid() -> int:
-    return UID_BASE + secrets.randbelow(UID_SPAN)
-
-
-def _env(folder: str | Path) -> dict:
-    return {"PATH": "/usr/bin:/bin", "HOME": str(folder), "TMPDIR": str(folder), "LANG": "C.UTF-8"}
-
-
-def _tail(path: Path, size: int) -> str:
-    """The last `size` bytes of a file, as text."""
+def _tail(fd: int, size: int, *, start: bool = False) -> str:
+    """The last `size` bytes (with `start`, the first) of an open file, read through its descriptor, as text."""
     try:
-        with open(path, "rb") as file:
-            file.seek(0, os.SEEK_END)
-            file.seek(max(0, file.tell() - size))
-            return file.read().decode("utf-8", "replace")
+        length = os.fstat(fd).st_size
+        return os.pread(fd, min(size, length), 0 if start else max(0, length - size)).decode("utf-8", "replace")
     except OSError:
         return ""
+
+
+UID_BASE, UID_SPAN = boxes.UID_BASE, boxes.UID_SPAN

@@ -45,10 +45,11 @@ from rawreact.config.choices import (
     reflexion_loop_problem,
 )
 from rawreact.config.settings import Settings, defaults, given_or, option
-from rawreact.core.errors import DataError, GrammarError
+from rawreact.core.errors import DataError, EnvironmentSetupError, GrammarError
 from rawreact.core.folders import split_named
 from rawreact.core.resources import resource
 from rawreact.core.tasks import QA, task_type
+from rawreact.environments.box import box
 from rawreact.environments.custom import Factory, import_factory
 from rawreact.environments.env import bound_verbs
 from rawreact.environments.game import commands_unknown
@@ -290,7 +291,8 @@ def envs_of(settings: Settings, collection: Collection) -> Callable[[Question], 
     bound_verbs(settings.verb_timeout if factory is not None else None)  # a user's verb that hangs fails instead
 
     def env(question: Question) -> object:
-        made = collection.env(question, n_first=settings.sentences, loop=settings.loop)
+        made = collection.env(question, n_first=settings.sentences, loop=settings.loop,
+                              unboxed=settings.unboxed_programs)  # fmt: skip
         return made if factory is None else factory(made, None if question is None else question.row_fields())
 
     return env
@@ -450,6 +452,7 @@ def _program_config(settings: Settings, task: str) -> dict:
     options = program_options(settings, task)
     if not options:
         return {}
+    sandbox = program_box(settings)
     chosen = options["program"]
     # Named apart from the run's own settings (the model's temperature, CoT-SC's samples), which they sit beside.
     made = {f"program_{k}": chosen[k] for k in ("children", "tests", "temperature", "samples") if k in chosen}
@@ -462,7 +465,7 @@ def _program_config(settings: Settings, task: str) -> dict:
             "program_prompts_sha256": hashlib.sha256(Path(reference.path).read_bytes()).hexdigest(),
             "iterations": chosen.get("iterations"),
             "max_tokens": 1024,  # every call of the repositories'
-            "sandbox": isolation()["said"],
+            "sandbox": sandbox,
             "rules": "reference",
         }
     prompts = chosen["prompts"]
@@ -472,8 +475,17 @@ def _program_config(settings: Settings, task: str) -> dict:
         "program_prompts_sha256": hashlib.sha256(texts.encode()).hexdigest(),
         "iterations": chosen.get("iterations"),
         "max_tokens": options["max_tokens"],
-        "sandbox": isolation()["said"],
+        "sandbox": sandbox,
     }
+
+
+def program_box(settings: Settings) -> str:
+    """The box programs run in here, in words; refused where there is none and the user did not choose to run them
+    without one (`--unboxed-programs`)."""
+    facts = isolation()
+    if not facts["boxed"] and not settings.unboxed_programs:
+        raise EnvironmentSetupError(box().refusal())
+    return facts["said"]
 
 
 def _lats_config(settings: Settings) -> dict:

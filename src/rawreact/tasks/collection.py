@@ -93,7 +93,12 @@ class Collection:
         return of_layout(self.layout).name
 
     def env(
-        self, question: Question | None = None, *, n_first: int | None = None, loop: str = "tolerant"
+        self,
+        question: Question | None = None,
+        *,
+        n_first: int | None = None,
+        loop: str = "tolerant",
+        unboxed: bool = False,
     ) -> PassageEnv | ReferenceEnv | GameEnv | ScienceWorldEnv | ProgramEnv:
         """A fresh environment over the question's own passages, or the shared ones; a game's own.
 
@@ -101,13 +106,14 @@ class Collection:
         question's gold answer for its reward) over the same passages; `n_first` defaults to the
         loop's (`LOOPS`). The shared passages are indexed once per loop and `n_first`, and every
         question gets its own state over that index, so a large collection costs its indexing once.
+        `unboxed`: a program's environment runs programs without a box where this machine has none.
         """
         if loop not in LOOPS:
             raise ValueError(f"unknown loop {loop!r}; the loops are {', '.join(LOOPS)}")
         if question is not None and is_episode(question.game):  # a ScienceWorld episode, in the simulator
             return ScienceWorldEnv(question.game)
         if question is not None and task_type(question.task).writes_programs:  # its hidden tests, in a sandbox
-            return ProgramEnv(question.row or {})
+            return ProgramEnv(question.row or {}, unboxed=unboxed)
         if question is not None and question.game and question.row is not None:
             return None  # a game of a games file (tasks.games.from_rows): the --env factory makes it from its row
         if question is not None and question.game:  # a text game is its own environment, laid out for the loop
