@@ -491,3 +491,26 @@ def test_a_program_runs_tables_and_page_speak_of_problems_and_pass_at_1(tmp_path
     assert "Problems by implementations taken" in page and "Pass@1 per run" in page and "How problems ended" in page
     assert "with invalid actions" not in page and ">invalid<" not in page and ">repeats<" not in page
     assert 'data-unit="problem"' in page and "Questions" not in page
+
+
+def test_a_gzipped_problems_file_cut_short_is_one_line_naming_it(tmp_path, capsys):
+    """Issue 91 item 6: a gzipped problems file cut short was "internal error: EOFError"."""
+    whole = gzip.compress((json.dumps(PROBLEMS[0]) + "\n").encode() * 3)
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(DataError, match=r"cut\.jsonl\.gz: not a whole gzip file .*cut short"):
+        load_collection(str(cut))
+    assert main(["run", str(cut), "--method", "simple", "--model", "scripted:x", "-q"]) == 2
+    said = capsys.readouterr().err
+    assert "not a whole gzip file" in said and "internal error" not in said and "Traceback" not in said
+
+
+@pytest.mark.parametrize("task_id", ["Mine/1\nHumanEval/2", "../../etc/x", "Mine/../0", "Mine/\x00"])
+def test_a_problem_id_with_a_newline_or_a_parent_part_is_refused_naming_the_line(task_id, tmp_path):
+    """Issue 91 item 11: ids with a newline or `../` were accepted (an id names a problem in files and reports)."""
+    data = tmp_path / "mine.jsonl"
+    data.write_text(
+        json.dumps(dict(PROBLEMS[0], task_id="Mine/0")) + "\n" + json.dumps(dict(PROBLEMS[1], task_id=task_id)) + "\n"
+    )
+    with pytest.raises(DataError, match=r"mine\.jsonl line 2: task_id .* control character or a '\.\.' part"):
+        load_collection(str(data))

@@ -14,6 +14,8 @@ prompt, its row the fields above. The collection's SHA-256 is the data file's an
 import gzip
 import hashlib
 import json
+import unicodedata
+import zlib
 from importlib import metadata
 from pathlib import Path
 
@@ -102,6 +104,10 @@ def read_file(path: str | Path) -> Collection:
         raise DataError(f"{path}: cannot read the problems: {error.strerror or error}") from None
     except UnicodeDecodeError:
         raise DataError(f"{path}: not UTF-8 text") from None
+    except (EOFError, gzip.BadGzipFile, zlib.error) as error:
+        raise DataError(
+            f"{path}: not a whole gzip file ({error}); was it cut short? Fetch or compress it again"
+        ) from None
     rows = []
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -130,6 +136,12 @@ def from_rows(path: Path, digest: str, rows: list[tuple[int, object]], unit: str
             )
             raise DataError(
                 f"{where}: a problem needs {', '.join(FIELDS)} as text; it lacks {', '.join(lacking)}{judged}"
+            )
+        task_id = row["task_id"]
+        if any(unicodedata.category(c) == "Cc" for c in task_id) or ".." in task_id.split("/"):
+            raise DataError(
+                f"{where}: task_id {task_id!r} holds a control character or a '..' part; an id names a problem in "
+                "file names and reports, so write it as HumanEval does (Name/42)"
             )
         if not row["entry_point"].isidentifier():
             raise DataError(f"{where}: entry_point {row['entry_point']!r} is not a Python function name")
