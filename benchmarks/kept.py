@@ -65,11 +65,25 @@ def read(ledger: Path) -> tuple[dict[tuple[str, str], dict], list[dict]]:
             entry = json.loads(line)
         except json.JSONDecodeError as error:
             raise SystemExit(f"{ledger}:{number}: not a JSON line ({error}); mend or remove that line") from None
+        if not _kept_line(entry):
+            raise SystemExit(
+                f"{ledger}:{number}: JSON, but neither an item's outcome (an object with text `row` and `id`) nor a "
+                f"sitting ({line[:60]}); mend or remove that line"
+            )
         if "sitting" in entry:
             sittings.append(entry["sitting"])
         else:
             outcomes[entry["row"], entry["id"]] = entry
     return outcomes, sittings
+
+
+def _kept_line(entry: object) -> bool:
+    """Whether a ledger line is what a ledger holds: a sitting, or an item's outcome."""
+    if not isinstance(entry, dict):
+        return False
+    if "sitting" in entry:
+        return isinstance(entry["sitting"], dict)
+    return isinstance(entry.get("row"), str) and isinstance(entry.get("id"), str)
 
 
 def keep(ledger: Path, row: str, run: Path, out_sittings: Path, cpu: str) -> int:

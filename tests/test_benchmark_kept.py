@@ -208,3 +208,20 @@ def test_each_shard_keeps_the_calls_the_others_do_not_hold_and_a_sitting_restore
     assert kept.restore_calls(ledger, "lats", tmp_path / "three" / "calls.sqlite") == 3
     assert kept.restore_calls(ledger, "lats", tmp_path / "three" / "calls.sqlite") == 0  # each call once
     assert kept.restore_calls(ledger, "react", tmp_path / "three" / "calls.sqlite") == 0  # another row's are apart
+
+
+@pytest.mark.parametrize("line", ["{}", "[1]", '"text"', '{"row": "simple"}', '{"sitting": 3}'])
+def test_a_ledger_line_that_is_json_but_not_an_outcome_is_one_line_naming_it(line, tmp_path):
+    """Issue 91 item 4: such a line was a traceback in kept.py and in every driver that reads the ledger."""
+    ledger = tmp_path / "humaneval.kept.jsonl"
+    good = json.dumps({"row": "simple", "id": "HumanEval/0", "success": 1})
+    ledger.write_text(f"{good}\n{line}\n")
+    with pytest.raises(SystemExit, match=r"humaneval\.kept\.jsonl:2: JSON, but neither an item's outcome"):
+        kept.read(ledger)
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "kept.py"), str(ledger), "--base", "simple"],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"{ledger}:2: JSON, but neither an item's outcome (an object with "
+        f"text `row` and `id`) nor a sitting ({line}); mend or remove that line"
+    ]
