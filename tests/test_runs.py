@@ -390,3 +390,26 @@ def test_the_progress_bar_shows_running_scores_on_a_terminal(rows, tmp_path):
     bar = shown.decode("utf-8", "replace")
     assert run.returncode == 0 and "3/3" in bar and "EM 0.667 F1 0.667" in bar
     assert "result [3/3]" in stdout and "\r" not in stdout  # the bar stays on the terminal, off stdout
+
+
+def test_report_of_a_run_stopped_midway_says_how_many_of_how_many_in_text_and_json(rows, tmp_path):
+    """Issue 91 item 8: a run stopped at 5 of 10 with a half last line read as a finished run of 5."""
+    data, out = _data(rows, tmp_path, 10), tmp_path / "run.jsonl"
+    assert _run(data, "--model", _oracle(rows, tmp_path / "o.json"), "--out", out, "-q").returncode == 0
+    lines = out.read_bytes().split(b"\n")
+    out.write_bytes(b"\n".join(lines[:5]) + b"\n" + lines[5][: len(lines[5]) // 2])  # 5 whole, the 6th cut
+    said = subprocess.run([*RAWREACT, "report", out], capture_output=True, text=True)
+    assert said.returncode == 0 and said.stdout.splitlines()[1].split()[4] == "5"
+    assert (
+        "rawreact: run.jsonl stopped after 5 of 10 questions, and its last line was cut short (left out): the figures "
+        "are of those only; `rawreact run` with --resume and the same --out finishes it" in said.stderr
+    )
+    (run,) = json.loads(subprocess.run([*RAWREACT, "report", out, "--format", "json"], capture_output=True,
+                                       text=True).stdout)["runs"]  # fmt: skip
+    assert run["progress"] == {"finished": False, "records": 5, "planned": 10, "cut_line": True}
+    whole = tmp_path / "whole.jsonl"
+    assert _run(data, "--model", _oracle(rows, tmp_path / "o.json"), "--out", whole, "-q").returncode == 0
+    (run,) = json.loads(subprocess.run([*RAWREACT, "report", whole, "--format", "json"], capture_output=True,
+                                       text=True).stdout)["runs"]  # fmt: skip
+    assert run["progress"] == {"finished": True, "records": 10, "planned": 10, "cut_line": False}
+    assert "stopped" not in subprocess.run([*RAWREACT, "report", whole], capture_output=True, text=True).stderr

@@ -96,6 +96,10 @@ def report(args: argparse.Namespace) -> int:
     print(printable(shown(drop_unused(rows), args)), end="")
     unit = of_records([r for _, records in loaded.values() for r in records]).unit
     print(f"rawreact: {times_note(unit)}", file=sys.stderr)
+    for name, (manifest, records) in loaded.items():
+        done = progress(runs[name], manifest, records)
+        if not done["finished"]:
+            print(f"rawreact: {name} {stopped_said(done, unit)}", file=sys.stderr)
     labels = label_table({name: records for name, (_, records) in loaded.items()})
     if labels:  # FEVER runs: label accuracy per gold label, and what was answered
         print("\n" + printable(table(labels, args.format)), end="")
@@ -142,7 +146,8 @@ def report_json(loaded: dict, runs: dict[str, str], args: argparse.Namespace) ->
         config = (manifest or {}).get("config", {})
         alone = Comparison([name], {name: recs}, args.resamples, args.stats_seed)
         run = {"name": name, "file": str(runs[name]), "method": config.get("method"), "model": config.get("model"),
-               "model_sha256": config.get("model_sha256"), "summary": summarize(recs), "scores": {}}  # fmt: skip
+               "model_sha256": config.get("model_sha256"), "progress": progress(runs[name], manifest, recs),
+               "summary": summarize(recs), "scores": {}}  # fmt: skip
         if alone.ids:
             run["scores"] = {m: _interval(alone.interval(name, m)) for m in alone.metrics}
         if name != base:
@@ -162,6 +167,33 @@ def report_json(loaded: dict, runs: dict[str, str], args: argparse.Namespace) ->
     out["searches"] = search_rows(records) or []
     out["trials"] = trial_rows(records) or []
     return out
+
+
+def progress(path: str | Path, manifest: dict | None, records: list[dict]) -> dict:
+    """How far a run file got: its whole records against the questions its manifest planned, whether its last line
+    was cut short (a run stopped while writing it), and so whether it finished."""
+    planned = (manifest or {}).get("questions")
+    planned = planned if isinstance(planned, int) and not isinstance(planned, bool) else None
+    try:
+        with open(path, "rb") as file:
+            file.seek(0, 2)
+            size = file.tell()
+            file.seek(max(0, size - 1))
+            cut = size > 0 and file.read(1) != b"\n"
+    except OSError:
+        cut = False
+    finished = not cut and (planned is None or len(records) >= planned)
+    return {"finished": finished, "records": len(records), "planned": planned, "cut_line": cut}
+
+
+def stopped_said(done: dict, unit: str) -> str:
+    """A stopped run, in words: how many of how many, and how to go on."""
+    of = "" if done["planned"] is None else f" of {done['planned']}"
+    cut = ", and its last line was cut short (left out)" if done["cut_line"] else ""
+    return (
+        f"stopped after {done['records']}{of} {unit}s{cut}: the figures are of those only; `rawreact run` with "
+        "--resume and the same --out finishes it"
+    )
 
 
 def _interval(found) -> dict[str, float]:
