@@ -215,6 +215,11 @@ def test_a_programs_code_is_escaped_on_the_page(tmp_path):
         (["--method", "simple", "--loop", "reference"], "drop --loop reference"),
         (["--method", "simple", "--grammar", "step"], "method simple writes none"),
         (["--method", "reflexion", "--strategy", "base"], "programs' reflexion takes --trials"),
+        # issue 91 item 5: each was accepted and ignored
+        (["--method", "reflexion", "--samples", "4"], "reflexion makes its own (--trials implementations)"),
+        (["--method", "lats", "--samples", "4"], "lats makes its own (--lats-samples children a node)"),
+        (["--method", "simple", "--sample-temperature", "0.9"], "give --samples N too"),
+        (["--method", "simple", "--max-steps", "3"], "simple writes one implementation: drop --max-steps"),
     ],
 )
 def test_settings_a_problem_cannot_run_are_refused_before_anything_starts(argv, said, capsys, tmp_path):
@@ -514,3 +519,19 @@ def test_a_problem_id_with_a_newline_or_a_parent_part_is_refused_naming_the_line
     )
     with pytest.raises(DataError, match=r"mine\.jsonl line 2: task_id .* control character or a '\.\.' part"):
         load_collection(str(data))
+
+
+def test_a_resume_refusal_names_the_option_that_changed_the_value(tmp_path, capsys):
+    """Issue 91 item 5: a resume with --trials changed said `iterations was 2, now 3`, which no option is named."""
+    problem = {"task_id": "Toy/0", "prompt": 'def add(a, b):\n    """Sum."""\n', "entry_point": "add",
+               "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n"}  # fmt: skip
+    data = tmp_path / "toy.jsonl"
+    data.write_text(json.dumps(problem) + "\n")
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps(["    return a + b\n"] * 4))
+    out = tmp_path / "run.jsonl"
+    argv = ["run", str(data), "--method", "reflexion", "--model", f"scripted:{script}", "--out", str(out), "-q"]
+    assert main([*argv, "--trials", "2"]) == 0
+    capsys.readouterr()
+    assert main([*argv, "--trials", "3", "--resume"]) == 2
+    assert "iterations was 2, now 3 (--trials, or --iterations for lats)" in capsys.readouterr().err

@@ -227,7 +227,7 @@ class Settings:
                 return problem
         if (self.grammar or self.grammar_file) and not acts(self.method):
             return f"a grammar constrains action lines, and method {self.method} writes none; drop the grammar"
-        problem = self._reflexion_problem()
+        problem = self._reflexion_problem() or self._program_problem()
         if problem:
             return problem
         problem = loop_problem(self.loop, self.method, bool(self.grammar or self.grammar_file), self.repeats)
@@ -283,6 +283,30 @@ class Settings:
             return "--lats-prompts are the repository's, which its rules send: add --loop reference"
         if self.loop == "reference" and self.value_prompt is not None:
             return "--value-prompt is rawreact's rules' value prompt; the reference rules send the repository's"
+        return None
+
+    def _program_problem(self) -> str | None:
+        """A setting a program method would take and ignore, or None."""
+        if self.samples is not None and self.method in ("reflexion", LATS):
+            own = "--trials implementations" if self.method == "reflexion" else "--lats-samples children a node"
+            return (
+                f"samples={self.samples} (--samples) draws implementations for pass@k with method simple; "
+                f"{self.method} makes its own ({own}): drop --samples"
+            )
+        if (
+            self.method == "simple"
+            and self.samples is None
+            and self.sample_temperature != _DEFAULTS["sample_temperature"]
+        ):
+            return (
+                f"sample_temperature={self.sample_temperature:g} (--sample-temperature) is the temperature of "
+                "--samples, and simple without --samples writes one greedy implementation: give --samples N too"
+            )
+        if self.method == "simple" and self.max_steps is not None:
+            return (
+                f"max_steps={self.max_steps} (--max-steps) bounds a loop of steps, and simple writes one "
+                "implementation: drop --max-steps"
+            )
         return None
 
     def _reflexion_problem(self) -> str | None:

@@ -12,6 +12,7 @@ import os
 import time
 from pathlib import Path
 
+from rawreact.config.settings import KEYS, option
 from rawreact.core.errors import DataError
 from rawreact.core.folders import make_parents, remove_made
 from rawreact.core.resources import installed_versions, source_fingerprint, source_named
@@ -316,10 +317,20 @@ def refuse_resume(path: Path, config: dict) -> dict:
     return manifest
 
 
+# The options behind the manifest's values that are not settings of their own name (a program method's).
+_FLAGS = {
+    "iterations": "--trials, or --iterations for lats", "program_samples": "--samples",
+    "program_tests": "--number-of-tests", "program_children": "--lats-samples",
+    "program_temperature": "--sample-temperature, or --lats-temperature for lats",
+}  # fmt: skip
+
+
 def _said(key: str, old: dict, new: dict) -> str:
-    """A change of one recorded value, in words: `max_steps was 7, now 5`."""
+    """A change of one recorded value, in words, with the option that sets it: `max_steps was 7, now 5
+    (--max-steps)`."""
     if key not in _WORDS:
-        return f"{key} was {old.get(key)!r}, now {new.get(key)!r}"
+        flag = _FLAGS.get(key) or (option(key) if key in KEYS else None)
+        return f"{key} was {old.get(key)!r}, now {new.get(key)!r}" + (f" ({flag})" if flag else "")
     words, before = _WORDS[key]
     was = before if old.get(key) is None else repr(old.get(key))
     return f"{words} was {was}, now {new.get(key)!r}"
