@@ -420,18 +420,24 @@ def test_a_count_given_at_a_question_methods_default_means_what_it_says_for_prog
     assert _lats_config(Settings(method="lats", iterations=4))["iterations"] == 4
 
 
+def _toy(tmp_path: Path, answers: int) -> tuple[Path, Path]:
+    """A file of one toy problem (add two numbers), and a script that answers it right `answers` times."""
+    problem = {"task_id": "Toy/0", "prompt": 'def add(a, b):\n    """Sum."""\n', "entry_point": "add",
+               "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n"}  # fmt: skip
+    data = tmp_path / "toy.jsonl"
+    data.write_text(json.dumps(problem) + "\n")
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps(["    return a + b\n"] * answers))
+    return data, script
+
+
 def test_a_program_runs_manifest_from_before_counts_could_be_left_out_reruns_as_it_ran(tmp_path):
     """A program run's manifest made when --max-tokens and --trials left out were recorded as 100 and 7 (its config
     holding the 512 tokens and 5 implementations it took): read as settings, they are left out again, so a rerun
     takes what the run took; a count whose run took it as recorded stays."""
     from rawreact.config.files import read_settings
 
-    problem = {"task_id": "Toy/0", "prompt": 'def add(a, b):\n    """Sum."""\n', "entry_point": "add",
-               "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n"}  # fmt: skip
-    data = tmp_path / "toy.jsonl"
-    data.write_text(json.dumps(problem) + "\n")
-    script = tmp_path / "s.json"
-    script.write_text(json.dumps(["    return a + b\n"] * 2))
+    data, script = _toy(tmp_path, 2)
     for name, given in (("left", []), ("given", ["--max-tokens", "100"])):
         out = tmp_path / f"{name}.jsonl"
         assert main(["run", str(data), "--method", "reflexion", "--model", f"scripted:{script}", "--out", str(out),
@@ -523,12 +529,7 @@ def test_a_problem_id_with_a_newline_or_a_parent_part_is_refused_naming_the_line
 
 def test_a_resume_refusal_names_the_option_that_changed_the_value(tmp_path, capsys):
     """Issue 91 item 5: a resume with --trials changed said `iterations was 2, now 3`, which no option is named."""
-    problem = {"task_id": "Toy/0", "prompt": 'def add(a, b):\n    """Sum."""\n', "entry_point": "add",
-               "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n"}  # fmt: skip
-    data = tmp_path / "toy.jsonl"
-    data.write_text(json.dumps(problem) + "\n")
-    script = tmp_path / "s.json"
-    script.write_text(json.dumps(["    return a + b\n"] * 4))
+    data, script = _toy(tmp_path, 4)
     out = tmp_path / "run.jsonl"
     argv = ["run", str(data), "--method", "reflexion", "--model", f"scripted:{script}", "--out", str(out), "-q"]
     assert main([*argv, "--trials", "2"]) == 0
