@@ -24,8 +24,9 @@ from rawreact.agents.programs import asserts_of, parses, program_of
 from rawreact.core.errors import EnvironmentSetupError
 from rawreact.environments import box as boxes
 from rawreact.environments import sandbox
+from rawreact.environments.box import UID_BASE, UID_SPAN
 from rawreact.environments.programs import ProgramEnv
-from rawreact.environments.sandbox import UID_BASE, UID_SPAN, Limits, processes_of, run_program
+from rawreact.environments.sandbox import Limits, processes_of, run_program
 
 pytestmark = pytest.mark.usefixtures("programs_box")  # they run model-written programs
 
@@ -537,6 +538,8 @@ def test_unboxed_a_program_still_runs_apart_and_its_folder_goes_whatever_it_left
     nested += "raise SystemExit('x')\n"
     ran = run_program(nested, "pass\n", QUICK, unboxed=True)
     assert not ran.passed and ran.reason == "x"
+    spun = run_program("while True:\n    pass\n", "pass\n", QUICK, unboxed=True)  # the harness's SIGXCPU, named
+    assert not spun.passed and spun.reason == "CPU limit of 3 s (SIGXCPU)" and spun.returncode == -24, spun
     assert set(Path(tempfile.gettempdir()).glob("rawreact-program-*")) <= before
 
 

@@ -31,6 +31,7 @@ from rawreact.models.base import Completion, Model
 # runs used), or the close of a markdown fence.
 STOPS = ["\ndef ", "\nclass ", "\nif ", "\nprint(", "\n#", "\n```", "\nassert "]
 TEST_STOPS = ["\n\n", "\ndef ", "\nclass ", "\n#", "\n```"]
+UNPARSEABLE = (SyntaxError, ValueError, RecursionError, MemoryError)  # ast.parse: no Python, or nested too deep
 # A prompt that names {prompt} (a chat template's, say) asks for the whole function in a markdown fence after it:
 # the call stops where the fence closes, or where the chat's turn ends.
 TEMPLATE_STOPS = ["\n```", "<|im_end|>", "<|endoftext|>"]
@@ -142,7 +143,7 @@ def _helpers(prompt: str, entry_point: str) -> str:
     `is_palindrome` beside `make_palindrome`), as the prompt writes it; "" where there is none."""
     try:
         tree = ast.parse(prompt)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    except UNPARSEABLE:
         return ""
     lines = prompt.splitlines()
     kept = []
@@ -192,7 +193,7 @@ def _unittest_assert(line: str) -> str:
         return ""
     try:
         call = ast.parse(line, mode="eval").body
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    except UNPARSEABLE:
         return ""
     if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Attribute) or call.keywords:
         return ""
@@ -207,7 +208,7 @@ def parses(code: str) -> bool:
     nested deeper than the parser goes, such as thousands of unary minus signs)."""
     try:
         ast.parse(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    except UNPARSEABLE:
         return False
     return True
 

@@ -15,7 +15,7 @@ hold a process (RLIMIT_AS, and RLIMIT_NPROC counted in the box's own user namesp
 
 bwrap was chosen over hand-written `unshare` calls: it is made for this job (Flatpak's sandbox), kept by the same
 people for a decade, and does the parts that are easy to get wrong (pivot_root, a fresh /proc in the new PID
-namespace, a reaping init, dropping capabilities, the parent-death signal) in one reviewed C program.
+namespace, dropping capabilities, the parent-death signal) in one reviewed C program.
 """
 
 import contextlib
@@ -35,6 +35,7 @@ UID_BASE, UID_SPAN = 2_000_000, 1_000_000  # as root, a box's own user id outsid
 INSIDE_UID = 1000  # the program's user id inside its box
 FOLDER = "/box"  # the program's folder inside its box
 CGROUP_V1 = Path("/sys/fs/cgroup")
+HIERARCHIES = ("memory", "pids")  # the cgroup v1 hierarchies that hold a whole program
 GROUP = "rawreact"  # rawreact's cgroups: GROUP/PID-RANDOM under each hierarchy, one a program
 INSTALL = "install bubblewrap (apt-get install bubblewrap; dnf install bubblewrap; pacman -S bubblewrap)"
 USERNS = (
@@ -80,8 +81,8 @@ class Box:
         # --as-pid-1: the command is the box's first process, so that when it ends, for whatever reason, the kernel
         # ends every other process in the box (bwrap's own first process would wait for them all)
         argv = [self.bwrap, "--unshare-all", "--unshare-user", "--as-pid-1", "--die-with-parent", "--new-session",
-                "--cap-drop",
-                "ALL", "--uid", str(INSIDE_UID), "--gid", str(INSIDE_UID), "--hostname", "box"]  # fmt: skip
+                "--cap-drop", "ALL", "--uid", str(INSIDE_UID), "--gid", str(INSIDE_UID),
+                "--hostname", "box"]  # fmt: skip
         argv += ["--disable-userns"] if "--disable-userns" in self.options else []  # (bwrap 0.8 and later)
 
         def tmpfs(size: int, path: str) -> list[str]:  # sized where bwrap can (0.7 and later)
@@ -104,7 +105,7 @@ def box() -> Box:
         return Box(False, None, None, why=f"bubblewrap's bwrap is not installed: {INSTALL}")
     remove_stale_cgroups()
     failure, options = "", _options(bwrap)
-    for python in dict.fromkeys([os.path.realpath(sys.executable), *_system_pythons()]):
+    for python in _pythons():
         made = Box(True, bwrap, python, _binds(python), _cgroup_roots(), options=options)
         failure = _fails(made)
         if not failure:
@@ -120,7 +121,7 @@ def box() -> Box:
 def unboxed_python() -> str:
     """The Python a program runs on without a box: rawreact's own, or (as root, whose program runs as a user id of
     its own) the first one any user can run, which a virtual environment under /root is not."""
-    candidates = [os.path.realpath(sys.executable), *_system_pythons()]
+    candidates = _pythons()
     if os.geteuid() != 0:
         return candidates[0]
     return next((p for p in candidates if _anyone_runs(p)), candidates[0])
@@ -141,9 +142,11 @@ def _options(bwrap: str) -> frozenset:
     return frozenset(option for option in ("--size", "--disable-userns") if option in said)
 
 
-def _system_pythons() -> list[str]:
+def _pythons() -> list[str]:
+    """The Pythons a program may run on, in order: rawreact's own, then the system's."""
     found = [shutil.which("python3", path="/usr/bin:/bin:/usr/local/bin"), "/usr/bin/python3", "/usr/local/bin/python3"]
-    return [os.path.realpath(p) for p in found if p and os.path.isfile(p)]
+    system = [os.path.realpath(p) for p in found if p and os.path.isfile(p)]
+    return list(dict.fromkeys([os.path.realpath(sys.executable), *system]))
 
 
 def _binds(python: str) -> tuple[tuple[str, str], ...]:
@@ -193,7 +196,7 @@ def as_user(uid: int | None) -> dict:
 def _cgroup_roots() -> tuple[str, ...]:
     """The cgroup v1 hierarchies that can hold a whole program (memory and pids, both, where rawreact may make
     groups in them: as root), made ready; none elsewhere."""
-    roots = [CGROUP_V1 / "memory", CGROUP_V1 / "pids"]
+    roots = [CGROUP_V1 / name for name in HIERARCHIES]
     try:
         if not all((root / "cgroup.procs").is_file() and os.access(root, os.W_OK) for root in roots):
             return ()
@@ -257,7 +260,7 @@ def _empty(path: Path) -> None:
 
 def remove_stale_cgroups() -> None:
     """Remove the cgroups (and kill what is in them) that a rawreact which is no longer running left."""
-    for root in (CGROUP_V1 / "memory" / GROUP, CGROUP_V1 / "pids" / GROUP):
+    for root in (CGROUP_V1 / name / GROUP for name in HIERARCHIES):
         with contextlib.suppress(OSError):
             for path in root.iterdir():
                 owner = path.name.split("-")[0]

@@ -14,6 +14,7 @@ What no harness in the program's own process stops: a program that reads the har
 the token, and a result whose `__eq__` is always true passes an `assert f(x) == y` (as in HumanEval's harness).
 """
 
+import contextlib
 import json
 import os
 import secrets
@@ -25,7 +26,6 @@ from dataclasses import dataclass
 
 from rawreact.core.errors import EnvironmentSetupError
 from rawreact.core.processes import kill_until_gone
-from rawreact.environments import box as boxes
 from rawreact.environments.box import Box, Cgroups, as_user, box, own_uid, unboxed_python
 
 # The harness, run as `python -I -B -c HARNESS`: it takes everything from its standard input, limits itself,
@@ -69,7 +69,6 @@ def _main():
 _main()
 """
 
-FAILED_SETUP = 125  # bwrap's exit status where it could not set the box up (and the unboxed launcher's)
 VERDICT_MOST = 4 << 20  # bytes of a verdict read: the token and the tests' report
 
 
@@ -134,6 +133,8 @@ def run_program(program: str, tests: str, limits: Limits = Limits(), *, unboxed:
         finally:
             os.close(watch)
             os.close(held)
+        # 128 + N: the harness ended by signal N (bwrap says so of its command, and the harness of SIGXCPU itself)
+        code = -(code - 128) if code is not None and code > 128 and code - 128 in signal.valid_signals() else code
         stdout, stderr = _tail(out.fileno(), limits.kept), _tail(err.fileno(), limits.kept)
         said = _tail(verdict.fileno(), VERDICT_MOST + 1, start=True)
     passed = not timed_out and code == 0 and (said == token + "\n" or said.startswith(token + " "))
@@ -173,8 +174,6 @@ def _in_box(made: Box, uid: int | None, given: dict, limits: Limits, out, err, v
         write = -1
         first = _first_pid(read)  # the box's first process: killing it ends every process in the box
         code, timed_out = _wait(process, json.dumps(given).encode(), limits.seconds, first)
-        # bwrap exits 128 + N where its command died of signal N
-        code = -(code - 128) if code is not None and code > 128 and code - 128 in signal.valid_signals() else code
         return code, timed_out, groups is not None and groups.out_of_memory()
     finally:
         os.close(read)
@@ -197,7 +196,7 @@ def _unboxed(uid: int | None, given: dict, limits: Limits, out, err, verdict) ->
                                    stderr=err, env=env, cwd=folder, pass_fds=(verdict.fileno(), given["watch"]),
                                    start_new_session=True, **as_user(uid))  # fmt: skip
         code, timed_out = _wait(process, json.dumps(given).encode(), limits.seconds, None)
-        with _quiet():
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(process.pid, signal.SIGKILL)
         if uid is not None:
             kill_until_gone(lambda: processes_of(range(uid, uid + 1)))
@@ -223,9 +222,9 @@ def _wait(process: subprocess.Popen, payload: bytes, seconds: float, first: int 
 
 def _end(process: subprocess.Popen, first: int | None) -> None:
     """Kill the box's first process (so the kernel ends every other process in the box), or the process's group."""
-    with _quiet():
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(first if first else process.pid, signal.SIGKILL)
-    with _quiet():
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
     process.wait()
 
@@ -244,14 +243,6 @@ def _first_pid(read: int) -> int | None:
         return None
 
 
-class _quiet:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, kind, *_):
-        return kind is not None and issubclass(kind, (ProcessLookupError, PermissionError))
-
-
 def _report(text: str) -> object:
     try:
         return json.loads(text) if text.strip() else None
@@ -264,8 +255,6 @@ def _reason(code: int | None, timed_out: bool, oom: bool, stderr: str, limits: L
         return f"timed out after {limits.seconds:g} s"
     if oom:
         return f"over its memory limit of {limits.memory:,} bytes, all its processes together (killed)"
-    if code == FAILED_SETUP:
-        return "its box could not be set up"
     if code is not None and code < 0:
         name = signal.Signals(-code).name
         why = {"SIGXCPU": f"CPU limit of {limits.cpu_seconds} s", "SIGXFSZ": f"wrote over {limits.file_size:,} bytes",
@@ -311,6 +300,3 @@ def _tail(fd: int, size: int, *, start: bool = False) -> str:
         return os.pread(fd, min(size, length), 0 if start else max(0, length - size)).decode("utf-8", "replace")
     except OSError:
         return ""
-
-
-UID_BASE, UID_SPAN = boxes.UID_BASE, boxes.UID_SPAN

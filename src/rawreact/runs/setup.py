@@ -53,7 +53,6 @@ from rawreact.environments.box import box
 from rawreact.environments.custom import Factory, import_factory
 from rawreact.environments.env import bound_verbs
 from rawreact.environments.game import commands_unknown
-from rawreact.environments.sandbox import isolation
 from rawreact.models.cores import bound_spinning, threads_problem
 from rawreact.models.specs import model_sha256
 from rawreact.runs.run import unrunnable
@@ -448,7 +447,7 @@ def manifest_config(
 
 def _program_config(settings: Settings, task: str) -> dict:
     """The program methods' part of the manifest config: their prompts by content, the implementations and token
-    limit they ran with, and the isolation the programs had (`sandbox.isolation`), which their verdicts depend on."""
+    limit they ran with, and the box the programs had (`box.box`), which their verdicts depend on."""
     options = program_options(settings, task)
     if not options:
         return {}
@@ -482,10 +481,10 @@ def _program_config(settings: Settings, task: str) -> dict:
 def program_box(settings: Settings) -> str:
     """The box programs run in here, in words; refused where there is none and the user did not choose to run them
     without one (`--unboxed-programs`)."""
-    facts = isolation()
-    if not facts["boxed"] and not settings.unboxed_programs:
-        raise EnvironmentSetupError(box().refusal())
-    return facts["said"]
+    made = box()
+    if not made.boxed and not settings.unboxed_programs:
+        raise EnvironmentSetupError(made.refusal())
+    return made.said
 
 
 def _lats_config(settings: Settings) -> dict:
