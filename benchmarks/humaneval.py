@@ -57,12 +57,12 @@ def sitting(row: str, args, out: Path) -> int:
     threads = [] if args.threads is None else ["--threads", str(args.threads)]
     command = [sys.executable, "-m", "rawreact", "run", f"humaneval:{problems}", *ROWS[row], *prompt,
                "--model", args.model, "--out", str(run), "--resume", "-q", *threads]  # fmt: skip
-    cpu = cpu_name()
-
+    if args.keep is not None:
+        kept.hold(args.keep, row, "all")  # a second process adding the row to the ledger is refused until this ends
     added = [0]  # the problems this sitting added, over every reading
 
     def keep() -> None:
-        added[0] += kept.keep(args.keep, row, run, out / "sittings.jsonl", cpu)
+        added[0] += kept.keep(args.keep, row, run, out / "sittings.jsonl")
 
     code = timed(command, run, out, {"row": row}, args.threads, "problems", on_reading=keep if args.keep else None)
     if args.keep is not None:
@@ -133,7 +133,7 @@ def main() -> int:
         print(f"| {row} | {n} | {share} | {cost} | {held} |")
     if args.keep is not None:
         for row in rows:  # what --report-only finds in the folder, too
-            kept.keep(args.keep, row, out / f"{row}.jsonl", out / "sittings.jsonl", cpu_name())
+            kept.keep(args.keep, row, out / f"{row}.jsonl", out / "sittings.jsonl")
         print(f"\n{args.keep}, every sitting kept there:\n\n{kept.table(args.keep, 'simple')}")
     return 0
 

@@ -66,6 +66,7 @@ EXTRA = {
 }
 SCIENCEWORLD = "scienceworld:test_mini"
 KEEP_CALLS = {"lats"}  # with --keep, rows whose calls are kept too (an item of hours); --keep-calls: every row
+KEEP_CALLS_EVERY = 300.0  # seconds between two keepings of the calls in a sitting (each adds a line to the ledger)
 # The paper's PaLM-540B EM (Yao et al. 2023, Table 1, HotpotQA), beside which the rows are read.
 PAPER_EM = {"standard": 28.7, "cot": 29.4, "cot-sc": 33.4, "act": 25.7, "react": 27.4, "cot-sc-react": 34.2,
             "react-cot-sc": 35.1}  # fmt: skip
@@ -107,25 +108,28 @@ def sitting(method: str, args, out: Path) -> int:
     if args.threads is not None:
         command += ["--threads", str(args.threads)]
     keeping = args.keep is not None and not game
-    cpu = cpu_name()
     # A LATS search can outlast a machine: its calls are kept beside the ledger, and a sitting on the next machine
     # answers its rerun's calls from them (kept.restore_calls), so the search goes on where it was.
     calls = keeping and (method in KEEP_CALLS or args.keep_calls)
     part = "all" if args.shard is None else args.shard.replace("/", "-of-")
+    if keeping:
+        kept.hold(args.keep, method, part)  # a second process on the same part is refused until this one ends
     if calls:
         restored = kept.restore_calls(args.keep, method, out / "calls.sqlite")
         print(f"{method}: {restored} kept calls added to {out / 'calls.sqlite'}", flush=True)
 
     added = [0]  # the questions this sitting added, over every reading
+    calls_kept = [time.monotonic()]  # when the calls were last kept: every 5 minutes and at the end
 
-    def keep() -> None:
-        if calls:
+    def keep(last: bool = False) -> None:
+        if calls and (last or time.monotonic() - calls_kept[0] >= KEEP_CALLS_EVERY):
             kept.keep_calls(args.keep, method, part, out / "calls.sqlite")
-        added[0] += kept.keep(args.keep, method, run, out / "sittings.jsonl", cpu)
+            calls_kept[0] = time.monotonic()
+        added[0] += kept.keep(args.keep, method, run, out / "sittings.jsonl")
 
     code = timed(command, run, out, {"method": method}, args.threads, "questions", on_reading=keep if keeping else None)
     if keeping:
-        keep()
+        keep(last=True)
         print(f"{method}: this sitting added {added[0]} questions to {args.keep}", flush=True)
     return code
 
@@ -296,7 +300,7 @@ def main() -> int:
     if args.keep is not None:
         for method in TABLE + list(EXTRA):  # what --report-only finds in the folder, too
             if not method.startswith("sw-"):
-                kept.keep(args.keep, method, out / f"{method}.jsonl", out / "sittings.jsonl", cpu_name())
+                kept.keep(args.keep, method, out / f"{method}.jsonl", out / "sittings.jsonl")
         print(f"\n{args.keep}, every sitting kept there:\n\n{kept.table(args.keep, 'react-tolerant', 'em')}")
         print(kept.by_trial(args.keep, "reflexion"))
     return 0

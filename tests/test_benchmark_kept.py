@@ -3,6 +3,7 @@ on another (a fresh folder) runs only the items not kept, and the tables read ev
 
 import gzip
 import json
+import os
 import subprocess
 import sys
 from importlib import metadata
@@ -15,6 +16,7 @@ sys.path.insert(0, str(BENCHMARKS))
 
 import kept  # noqa: E402  (a benchmark module, beside the scripts that use it)
 
+from rawreact.cli.app import main as rawreact_main  # noqa: E402
 from rawreact.runs.records import read_run  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("programs_box")  # they run model-written programs
@@ -164,7 +166,7 @@ def test_a_question_under_way_when_the_machine_went_goes_on_from_its_kept_calls(
 
     said = sitting("first")
     assert "reflexion: 0 kept calls added" in said
-    kept_calls = kept.read_calls(tmp_path / "results" / "hotpotqa.kept.reflexion.calls-all.jsonl.gz")
+    kept_calls = kept.read_calls(tmp_path / "results" / "hotpotqa.kept.reflexion.calls-all.jsonl.gz", ledger)
     first = read_run(tmp_path / "first" / "reflexion.jsonl")[1]
     # every call the run made is kept: 1 + 1 + (5 answers and 4 reflections of the third question), less the 3 that
     # asked what an earlier call had asked (the cache answered them)
@@ -181,6 +183,24 @@ def test_a_question_under_way_when_the_machine_went_goes_on_from_its_kept_calls(
     assert "rawreact: 9 of 9 model calls came from the cache" in said  # none computed again
     assert [t["em"] for t in again["trials"]] == [t["em"] for t in first[2]["trials"]]
     assert (tmp_path / "results" / "hotpotqa.kept.reflexion.calls-all.jsonl.gz").read_bytes() == packed  # same calls
+
+    # Issue 91 item 1: one reply edited by hand (the fourth question's answer put in the first's): the next sitting
+    # refuses the file, naming it and the call, before any question is asked again
+    calls = tmp_path / "results" / "hotpotqa.kept.reflexion.calls-all.jsonl.gz"
+    lines = gzip.decompress(packed).decode().splitlines()
+    key, reply, digest = json.loads(lines[0])
+    edited = json.dumps(json.loads(reply) | {"text": " I know it.\nAction 1: Finish[nine]"})
+    calls.write_bytes(gzip.compress(("\n".join([json.dumps([key, edited, digest]), *lines[1:]]) + "\n").encode()))
+    kept_lines = ledger.read_text().splitlines()  # the third question under way again
+    ledger.write_text("".join(line + "\n" for line in kept_lines if '"id": "' + first[2]["id"] not in line))
+    lines_before = ledger.read_bytes()
+    command = [sys.executable, str(BENCHMARKS / "paper_table.py"), "--data", str(data), "--reference", str(tmp_path),
+               "--model", f"scripted:{script}", "--out", str(tmp_path / "third"), "--limit", "3", "--methods",
+               "reflexion", "--keep", str(ledger), "--keep-calls"]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert f"{calls}: call 1 (key {key[:16]}) does not match its digest" in done.stderr
+    assert ledger.read_bytes() == lines_before and not (tmp_path / "third" / "reflexion.jsonl").exists()
 
 
 def test_each_shard_keeps_the_calls_the_others_do_not_hold_and_a_sitting_restores_them_all(tmp_path):
@@ -204,7 +224,7 @@ def test_each_shard_keeps_the_calls_the_others_do_not_hold_and_a_sitting_restore
     assert kept.keep_calls(ledger, "lats", "1-of-2", first) == 2
     second = cache("two", [("c", '{"text": "3"}')])  # holds a and b, restored, and its own c
     assert kept.keep_calls(ledger, "lats", "2-of-2", second) == 1
-    assert kept.read_calls(kept.calls_file(ledger, "lats", "2-of-2")) == [["c", '{"text": "3"}']]
+    assert kept.read_calls(kept.calls_file(ledger, "lats", "2-of-2"), ledger) == [["c", '{"text": "3"}']]
     assert kept.restore_calls(ledger, "lats", tmp_path / "three" / "calls.sqlite") == 3
     assert kept.restore_calls(ledger, "lats", tmp_path / "three" / "calls.sqlite") == 0  # each call once
     assert kept.restore_calls(ledger, "react", tmp_path / "three" / "calls.sqlite") == 0  # another row's are apart
@@ -225,3 +245,137 @@ def test_a_ledger_line_that_is_json_but_not_an_outcome_is_one_line_naming_it(lin
         f"{ledger}:2: JSON, but neither an item's outcome (an object with "
         f"text `row` and `id`) nor a sitting ({line}); mend or remove that line"
     ]
+
+
+def _kept_calls(tmp_path: Path) -> tuple[Path, Path]:
+    """A ledger and one row's calls file of three calls, kept by keep_calls from a sitting's cache."""
+    import sqlite3
+
+    from rawreact.models.cache import SCHEMA
+
+    ledger, cache = tmp_path / "kept.jsonl", tmp_path / "calls.sqlite"
+    with sqlite3.connect(cache) as db:
+        db.execute(SCHEMA)
+        db.executemany(
+            "INSERT INTO calls VALUES (?, ?)",
+            [(k, json.dumps({"text": t})) for k, t in (("k1", "Finish[six]"), ("k2", "Search[x]"), ("k3", "no"))],
+        )
+    db.close()
+    assert kept.keep_calls(ledger, "lats", "all", cache) == 3
+    return ledger, kept.calls_file(ledger, "lats", "all")
+
+
+def _rewrite(path: Path, lines: list[list[str]]) -> None:
+    path.write_bytes(gzip.compress("".join(json.dumps(line) + "\n" for line in lines).encode()))
+
+
+def test_a_calls_file_edited_in_one_reply_is_refused_on_restore_naming_the_file_and_the_call(tmp_path):
+    """Issue 91 item 1: an edited reply was replayed and changed 4 of 4 outcomes without a word."""
+    ledger, calls = _kept_calls(tmp_path)
+    lines = [json.loads(line) for line in gzip.decompress(calls.read_bytes()).decode().splitlines()]
+    assert [line[:2] for line in lines] == [["k1", '{"text": "Finish[six]"}'], ["k2", '{"text": "Search[x]"}'],
+                                            ["k3", '{"text": "no"}']]  # fmt: skip
+    assert all(line[2] == kept.call_digest(line[0], line[1]) for line in lines)
+    assert kept.restore_calls(ledger, "lats", tmp_path / "next" / "calls.sqlite") == 3  # as kept: it checks
+
+    lines[1][1] = '{"text": "Finish[seven]"}'
+    _rewrite(calls, lines)
+    with pytest.raises(SystemExit, match=rf"^{calls}: call 2 \(key k2\) does not match its digest"):
+        kept.restore_calls(ledger, "lats", tmp_path / "other" / "calls.sqlite")
+    assert not (tmp_path / "other").exists()  # nothing restored from it
+
+    lines[1][2] = kept.call_digest(*lines[1][:2])  # the digest made again: the file is not one the ledger recorded
+    _rewrite(calls, lines)
+    with pytest.raises(SystemExit, match=rf"^{calls}: its 3 calls \(SHA-256 \w+\) are not a file {ledger} recorded"):
+        kept.restore_calls(ledger, "lats", tmp_path / "other" / "calls.sqlite")
+
+    _rewrite(calls, [line[:2] for line in lines])  # a file of older code, without digests
+    with pytest.raises(SystemExit, match=rf"^{calls}: call 1 is not a kept call \(\[key, reply, digest\]"):
+        kept.restore_calls(ledger, "lats", tmp_path / "other" / "calls.sqlite")
+
+
+def test_the_team_s_kept_calls_files_check_against_their_ledger():
+    """The calls files the repository holds were recorded in their ledger when they were given digests."""
+    results = BENCHMARKS / "results"
+    for ledger in results.glob("*.kept.jsonl"):
+        for path in results.glob(kept.calls_file(ledger, "*", "*").name):
+            assert kept.read_calls(path, ledger), path
+
+
+def test_a_ledger_item_names_the_sitting_that_made_it_not_the_run_s_first(tmp_path):
+    """Issue 91 item 2: every line named the first sitting's code, and the CPU of the sitting that kept it."""
+    data, script = _questions_and_script(tmp_path)
+    run = tmp_path / "run.jsonl"
+    for limit in (1, 3):  # the first sitting writes one line, a resume two more
+        command = ["run", str(data), "--model", f"scripted:{script}", "--out", str(run), "--limit", str(limit), "-q"]
+        assert rawreact_main([*command, "--resume"] if limit == 3 else command) == 0
+    manifest, records = read_run(run)
+    manifest["resumes"][0] |= {"source": {"sha256": "b" * 64, "commit": "c" * 40},
+                               "cpu": manifest["cpu"] | {"name": "Other CPU"},
+                               "versions": {"llama-cpp-python": "0.3.99"}}  # fmt: skip
+    lines = [kept.outcome("react", record, manifest, index) for index, record in enumerate(records)]
+    first = manifest["source"]
+    assert lines[0]["source"] == first["sha256"] and lines[0]["cpu_name"].startswith(manifest["cpu"]["name"])
+    assert lines[0]["llama_cpp"] == manifest["versions"]["llama-cpp-python"]
+    for line in lines[1:]:
+        assert (line["source"], line["commit"], line["llama_cpp"]) == ("b" * 64, "c" * 40, "0.3.99")
+        assert line["cpu_name"].startswith("Other CPU (")
+    assert {line["model_sha256"] for line in lines} == {manifest["config"]["model_sha256"]}
+    # a resume records what it runs on, as the start does
+    resumed = json.loads((tmp_path / "run.jsonl.manifest.json").read_text())["resumes"][0]
+    assert resumed["cpu"] == manifest["cpu"] and resumed["versions"] == manifest["versions"]
+
+
+def test_a_ledger_line_keeps_each_answer_s_sha256_and_each_trial_s_own_tokens_apart_from_its_reflection(tmp_path):
+    """Issue 91 item 3: no program text or hash, and a trial's calls silently counted its reflection's."""
+    import hashlib
+
+    data, script = _questions_and_script(tmp_path)
+    run = tmp_path / "run.jsonl"
+    command = ["run", str(data), "--model", f"scripted:{script}", "--out", str(run), "--method", "react-reflexion",
+               "--trials", "2", "--evaluator", "em", "-q"]  # fmt: skip
+    assert rawreact_main(command) == 0
+    manifest, records = read_run(run)
+    wrong = next(r for r in records if r["em"] == 0)
+    line = kept.outcome("reflexion", wrong, manifest, 2)
+    assert line["answer_sha256"] == hashlib.sha256(b"nine").hexdigest() and line["programs_sha256"] is None
+    first, second = line["trials"]
+    reflection = wrong["trials"][0]["reflection"]["call"]
+    assert first["reflection"] == {"model_calls": 1, "tokens": {"prompt": reflection["prompt_tokens"],
+                                   "evaluated": reflection["evaluated_tokens"],
+                                   "completion": reflection["completion_tokens"]}}  # fmt: skip
+    assert first["model_calls"] == wrong["trials"][0]["model_calls"] - 1 == 1
+    assert first["tokens"]["completion"] == wrong["trials"][0]["tokens"]["completion"] - reflection["completion_tokens"]
+    assert first["answer_sha256"] == hashlib.sha256(b"nine").hexdigest() and second["reflection"] is None
+
+
+def test_a_program_s_ledger_line_keeps_the_sha256_of_each_implementation_it_wrote(tmp_path):
+    import hashlib
+
+    problem = {"task_id": "Toy/0", "prompt": 'def add(a, b):\n    """Sum."""\n', "entry_point": "add",
+               "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n"}  # fmt: skip
+    data, script, run = tmp_path / "toy.jsonl", tmp_path / "s.json", tmp_path / "run.jsonl"
+    data.write_text(json.dumps(problem) + "\n")
+    script.write_text(json.dumps(["    return a + b\n"]))
+    assert rawreact_main(["run", str(data), "--method", "simple", "--model", f"scripted:{script}", "--out", str(run),
+                          "-q"]) == 0  # fmt: skip
+    manifest, (record,) = read_run(run)
+    line = kept.outcome("simple", record, manifest, 0)
+    program = 'def add(a, b):\n    """Sum."""\n    return a + b\n'
+    assert record["prediction"] == program and line["success"] == 1
+    assert line["answer_sha256"] == hashlib.sha256(program.encode()).hexdigest()
+    written = record["trajectory"]["steps"][0]["action_text"]
+    assert line["programs_sha256"] == [hashlib.sha256(written.encode()).hexdigest()] and "return a + b" in written
+
+
+def test_a_second_process_on_the_same_shard_of_a_row_is_refused(tmp_path):
+    """Issue 91 item 4: a third process started with the same --shard K/N asked the same questions as the first."""
+    ledger = tmp_path / "kept.jsonl"
+    first = kept.hold(ledger, "lats", "1-of-2")
+    with pytest.raises(SystemExit, match=r"another process is adding --shard 1/2 of lats to this ledger"):
+        kept.hold(ledger, "lats", "1-of-2")
+    other = kept.hold(ledger, "lats", "2-of-2")  # the other part, and another row, go on
+    another = kept.hold(ledger, "react", "1-of-2")
+    for descriptor in (first, other, another):
+        os.close(descriptor)  # as the process ends
+    os.close(kept.hold(ledger, "lats", "1-of-2"))

@@ -175,8 +175,10 @@ class RunFile:
             os.truncate(self.path, whole)
         self.done = {record["id"]: record for record in records}
         source = source_fingerprint()
+        # What this sitting runs on, as the start records it: the lines it adds were made by this code, CPU and build.
         resumed = {"at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "done": len(records), "command": COMMAND,
-                   "source": source, **self.details}  # fmt: skip
+                   "source": source, "cpu": cpu_facts(), "versions": installed_versions("llama-cpp-python", "numpy"),
+                   **self.details}  # fmt: skip
         sources = [self.manifest.get("source")] + [r.get("source") for r in self.manifest.get("resumes", [])]
         last = next((s for s in reversed(sources) if isinstance(s, dict) and "sha256" in s), None)
         if records and last is not None and last["sha256"] != source["sha256"]:
