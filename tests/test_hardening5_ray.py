@@ -77,6 +77,7 @@ def test_a_ray_started_for_a_run_listens_on_loopback_only_and_writes_no_token(tm
             time.sleep(0.1)
         time.sleep(1.0)  # the agents and idle workers listen by now
         listening = _listening(_descendants(process.pid))
+        sessions = _session_dirs(_descendants(process.pid))
         assert process.poll() is None, "the run was still under way when its sockets were read"
     finally:
         out, err = process.communicate(timeout=300)
@@ -88,6 +89,27 @@ def test_a_ray_started_for_a_run_listens_on_loopback_only_and_writes_no_token(tm
     assert wide == [], wide
     assert not (home / ".ray").exists() or not any((home / ".ray").iterdir())
     assert len((tmp_path / "r.jsonl").read_text().splitlines()) == 60
+    # Issue 91 item 10: its session (sockets/, logs/, runtime_resources/, which Ray makes mode 777 without the sticky
+    # bit) is in a temp dir of the run's own, mode 0700, not under the shared /tmp/ray; removed when the run ends
+    ((session, modes),) = sessions.items()
+    temp = session.parent.parent
+    assert temp.name.startswith("rawreact-ray-") and temp.parent == Path(tempfile.gettempdir())
+    assert modes[-1] == 0o700 and not temp.exists()  # Ray makes its own folder in it 777: this one stays 0700
+
+
+def _session_dirs(pids: set[int]) -> dict[Path, list[int]]:
+    """The session folders (`--session-dir=` or `--session_dir=`) on the command lines of these processes, each
+    with the modes of the two folders it is in (nearest first), read while they run."""
+    found = set()
+    for pid in pids:
+        try:
+            words = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        for word in words:
+            if word.startswith(("--session-dir=", "--session_dir=")):
+                found.add(Path(word.split("=", 1)[1]))
+    return {session: [folder.stat().st_mode & 0o777 for folder in session.parents[:2]] for session in found}
 
 
 @pytest.mark.parametrize("delay", [0.3, 2.0])  # early in the start, and late in it

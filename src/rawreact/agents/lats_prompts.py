@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rawreact.core.errors import PromptError
+from rawreact.core.files import read_whole
 from rawreact.models.base import Model
 
 
@@ -42,7 +43,7 @@ class LatsPromptFiles:
     def sha256(self) -> str:
         """A hash of what the prompts are made of: the repository's file, or the value and reflection prompts."""
         if self.lats_prompts is not None:
-            return hashlib.sha256(Path(self.lats_prompts).read_bytes()).hexdigest()
+            return hashlib.sha256(read_whole(self.lats_prompts)).hexdigest()
         return hashlib.sha256(f"{self.value}\0{self.reflect.sha256}".encode()).hexdigest()
 
     def made(self, steps: str, model: Model) -> LatsPrompts:

@@ -22,6 +22,7 @@ from pathlib import Path
 from rawreact.agents.record import Step, Trajectory
 from rawreact.core.actions import Action
 from rawreact.core.errors import PromptError
+from rawreact.core.files import read_whole
 from rawreact.core.resources import resource
 from rawreact.core.text import commented
 from rawreact.environments.programs import ProgramEnv, feedback, hidden_said
@@ -83,12 +84,11 @@ class ProgramPrompts:
         for name in NAMES:
             path = Path(folder, f"{name}.txt") if folder else resource("prompts", f"programs/{name}.txt")
             try:
-                texts[name] = path.read_text(encoding="utf-8-sig")
-            except OSError as error:
-                raise PromptError(
-                    f"{path}: cannot read the program prompt: {error.strerror}; a folder of program prompts holds "
-                    f"{', '.join(n + '.txt' for n in NAMES)}"
-                ) from None
+                texts[name] = read_whole(path).decode("utf-8-sig")
+            except (OSError, UnicodeDecodeError) as error:
+                said = getattr(error, "strerror", None) or "not UTF-8 text"
+                raise PromptError(f"{path}: cannot read the program prompt: {said}; a folder of program prompts "
+                                  f"holds {', '.join(n + '.txt' for n in NAMES)}") from None  # fmt: skip
         made = cls(**texts, source=str(folder) if folder else "prompts/programs/")
         for name in FIELDS:  # a field no call fills is refused now, not at the first problem
             fill(getattr(made, name), name)

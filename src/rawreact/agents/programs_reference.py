@@ -239,8 +239,9 @@ class Caller:
 class _Episode:
     """What one problem's run keeps: its steps (each implementation tried), as rawreact's records hold them."""
 
-    def __init__(self, env: ProgramEnv, caller: Caller, on_step) -> None:
+    def __init__(self, env: ProgramEnv, caller: Caller, on_step, typing: str = "*") -> None:
         self.env, self.caller, self.on_step = env, caller, on_step
+        self.typing = typing  # the names of `typing` the executor's namespace has when the hidden tests run
         self.trajectory = Trajectory(env.prompt, caller.ref.source, loop="program", header="Problem")
         self.tests: list[str] = []
         self.tried: list[Tried] = []
@@ -267,7 +268,7 @@ class _Episode:
         """The hidden tests on the program as the executors' `evaluate` runs them, once a program."""
         program = program or ""
         if program not in self.verdicts:
-            self.verdicts[program] = self.env.judge_reference(program)
+            self.verdicts[program] = self.env.judge_reference(program, self.typing)
         return self.verdicts[program]
 
     def ended(self, program: str | None, counted: bool, judged: int) -> tuple[Trajectory, dict]:
@@ -287,9 +288,10 @@ class _Episode:
 
 def simple(env: ProgramEnv, model: Model, reference: ProgramReference, *, seed: int = 0,
            on_step=None) -> tuple[Trajectory, dict]:  # fmt: skip
-    """Reflexion's `run_simple` (pass@1): one implementation, judged by the hidden tests."""
+    """Reflexion's `run_simple` (pass@1): one implementation, judged by the hidden tests, in a namespace where no
+    test has run, so of `typing` it has the executor module's own `List` alone."""
     caller = Caller(model, reference, seed, random.Random(seed))
-    episode = _Episode(env, caller, on_step)
+    episode = _Episode(env, caller, on_step, typing="List")
     program = caller.first(env.prompt)
     episode.step(program, "(no tests: the simple strategy)")
     passed = episode.judged(program)

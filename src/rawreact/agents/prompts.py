@@ -20,6 +20,7 @@ from pathlib import Path
 
 from rawreact.core.actions import PASSAGE_VERBS, Verbs
 from rawreact.core.errors import PromptError
+from rawreact.core.files import read_whole
 from rawreact.core.folders import NAMED, split_named
 from rawreact.core.resources import resource
 from rawreact.core.tasks import QA, TASK_TYPES, task_type
@@ -84,7 +85,7 @@ def read_text(path: Path) -> str:
     """A prompt file's text as it is, or a PromptError naming the file (the Reflexion code reads its examples
     file whole)."""
     try:
-        return path.read_text(encoding="utf-8-sig")
+        return read_whole(path).decode("utf-8-sig")
     except OSError as error:
         raise PromptError(f"{path}: cannot read the prompt file: {error.strerror}") from None
     except UnicodeDecodeError:

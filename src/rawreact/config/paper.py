@@ -15,6 +15,7 @@ from pathlib import Path
 
 from rawreact.config.choices import BACKOFFS, LATS, LOOPS, METHODS, REASONING, REFLEXION
 from rawreact.core.errors import DataError
+from rawreact.core.files import read_whole
 from rawreact.core.tasks import QA, Reference, task_type
 
 # Each task type declares its reference files (`core.tasks.Reference`): the prompt file and notebook. A game's
@@ -132,10 +133,10 @@ def files(directory: str | Path, task: str, method: str = "react") -> dict[str, 
     directory = Path(directory).expanduser()
     if task_type(task).writes_programs:
         names = (LATS_FILE if method == LATS else REFLEXION_FILE,)
-        return {name: hashlib.sha256((directory / name).read_bytes()).hexdigest() for name in names}
+        return {name: hashlib.sha256(read_whole(directory / name)).hexdigest() for name in names}
     reference = _reference(task)
     names = (LATS_PROMPTS,) if method == LATS else (reference.prompt_file, reference.notebook)
-    return {name: hashlib.sha256((directory / name).read_bytes()).hexdigest() for name in names}
+    return {name: hashlib.sha256(read_whole(directory / name)).hexdigest() for name in names}
 
 
 def describe(options: dict[str, object], given: dict[str, object], chosen: dict[str, object]) -> list[str]:

@@ -8,7 +8,8 @@ and what an import hook serves: a module whose file is in the snapshot is compil
 bytes, and no `.pyc` is read or written for it.
 
 What is checked: for a module found in a folder (the current one, or one the spec names), every `.py` file
-in that folder and in the packages below it (folders with an `__init__.py`); for an installed module, its
+in that folder and in the packages below it (every folder an import can name, a namespace package without an
+`__init__.py` too); for an installed module, its
 top-level package's `.py` files (a plugin: the files its distribution installed). Installed packages it
 imports (numpy, rawreact) and compiled extensions are not.
 """
@@ -101,14 +102,12 @@ def _is_site(folder: Path) -> bool:
 
 
 def _packages(root: Path) -> list[Path]:
-    """The `.py` files of the packages below `root` (folders with an `__init__.py`, and theirs below)."""
+    """The `.py` files of the packages below `root`: every folder an import could name (its name an identifier),
+    with an `__init__.py` or without one (a namespace package: `import tools.helper` finds `tools/helper.py`)."""
     found = []
     for folder, names, files in os.walk(root):
         here = Path(folder)
-        if here != root and "__init__.py" not in files:
-            names.clear()
-            continue
-        names[:] = sorted(n for n in names if not n.startswith(".") and n not in SKIPPED)
+        names[:] = sorted(n for n in names if n.isidentifier() and n not in SKIPPED)
         if here != root:
             found.extend(here / name for name in sorted(files) if name.endswith(".py"))
     return found

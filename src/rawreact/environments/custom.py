@@ -36,8 +36,11 @@ class Factory:
 
     def declared_prompt(self) -> tuple[Path | None, Path | None]:
         """The exemplars and instruction files the factory declares for ReAct, as `make.exemplars = "FILE"` and
-        `make.instruction = "FILE"` (paths relative to its module's folder), each None when it declares none."""
+        `make.instruction = "FILE"` (paths relative to its module's folder), each None when it declares none. A
+        file is what the plugin ships: one outside its module's folder (`../../etc/...`, `/dev/zero`, a link out)
+        is refused before it is opened, so no byte of it reaches a refusal or a prompt."""
         found = []
+        folder = (self.folder or Path.cwd()).resolve()
         for name in ("exemplars", "instruction"):
             value = getattr(self.make, name, None)
             if value is not None and (not isinstance(value, str) or not value.strip()):
@@ -45,7 +48,13 @@ class Factory:
                     f"--env {self.spec}: its {name} is {value!r}; declare a file beside the module, as in "
                     f'make.{name} = "prompts/{name}.txt"'
                 )
-            found.append(None if value is None else (self.folder or Path.cwd()) / value)
+            path = None if value is None else folder / value
+            if path is not None and not path.resolve().is_relative_to(folder):
+                raise EnvironmentSetupError(
+                    f"--env {self.spec}: its {name} {value!r} is outside its module's folder {folder}; a plugin's "
+                    f'prompt files ship beside its module, as in make.{name} = "prompts/{name}.txt"'
+                )
+            found.append(path)
         return found[0], found[1]
 
     def __call__(self, env: object, row: dict | None = None) -> object:

@@ -18,6 +18,7 @@ from rawreact.environments.sandbox import Limits, Ran, isolation, run_program
 # HumanEval's harness gives a problem 3 s of wall time (its `timeout`); a busy machine gets more here, and the CPU
 # limit holds a program that spins. A problem's own tests take well under a second.
 HIDDEN = Limits(seconds=20.0, cpu_seconds=10)
+REFERENCE_HIDDEN = Limits(seconds=10.0, cpu_seconds=10)  # the repositories' `evaluate(..., timeout=10)`, in wall time
 INTERNAL = Limits(seconds=30.0, cpu_seconds=20, kept=40_000)
 TEST_SECONDS = 3.0  # one of the model's own tests (Reflexion's executor: `timeout=6`, for a whole test list)
 SHOWN = 200  # characters of a test's output or error kept in its feedback
@@ -55,8 +56,10 @@ for _test in _TESTS:
 # The reference executors' way (Reflexion's and LATS's `PyExecutor.execute`), for the reference rules: each test
 # runs as `from typing import *`, the function and the test, executed together in one namespace (the program's
 # text is run again for each), with a time limit; a failed test's output is what its call gives (the assert's
-# left side, or the whole test where it compares nothing) as `str`, the error's text where the call fails, or
-# TIMEOUT. Nothing of the program runs before the tests: a program that does not compile fails each test.
+# left side, or the whole test where it compares nothing) as `str`, or the error's text where the call fails. A
+# call that runs out of time gives their `function_with_timeout`'s error, not its TIMEOUT (which it never reaches:
+# `PropagatingThread.join` returns `self.ret`, never set while the thread runs). Nothing of the program runs before
+# the tests: a program that does not compile fails each test.
 REFERENCE_RUNNER = r"""
 import ast as _ast, signal as _signal
 def _alarm(*_):
@@ -77,8 +80,8 @@ def _output(test):
         except Exception:
             call = node.body[0].test
         return str(_timed(lambda: eval(compile(_ast.Expression(call), "test", "eval"), globals())))
-    except TimeoutError:
-        return "TIMEOUT"
+    except TimeoutError:  # their thread helper's join reads `ret` before it asks whether the thread still runs
+        return "'PropagatingThread' object has no attribute 'ret'"
     except Exception as error:
         return str(error)
 __report__ = []
@@ -151,12 +154,14 @@ class ProgramEnv:
         tried, _ = _outcomes(self._run("", runner, limits, EXECUTOR), tests)
         return all(t.passed for t in tried), reference_feedback(tried), tried
 
-    def judge_reference(self, func: str) -> Ran:
+    def judge_reference(self, func: str, typing: str = "*") -> Ran:
         """`func` on the hidden tests as the reference executors' `evaluate` runs it: the function, the problem's
-        tests and `check(entry_point)` as one code in one `exec`, where the names of `typing` are defined (the
-        executor's module has them) and `__name__` is the executor module's."""
-        code = f"from typing import *\n{func}\n\n{self.problem['test']}\n\ncheck({self.entry_point})\n    "
-        return self._run(code, "", self.hidden_limits, EXECUTOR)
+        tests and `check(entry_point)` as one code in one `exec`, under the repositories' limit of 10 wall seconds,
+        where `__name__` is the executor module's and the names of `typing` it has are defined: `List` (its own
+        import), and all of them (`*`) once its `execute` has run a test in that namespace, as Reflexion's and
+        LATS's searches do before they judge (Reflexion's `run_simple` never does)."""
+        code = f"from typing import {typing}\n{func}\n\n{self.problem['test']}\n\ncheck({self.entry_point})\n    "
+        return self._run(code, "", REFERENCE_HIDDEN, EXECUTOR)
 
 
 def _outcomes(ran: Ran, tests: list[str]) -> tuple[list[Tried], str]:

@@ -17,9 +17,11 @@ import logging
 import os
 import queue
 import secrets
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import threading
 import time
 from collections import deque
@@ -169,11 +171,18 @@ class Cluster:
         self.settings, self.workers = settings, settings.workers
         self.address = settings.ray
         self._saved: dict[str, str | None] = {}  # the environment a Ray of the run's own changed, restored after it
+        self._temp: str | None = None  # a Ray of the run's own: its temp dir, removed after it
         if ray.is_initialized():  # a script that called ray.init() itself: the run uses that Ray
             self.owned = False
         else:
             self.owned = True
-            self._saved = _init(ray, settings.ray)
+            if settings.ray == "local":
+                self._temp = tempfile.mkdtemp(prefix="rawreact-ray-")
+            try:
+                self._saved = _init(ray, settings.ray, None if self._temp is None else os.path.join(self._temp, "ray"))
+            except BaseException:
+                self._remove_temp()
+                raise
         self.slots: list[_Slot] = []
         self._starting: dict = {}  # a started actor's `start` call, by its ref
         self._made = 0
@@ -373,11 +382,19 @@ class Cluster:
             self.owned = False
         _restore(self._saved)
         self._saved = {}
+        self._remove_temp()
+
+    def _remove_temp(self) -> None:
+        if self._temp is not None:
+            shutil.rmtree(self._temp, ignore_errors=True)
+            self._temp = None
 
 
-def _init(ray, address: str) -> dict[str, str | None]:
-    """Start a Ray for the run (`local`: on loopback, with a token of its own), or join the cluster at `address`
-    (`auto`: RAY_ADDRESS's); the environment variables it changed, with their values before."""
+def _init(ray, address: str, temp: str | None = None) -> dict[str, str | None]:
+    """Start a Ray for the run (`local`: on loopback, with a token of its own, its session under `temp`, a folder
+    in one of mode 0700: Ray makes `temp` and its session's `sockets/`, `logs/` and `runtime_resources/` mode 777
+    without the sticky bit, which under the shared /tmp/ray every user could replace), or join the cluster at
+    `address` (`auto`: RAY_ADDRESS's); the environment variables it changed, with their values before."""
     quiet = {"log_to_driver": False, "logging_level": logging.WARNING if address != "local" else logging.ERROR}
     if address == "auto" and not os.environ.get("RAY_ADDRESS"):
         raise DataError("--ray-address auto joins the cluster RAY_ADDRESS names, and RAY_ADDRESS is not set")
@@ -387,7 +404,7 @@ def _init(ray, address: str) -> dict[str, str | None]:
     try:
         with _own_sigterm():
             if address == "local":  # a new Ray of this run's own, even where another runs on this machine
-                ray.init(address="local", include_dashboard=False, **quiet)
+                ray.init(address="local", include_dashboard=False, _temp_dir=temp, **quiet)
             else:
                 ray.init(address=address, **quiet)
     except (ConnectionError, TimeoutError, ValueError, RuntimeError) as error:

@@ -46,6 +46,7 @@ from rawreact.config.choices import (
 )
 from rawreact.config.settings import Settings, defaults, given_or, option
 from rawreact.core.errors import DataError, EnvironmentSetupError, GrammarError
+from rawreact.core.files import read_whole
 from rawreact.core.folders import split_named
 from rawreact.core.resources import resource
 from rawreact.core.tasks import QA, task_type
@@ -58,6 +59,7 @@ from rawreact.models.specs import model_sha256
 from rawreact.runs.run import unrunnable
 from rawreact.tasks.collection import Collection, Passages, Question
 from rawreact.tasks.games import undescribed
+from rawreact.tasks.humaneval import check_canonical
 from rawreact.tasks.loading import open_passages
 
 
@@ -441,17 +443,19 @@ def manifest_config(
         }
         | _reflexion_config(settings, collection.task)
         | ({} if task_type(collection.task).writes_programs else _lats_config(settings))
-        | _program_config(settings, collection.task)
+        | _program_config(settings, collection)
     )
 
 
-def _program_config(settings: Settings, task: str) -> dict:
+def _program_config(settings: Settings, collection: Collection) -> dict:
     """The program methods' part of the manifest config: their prompts by content, the implementations and token
-    limit they ran with, and the box the programs had (`box.box`), which their verdicts depend on."""
-    options = program_options(settings, task)
+    limit they ran with, and the box the programs had (`box.box`), which their verdicts depend on. A file of
+    problems whose canonical solution fails its own tests is refused here, before any model loads."""
+    options = program_options(settings, collection.task)
     if not options:
         return {}
     sandbox = program_box(settings)
+    check_canonical(collection, settings.unboxed_programs)
     chosen = options["program"]
     # Named apart from the run's own settings (the model's temperature, CoT-SC's samples), which they sit beside.
     made = {f"program_{k}": chosen[k] for k in ("children", "tests", "temperature", "samples") if k in chosen}
@@ -461,7 +465,7 @@ def _program_config(settings: Settings, task: str) -> dict:
         reference = chosen["reference"]
         return made | {
             "program_prompts": reference.source,
-            "program_prompts_sha256": hashlib.sha256(Path(reference.path).read_bytes()).hexdigest(),
+            "program_prompts_sha256": hashlib.sha256(read_whole(reference.path)).hexdigest(),
             "iterations": chosen.get("iterations"),
             "max_tokens": 1024,  # every call of the repositories'
             "sandbox": sandbox,

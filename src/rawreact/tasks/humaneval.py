@@ -11,9 +11,11 @@ Each problem is a question of the task type "program" (`core.tasks.PROGRAM`): it
 prompt, its row the fields above. The collection's SHA-256 is the data file's and the ids chosen.
 """
 
+import ast
 import gzip
 import hashlib
 import json
+import re
 import unicodedata
 import zlib
 from importlib import metadata
@@ -119,6 +121,78 @@ def read_file(path: str | Path) -> Collection:
     return from_rows(path, hashlib.sha256(raw).hexdigest(), rows)
 
 
+def _fault(row: dict) -> str | None:
+    """What makes a problem judge every program as failing, read without running it: a prompt that does not define
+    its entry point, a test that does not parse, or one whose `check` is not a function of the candidate."""
+    entry = row["entry_point"]
+    if not re.search(rf"^[ \t]*(?:async[ \t]+)?def[ \t]+{entry}[ \t]*\(", row["prompt"], re.MULTILINE):
+        return f"its prompt defines no function {entry} (its entry_point)"
+    try:
+        tree = ast.parse(row["test"])
+    except (SyntaxError, ValueError) as error:
+        return f"its test is not Python (line {getattr(error, 'lineno', None) or 1}: {getattr(error, 'msg', error)})"
+    bound = [node for node in tree.body if "check" in _binds(node)]
+    if not bound:
+        return "its test defines no check(candidate), which the harness calls with the program's function"
+    last = bound[-1]
+    if not isinstance(last, ast.FunctionDef | ast.AsyncFunctionDef) or not (last.args.args or last.args.vararg):
+        return "its test's check is not a function of the candidate (def check(candidate): ...)"
+    return None
+
+
+def _binds(node: ast.stmt) -> set[str]:
+    """The names a top-level statement binds."""
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return {node.name}
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        return {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+    targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+    names = [name for target in targets if target is not None for name in ast.walk(target)]
+    return {name.id for name in names if isinstance(name, ast.Name)}
+
+
+_CHECKED: set[tuple[str, bool]] = set()  # the files of problems whose canonical solutions passed, in this process
+
+
+def check_canonical(collection: Collection, unboxed: bool = False) -> None:
+    """Run each problem's canonical solution (where its row has one) on its own tests, once a file in a process,
+    and refuse the file naming the first problem whose solution fails: a test that fails (or hangs on) the solution
+    it ships with would fail every program, each after its whole time limit. HumanEval's own file is not run: its
+    164 solutions pass (tests/test_programs.py runs them)."""
+    if (collection.sha256, unboxed) in _CHECKED or is_named_data(collection.name):
+        return
+    if collection.source == str(package_path()):  # the package's file, all of it
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    from rawreact.environments.programs import ProgramEnv
+
+    solved = [q for q in collection.questions if (q.row or {}).get("canonical_solution", "").strip()]
+
+    def judge(question):
+        return question, ProgramEnv(question.row, unboxed=unboxed).judge(
+            question.row["prompt"] + question.row["canonical_solution"]
+        )
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        for question, ran in pool.map(judge, solved):
+            if not ran.passed:
+                raise DataError(
+                    f"{collection.source}: problem {question.id!r}: its canonical solution fails its own tests "
+                    f"({ran.reason}); its tests would fail every program, so mend the test or the solution, or leave "
+                    "the problem out"
+                )
+    _CHECKED.add((collection.sha256, unboxed))
+
+
+def package_path() -> Path | None:
+    """HumanEval's data file in the installed package, or None where it is not installed."""
+    try:
+        return package_file()
+    except DataError:
+        return None
+
+
 def from_rows(path: Path, digest: str, rows: list[tuple[int, object]], unit: str = "line") -> Collection:
     """Problems from the rows of a file, each checked: its fields present and of text."""
     questions = []
@@ -145,6 +219,12 @@ def from_rows(path: Path, digest: str, rows: list[tuple[int, object]], unit: str
             )
         if not row["entry_point"].isidentifier():
             raise DataError(f"{where}: entry_point {row['entry_point']!r} is not a Python function name")
+        fault = _fault(row)
+        if fault:
+            raise DataError(
+                f"{where}: problem {task_id!r}: {fault}, so every program would be judged as failing; mend the "
+                "problem, or leave it out"
+            )
         kept = {key: row[key] for key in (*FIELDS, "canonical_solution") if isinstance(row.get(key), str)}
         questions.append(Question(row["task_id"], row["prompt"], "", task=PROGRAM.name, row=kept))
     if not questions:

@@ -1,0 +1,97 @@
+"""How much of the distribution llama.cpp's default sampling chain never draws, where the reference repositories
+sample the whole of it (docs/reference.md, P10): at each token of a greedy implementation of a HumanEval problem,
+the mass that the distribution at temperature T puts outside what the chain keeps (top-k 40, top-p 0.95 and
+min-p 0.05 of the untempered distribution, as `rawreact.models.llama.pick` draws), for the temperatures the
+repositories sample at (0.2: a chat's tests and reflections; 0.8: LATS's implementations).
+
+    python benchmarks/sampling_chain.py [--model qwen2.5-coder-1.5b] [--problems 0-4] [--tokens 96] [--threads 2]
+
+It prints, for each temperature, the mean mass cut a token, the share of tokens where more than 1% is cut, and
+the mean over problems of the chance that a draw of the whole distribution stays, token after token along the
+greedy path, inside what the chain keeps (a rough share of the repositories' draws that rawreact's could equal).
+"""
+
+import argparse
+import math
+
+import numpy as np
+
+from rawreact import load_model
+from rawreact.models.batch import Engine
+from rawreact.models.cores import cpu_name
+from rawreact.models.gbnf import llama_cpp_module
+from rawreact.models.llama import MIN_P, TOP_K, TOP_P
+from rawreact.tasks.loading import load_collection
+
+llama_cpp = llama_cpp_module()
+
+
+def decode(engine: Engine, tokens: list[int], start: int) -> None:
+    batch = engine.batch
+    for k, token in enumerate(tokens):
+        batch.token[k], batch.pos[k], batch.n_seq_id[k] = token, start + k, 1
+        batch.seq_id[k][0] = 0
+        batch.logits[k] = k == len(tokens) - 1
+    batch.n_tokens = len(tokens)
+    if llama_cpp.llama_decode(engine.ctx, batch) != 0:
+        raise SystemExit(f"llama.cpp could not decode a pass of {len(tokens)} tokens")
+
+
+def cut(logits: np.ndarray, temperature: float) -> float:
+    """The mass of the distribution at `temperature` outside the tokens the chain keeps."""
+    top = np.argsort(-logits, kind="stable")[:TOP_K]
+    values = logits[top].astype(np.float64)
+    probs = np.exp(values - values[0])
+    probs /= probs.sum()
+    keep = int(np.searchsorted(np.cumsum(probs), TOP_P)) + 1
+    keep = min(keep, int((probs >= MIN_P * probs[0]).sum()))
+    scaled = (logits.astype(np.float64) - logits.max()) / temperature
+    whole = np.exp(scaled)
+    return float(1.0 - whole[top[:keep]].sum() / whole.sum())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="qwen2.5-coder-1.5b")
+    parser.add_argument("--problems", default="0-4", help="HumanEval's problems, as `rawreact run humaneval:` reads")
+    parser.add_argument("--tokens", type=int, default=96, help="tokens of each greedy implementation")
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    print(f"on {cpu_name()}; {args.model}, problems {args.problems}, {args.tokens} tokens each", flush=True)
+    model = load_model(args.model, n_ctx=2048, n_threads=args.threads)
+    temperatures = (0.2, 0.8)
+    cuts: dict[float, list[float]] = {t: [] for t in temperatures}
+    inside: dict[float, list[float]] = {t: [] for t in temperatures}
+    for question in load_collection(f"humaneval:{args.problems}").questions:
+        engine = Engine(model.llm, streams=1, n_ctx=2048, n_threads=args.threads)
+        tokens = model.tokenize(question.row["prompt"])
+        starts = range(0, len(tokens), 256)
+        for at in starts:
+            decode(engine, tokens[at : at + 256], at)
+        row = len(tokens) - starts[-1] - 1  # the prompt's last token, in the last pass
+        position, logs = len(tokens), dict.fromkeys(temperatures, 0.0)
+        for _ in range(args.tokens):
+            logits = np.array(engine._logits(row))
+            for t in temperatures:
+                lost = cut(logits, t)
+                cuts[t].append(lost)
+                logs[t] += math.log(max(1.0 - lost, 1e-300))
+            token = int(np.argmax(logits))
+            if llama_cpp.llama_vocab_is_eog(llama_cpp.llama_model_get_vocab(model.llm.model), token):
+                break
+            decode(engine, [token], position)
+            position, row = position + 1, 0
+        for t in temperatures:
+            inside[t].append(math.exp(logs[t]))
+        engine.close()
+        print(f"{question.id}: {position - len(tokens)} tokens", flush=True)
+    print("\n| temperature | tokens | mean mass cut a token | tokens with over 1% cut | a draw inside the chain |")
+    print("| --- | --- | --- | --- | --- |")
+    for t in temperatures:
+        found = cuts[t]
+        over = sum(c > 0.01 for c in found) / len(found)
+        print(f"| {t} | {len(found)} | {np.mean(found):.4f} | {over:.3f} | {np.mean(inside[t]):.3f} |")
+
+
+if __name__ == "__main__":
+    main()
