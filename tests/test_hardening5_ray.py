@@ -61,7 +61,7 @@ def _run(tmp_path: Path, count: int, latency: float, home: Path, *quiet: str) ->
     return process, stub
 
 
-def test_a_ray_started_for_a_run_listens_on_loopback_only_and_writes_no_token(tmp_path):
+def test_a_ray_started_for_a_run_listens_on_loopback_only_writes_no_token_and_keeps_its_session_private(tmp_path):
     """Item 1: while a `--ray` run answers, every port of its processes (the driver, GCS, raylet, actors, idle
     workers, agents) listens on loopback only, and no token file is written in its home; the run is answered."""
     home = tmp_path / "home"

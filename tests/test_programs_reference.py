@@ -265,6 +265,16 @@ def test_reflexions_simple_judges_in_a_namespace_with_typings_list_alone_and_the
     assert trajectory.ended == "passed"
 
 
+def test_a_test_out_of_time_says_what_the_repositories_executor_says_not_timeout():
+    """F1 (issue 91 item 12): their `function_with_timeout` never reaches its TIMEOUT: `PropagatingThread.join`
+    returns `self.ret`, never set while the thread runs, so the test's output is that AttributeError's text."""
+    looping = "def add(a, b):\n    while True:\n        pass\n"
+    passing, feedback, tried = ProgramEnv(PROBLEM).try_reference(looping, ["assert add(1, 2) == 3"])
+    said_there = "'PropagatingThread' object has no attribute 'ret'"
+    assert not passing and [t.output for t in tried] == [said_there]
+    assert feedback == said([], [("assert add(1, 2) == 3", said_there)]) and "TIMEOUT" not in feedback
+
+
 def test_the_reference_hidden_tests_have_the_repositories_ten_wall_seconds():
     """F3 (issue 91 item 14): their `evaluate(..., timeout=10)` is 10 wall seconds; rawreact's own rules give 20."""
     env, limits = ProgramEnv(PROBLEM), []

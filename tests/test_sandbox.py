@@ -354,14 +354,19 @@ def test_a_program_dies_within_seconds_when_rawreact_is_killed(who, how, world):
     user = str(world["user"])
     prefix = ["setpriv", "--reuid", user, "--regid", user, "--clear-groups"] if who == "user" else []
     python = shutil.which("python3", path="/usr/bin:/bin") if who == "user" else sys.executable
-    rawreact = subprocess.Popen([*prefix, python, "-I", "-c", SLEEPER, str(world["code"])], cwd="/")
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # the harness and the program's child, both sleeping
+    rawreact = subprocess.Popen([*prefix, python, "-I", "-c", SLEEPER, str(world["code"])], cwd="/",
+                                stderr=subprocess.PIPE)  # fmt: skip
+    deadline, program = time.monotonic() + 60, []
+    while time.monotonic() < deadline and rawreact.poll() is None:  # the harness and its child, both sleeping
         program = [p for p in _descendants(rawreact.pid) if b"_main" in _cmdline(p)]
         if len(program) >= 2:
             break
         time.sleep(0.05)
-    assert len(program) >= 2
+    if len(program) < 2:  # say what was there instead: the processes below rawreact, and how it ended if it did
+        seen = [(p, _cmdline(p)[:120]) for p in _descendants(rawreact.pid)]
+        rawreact.kill()
+        said = rawreact.communicate(timeout=30)[1].decode(errors="replace")[-2000:]
+        raise AssertionError(f"the program's 2 processes never ran: exit {rawreact.returncode}, {seen}, {said}")
     rawreact.send_signal(how)
     rawreact.wait(timeout=30)
     deadline = time.monotonic() + 10
