@@ -156,16 +156,21 @@ def test_a_problem_whose_tests_fail_every_program_is_refused_naming_it(tmp_path,
     ("solution", "test", "said"),
     [
         ("    return a - b\n", TOY["test"], "(AssertionError)"),
-        ("    return a + b\n", "def check(candidate):\n    while True:\n        pass\n", "(CPU limit of 10 s"),
+        ("    return a + b\n", "def check(candidate):\n    while True:\n        pass\n", "(CPU limit of 1 s"),
     ],
     ids=["fails", "hangs"],
 )
 def test_a_problem_whose_canonical_solution_fails_its_tests_is_refused_before_the_model_loads(
-    tmp_path, capsys, solution, test, said
+    tmp_path, capsys, monkeypatch, solution, test, said
 ):
     """Item 11: a test that fails (or hangs on) the solution the file ships with failed every program, each after
-    its whole limit ("timed out after 20 s" for each). Checked once, in the box, before any model loads."""
+    its whole limit ("timed out after 20 s" for each). Checked once, in the box, before any model loads, under the
+    hidden tests' limits (cut to 1 CPU second here, so that the hang costs 1 s, not 10)."""
     from rawreact.cli.app import main
+    from rawreact.environments import programs
+    from rawreact.environments.sandbox import Limits
+
+    monkeypatch.setattr(programs, "HIDDEN", Limits(seconds=5.0, cpu_seconds=1))
 
     data, script = tmp_path / "own.jsonl", tmp_path / "s.json"
     good = TOY | {"canonical_solution": "    return a + b\n"}

@@ -470,7 +470,7 @@ def test_reference_values_and_expansions_start_from_their_kept_exemplars(rows, t
     assert value_head.endswith(solved) and head > 700  # the exemplars, not the instruction's first line
     data = from_rows(tmp_path / "rows.json", "0" * 64, list(enumerate(rows[:1], 1)), "row")
     [question] = data.questions
-    options = {"prompts": prompts, "evaluator": "em", "gold": question.answer, "iterations": 3, "samples": 2,
+    options = {"prompts": prompts, "evaluator": "em", "gold": question.answer, "iterations": 2, "samples": 2,
                "rollout_depth": 1, "max_tokens": 60}  # fmt: skip
     out = solve(question.question, data.env(question, loop="reference"), gemma, "", method="lats", loop="reference",
                 lats=options)  # fmt: skip

@@ -258,8 +258,10 @@ def test_the_embedded_model_writes_and_is_judged_through_the_cli(tmp_path, capsy
     """The real path: Gemma 3 270M (the embedded default) writes two implementations of HumanEval problems, which
     the sandbox judges; its reflexion makes its own tests and, where they fail, a reflection."""
     out = tmp_path / "gemma.jsonl"
-    # 192 tokens an implementation, not 512: Gemma 270M writes a function in fewer, then prose until the limit
-    few = ["--max-tokens", "192"]
+    # 192 tokens an implementation, not 512: Gemma 270M writes a function in fewer, then prose until the limit.
+    # One call cache for the three runs: the calls they share (simple's implementation is reflexion's first, and
+    # reflexion's tests and first implementation are LATS's) are made once, by the model, and answered after.
+    few = ["--max-tokens", "192", "--cache", str(tmp_path / "calls.sqlite")]
     assert main(["run", "humaneval:2,0", "--method", "simple", *few, "--out", str(out), "-q"]) == 0
     _, records = read_run(out)
     assert [r["id"] for r in records] == ["HumanEval/2", "HumanEval/0"]
@@ -297,6 +299,7 @@ def test_the_embedded_model_writes_and_is_judged_through_the_cli(tmp_path, capsy
     assert [len(s["calls"]) for s in made] in ([2], [2, 2, 1])
     assert steps[-1]["calls"] == [] and "Chosen: implementation" in steps[-1]["observation"]
     assert record["success"] == float(record["program"]["hidden"]["passed"])
+    assert [c["cached"] for c in made[0]["calls"]] == [True, True]  # reflexion's tests and first implementation
 
 
 def test_a_chat_templates_prompts_take_the_problem_where_they_name_it_and_stop_at_the_fence():

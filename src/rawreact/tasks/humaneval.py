@@ -165,14 +165,13 @@ def check_canonical(collection: Collection, unboxed: bool = False) -> None:
         return
     from concurrent.futures import ThreadPoolExecutor
 
-    from rawreact.environments.programs import ProgramEnv
+    from rawreact.environments import programs
 
     solved = [q for q in collection.questions if (q.row or {}).get("canonical_solution", "").strip()]
 
-    def judge(question):
-        return question, ProgramEnv(question.row, unboxed=unboxed).judge(
-            question.row["prompt"] + question.row["canonical_solution"]
-        )
+    def judge(question):  # under the limits the programs are judged by
+        env = programs.ProgramEnv(question.row, programs.HIDDEN, unboxed=unboxed)
+        return question, env.judge(question.row["prompt"] + question.row["canonical_solution"])
 
     with ThreadPoolExecutor(max_workers=4) as pool:
         for question, ran in pool.map(judge, solved):
