@@ -28,7 +28,7 @@ edited by hand is refused, naming the file and the call, and so is a file whose 
 the file. (Digests, not signatures: who can edit both files can edit the record too, but not without a change to
 the ledger that its history shows.)
 
-    python benchmarks/kept.py LEDGER [--base simple] [--score success] [--trials ROW]    # the ledger's tables
+    python benchmarks/kept.py LEDGER [--base ROW] [--score success|em|f1] [--trials ROW]    # the ledger's tables
 """
 
 import argparse
@@ -341,13 +341,29 @@ def score(entry: dict, metric: str) -> float:
     return 0.0 if value is None else float(value)
 
 
-def table(ledger: Path, base: str, metric: str = "success") -> str:
+def table(ledger: Path, base: str | None = None, metric: str | None = None) -> str:
     """The ledger's table in Markdown: a row's items, its share (Wilson's 95%) and, on the items both ran, its
-    paired difference from `base` (the bootstrap's 95%); calls, tokens written and CPU seconds an item."""
+    paired difference from `base` (the bootstrap's 95%); calls, tokens written and CPU seconds an item.
+
+    `metric`: success, em or f1; by default success where the ledger's items have it (programs, games), else em.
+    An item without the metric (a question scored by its answer has no success) is left out of its share, never
+    counted as 0; a row none of whose items has it says so. `base`: a row of the ledger (by default `simple` where
+    it holds one, else its first row); one it does not hold is refused, naming its rows."""
     outcomes, sittings = read(ledger)
     rows: dict[str, dict[str, dict]] = {}
     for (row, item), entry in outcomes.items():
         rows.setdefault(row, {})[item] = entry
+    if not rows:
+        raise SystemExit(f"{ledger}: no item kept yet; a sitting with --keep {ledger} adds them")
+    if metric is None:
+        metric = "success" if any(e.get("success") is not None for e in outcomes.values()) else "em"
+    if base is None:
+        base = "simple" if "simple" in rows else sorted(rows)[0]
+    elif base not in rows:
+        raise SystemExit(
+            f"{ledger}: no row {base!r} to pair against; its rows: {', '.join(sorted(rows))}; give --base ROW"
+        )
+    scored = {row: {i: e for i, e in items.items() if e.get(metric) is not None} for row, items in rows.items()}
     cpu: dict[str, list[float]] = {}
     for s in sittings:
         spent = cpu.setdefault(s.get("row", s.get("method")), [0.0, 0])
@@ -356,11 +372,16 @@ def table(ledger: Path, base: str, metric: str = "success") -> str:
         f"| row | items | {metric} [95%] | against {base}, same items | calls | tokens written | CPU s an item |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
+    unscored = []
     for row, items in sorted(rows.items(), key=lambda kv: (kv[0] != base, kv[0])):
-        values = [score(e, metric) for e in items.values()]
-        share = wilson(round(sum(values)), len(values)) if metric in ("success", "em") else None
-        mean = f"{sum(values) / len(values):.3f}" if share is None else str(share)
-        both = sorted(set(items) & set(rows.get(base, {})))
+        values = [score(e, metric) for e in scored[row].values()]
+        if not values:
+            unscored.append(row)
+            mean = "-"
+        else:
+            share = wilson(round(sum(values)), len(values)) if metric in ("success", "em") else None
+            mean = f"{sum(values) / len(values):.3f}" if share is None else str(share)
+        both = sorted(set(scored[row]) & set(scored.get(base, {})))
         against = "base"
         if row != base and both:
             diff = paired([score(rows[base][i], metric) for i in both], [score(items[i], metric) for i in both])
@@ -371,10 +392,19 @@ def table(ledger: Path, base: str, metric: str = "success") -> str:
         written = sum((e.get("tokens") or {}).get("completion", 0) for e in items.values()) / len(items)
         spent, done = cpu.get(row, (0.0, 0))
         cost = f"{spent / done:.1f}" if done else "-"
-        lines.append(f"| {row} | {len(items)} | {mean} | {against} | {calls:.1f} | {written:.0f} | {cost} |")
+        held = str(len(items)) if len(values) == len(items) else f"{len(values)} of {len(items)}"  # those scored
+        lines.append(f"| {row} | {held} | {mean} | {against} | {calls:.1f} | {written:.0f} | {cost} |")
+    if unscored:
+        lines.append(
+            f"\nno {metric} in the items of {', '.join(unscored)} (a question scored by its answer has none, a "
+            "program no em): give --score with a score they have"
+        )
     for what, key, width in (("CPU", "cpu_name", None), ("code", "commit", 12)):  # what the ledger mixes
         counted = Counter((entry.get(key) or "unknown")[:width] for entry in outcomes.values())
         lines.append(f"\nitems by {what}: " + "; ".join(f"{name}: {n}" for name, n in sorted(counted.items())))
+    lines.append(
+        "\n(CPU s an item: every sitting's CPU over the items the row's sittings finished, an item under way included)"
+    )
     return "\n".join(lines)
 
 
@@ -408,8 +438,10 @@ def by_trial(ledger: Path, row: str) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("ledger", type=Path)
-    parser.add_argument("--base", default="simple", help="the row the others are paired against")
-    parser.add_argument("--score", default="success", choices=["success", "em", "f1"])
+    parser.add_argument("--base", help="the row the others are paired against (default: simple, or the first row)")
+    parser.add_argument(
+        "--score", choices=["success", "em", "f1"], help="default: success where items have it, else em"
+    )
     parser.add_argument("--trials", metavar="ROW", help="and this Reflexion row's share solved by trial")
     args = parser.parse_args()
     print(table(args.ledger, args.base, args.score))
