@@ -62,3 +62,63 @@ def test_the_docs_ledger_commands_print_what_the_pages_say(page):
         done = kept.table(ledger, "reflexion", "em")
         cost = next(line for line in done.splitlines() if line.startswith("| lats |")).rsplit("|", 2)[1].strip()
         assert f"{float(cost):,.1f} CPU seconds a finished question as the command prints it" in text
+
+
+TOY = {"task_id": "Toy/0", "prompt": 'def add(a, b):\n    """Sum two numbers."""\n', "entry_point": "add",
+       "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n"}  # fmt: skip
+
+# Where each line of a program's cell starts on the page, relative to the cell's text: the indentation is seen
+# (a body line starts right of its `def`), and each line is a line of its own (below the one before).
+LINE_STARTS = """
+(() => {
+  const pre = document.querySelector(SELECTOR);
+  const text = pre.firstChild, range = document.createRange(), starts = [];
+  let at = 0;
+  for (const line of text.data.split("\\n")) {
+    const first = line.search(/\\S/);
+    if (first >= 0) {
+      range.setStart(text, at + first); range.setEnd(text, at + first + 1);
+      const box = range.getBoundingClientRect(), cell = pre.getBoundingClientRect();
+      starts.push([line.trim().slice(0, 12), Math.round(box.left - cell.left), Math.round(box.top - cell.top)]);
+    }
+    at += line.length + 1;
+  }
+  return [getComputedStyle(pre).whiteSpace, starts];
+})()
+"""
+
+
+@pytest.mark.usefixtures("programs_box")
+def test_a_program_on_the_page_keeps_its_lines_and_indentation_at_two_widths(tmp_path, browser):
+    """Item 2: in the page's "Problem by problem" view, the problem and each run's program lost their line breaks and
+    indentation (the cell's style set only max-width). Checked in Chromium at 1,400 and 1,000 px."""
+    from rawreact.cli.app import main
+    from rawreact.reports.html import write_page
+
+    data = tmp_path / "toy.jsonl"
+    data.write_text(json.dumps(TOY) + "\n")
+    runs = {}
+    for name, sign in (("simple", "+"), ("wrong", "-")):  # two runs of the problem: one right, one wrong
+        script, runs[name] = tmp_path / f"{name}.json", tmp_path / f"{name}.jsonl"
+        script.write_text(json.dumps([f"    total = a {sign} b\n    return total\n"]))
+        argv = ["run", str(data), "--method", "simple", "--model", f"scripted:{script}", "--out", str(runs[name])]
+        assert main([*argv, "-q"]) == 0
+    page = write_page(runs, tmp_path / "page.html", resamples=50)
+    browser.open(page)
+    for width in (1400, 1000):
+        browser.call("Emulation.setDeviceMetricsOverride", session=True, width=width, height=900,
+                     deviceScaleFactor=1, mobile=False)  # fmt: skip
+        program = 'tr.pair td.answer[data-run="simple"] pre.code'
+        space, starts = browser.evaluate(LINE_STARTS.replace("SELECTOR", json.dumps(program)))
+        assert space == "pre-wrap" and [s[0] for s in starts] == [
+            "def add(a, b",
+            '"""Sum two n',
+            "total = a + ",
+            "return total",
+        ]
+        (_, left, top), *body = starts
+        assert all(x > left + 10 and y > top for _, x, y in body), (width, starts)  # indented, each on its own line
+        assert [y for _, _, y in body] == sorted(y for _, _, y in body) and len({y for _, _, y in starts}) == 4
+        space, asked = browser.evaluate(LINE_STARTS.replace("SELECTOR", json.dumps("tr.pair td.q pre.code")))
+        assert space == "pre-wrap" and len(asked) == 2 and asked[1][1] > asked[0][1] + 10 and asked[1][2] > asked[0][2]
+    assert browser.problems() == []  # the page of a program run threw on load before (its filters lack "steps")

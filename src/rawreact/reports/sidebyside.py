@@ -45,9 +45,12 @@ def side_by_side(records: dict[str, list[dict]]) -> str:
     rows = []
     for question in ids:
         first = next(by_run[name][question] for name in names if question in by_run[name])
+        asked = escape(first["question"])
+        if isinstance(first.get("program"), dict):  # a problem of a program: its signature and docstring, as code
+            asked = f'<pre class="code">{asked}</pre>'
         cells = [
             f'<td class="id"><a href="#{escape(_anchor(question))}">{escape(question)}</a></td>',
-            f'<td class="q">{escape(first["question"])}</td>',
+            f'<td class="q">{asked}</td>',
             f'<td class="gold">{escape(first["answer"])}</td>',
         ]
         cells += [_answer(name, by_run[name].get(question)) for name in names]
@@ -91,7 +94,12 @@ def _answer(run: str, record: dict | None) -> str:
         meta += f" ({reason})" if reason and reason != "passed" else ""
     prediction = escape(str(record["prediction"]))
     where = f'data-run="{escape(run)}" data-anchor="{escape(question_anchor(run, record["id"]))}"'
+    shown = (
+        f'<pre class="prediction code">{prediction}</pre>'  # a program: its lines and indentation, as code
+        if isinstance(record.get("program"), dict)
+        else f'<span class="prediction">{prediction}</span>'
+    )
     return (
         f'<td class="answer {verdict}" {where} data-prediction="{prediction}">'
-        f'<span class="prediction">{prediction}</span><span class="meta">{escape(meta)}</span></td>'
+        f'{shown}<span class="meta">{escape(meta)}</span></td>'
     )

@@ -19,7 +19,7 @@
     const d = row.dataset;
     if (controls.wrong.checked && d.em !== "0") return false;  // "-": no gold answer, neither right nor wrong
     if (controls.invalid && controls.invalid.checked && d.invalid === "0") return false;  // none for programs
-    if (controls.steps.checked && d.ended !== "max_steps") return false;
+    if (controls.steps && controls.steps.checked && d.ended !== "max_steps") return false;  // none for programs
     if (controls.run && controls.run.value && d.run !== controls.run.value) return false;
     const needle = controls.text.value.trim().toLowerCase();
     return !needle || row.textContent.toLowerCase().includes(needle);
