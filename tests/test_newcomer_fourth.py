@@ -122,3 +122,25 @@ def test_a_program_on_the_page_keeps_its_lines_and_indentation_at_two_widths(tmp
         space, asked = browser.evaluate(LINE_STARTS.replace("SELECTOR", json.dumps("tr.pair td.q pre.code")))
         assert space == "pre-wrap" and len(asked) == 2 and asked[1][1] > asked[0][1] + 10 and asked[1][2] > asked[0][2]
     assert browser.problems() == []  # the page of a program run threw on load before (its filters lack "steps")
+
+
+@pytest.mark.usefixtures("programs_box")
+def test_a_humaneval_run_says_which_protocol_it_is_and_how_to_get_the_published_one(tmp_path, capsys):
+    """Item 3: the published 0.720 was measured with --prompt chat, and nothing at run time said that a run without
+    it is another protocol; `rawreact --help` and `run --help` never named HumanEval or programs."""
+    from rawreact.cli.app import main
+
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps(["    return []\n"]))
+    note = "rawreact: note: HumanEval with the completion prompts (prompts/programs/, the default"
+    for prompt, said in (([], True), (["--prompt", "chat"], False)):
+        out = tmp_path / f"run{len(prompt)}.jsonl"
+        argv = ["run", "humaneval:0", "--method", "simple", "--model", f"scripted:{script}", "--out", str(out), "-q"]
+        assert main([*argv, *prompt]) == 0
+        err = capsys.readouterr().err
+        assert (note in err) is said and ("were measured with --prompt chat" in err) is said
+    for argv in ([], ["run"]):
+        with pytest.raises(SystemExit):
+            main([*argv, "--help"])
+        shown = " ".join(capsys.readouterr().out.split())
+        assert "HumanEval" in shown and ("--method simple|reflexion|lats" in shown or "--prompt chat" in shown)

@@ -71,6 +71,19 @@ def program_said(config: dict) -> str:
     return f" ({made}{config['max_tokens']} tokens an implementation; programs run with {config['sandbox']}{rules})"
 
 
+def protocol_said(config: dict) -> str:
+    """Which protocol a HumanEval run is, where it is not that of the published figures: rawreact's completion
+    prompts (the default, for any model), where the figures in docs/programs.md were measured with its chat
+    prompts (`--prompt chat`, for a model with a ChatML template such as Qwen's); "" for the chat prompts."""
+    if config.get("program_prompts") != "prompts/programs/":
+        return ""
+    return (
+        "HumanEval with the completion prompts (prompts/programs/, the default: the model continues the function "
+        "after two exemplars); the published figures (docs/programs.md: Qwen2.5-Coder-1.5B's 0.720 against its "
+        "report's 70.7) were measured with --prompt chat, the chat prompts, for a model with a ChatML template"
+    )
+
+
 def loop_said(settings: Settings) -> str:
     """The loop of a run's header, for a method that acts, and a Reflexion method's trials."""
     if settings.method in REFLEXION:

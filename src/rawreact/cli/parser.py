@@ -14,7 +14,8 @@ from rawreact.runs.plan import RENAMED
 
 DESCRIPTION = (
     "Run ReAct agents on completion models (an embedded llama.cpp model, Ollama, or an OpenAI-compatible "
-    "server), score them on HotpotQA-style questions, and compare prompts, models and settings."
+    "server), score them on HotpotQA-style questions, text games and ScienceWorld, and model-written programs on "
+    "HumanEval (rawreact run humaneval --method simple|reflexion|lats), and compare prompts, models and settings."
 )
 
 

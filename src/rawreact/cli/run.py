@@ -14,6 +14,7 @@ from rawreact.cli.lines import (
     loop_said,
     passages_said,
     program_said,
+    protocol_said,
     reasoning_text,
     result_line,
     sampling_said,
@@ -76,6 +77,10 @@ def _run(args: argparse.Namespace, stack: ExitStack) -> int:
         + (f"; {len(done)} already in {args.out}" if done else ""),
         flush=True,
     )
+    if task.writes_programs and collection.name.lower().startswith("humaneval"):
+        said = protocol_said(parts.config)
+        if said:
+            print(f"rawreact: note: {said}", file=sys.stderr, flush=True)
     in_flight = settings.workers * (1 if cluster is None else len(cluster.slots))
     with Stopper(in_flight) as stopper, progress(len(questions), len(done)) as bar:
 

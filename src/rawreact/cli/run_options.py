@@ -92,7 +92,9 @@ def run_parser(commands) -> argparse.ArgumentParser:
         nargs="?",
         help="questions: a benchmark's name, downloaded once and checked (hotpotqa-dev-distractor; `rawreact data` "
         "lists them); HotpotQA JSON (official or Hugging Face), JSONL, or a collection (envs/ layout); a games folder; "
-        "ScienceWorld's episodes, scienceworld[:SPLIT[:TASKS[:N]]] (docs/games.md); default: the demo",
+        "ScienceWorld's episodes, scienceworld[:SPLIT[:TASKS[:N]]] (docs/games.md); HumanEval's problems, "
+        "humaneval[:IDS], or a JSONL file in its layout, with --method simple, reflexion or lats (docs/programs.md; "
+        "its published figures were measured with --prompt chat); default: the demo",
     )
     by_model.add_argument(
         "--model",
