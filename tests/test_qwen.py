@@ -50,7 +50,7 @@ def _split(parts: list[bytes], packages: list[str], **changes) -> SplitModel:
     return SplitModel(**(fields | changes))
 
 
-def test_a_split_model_is_joined_in_order_once_and_checked_by_hash(tmp_path, monkeypatch):
+def test_a_split_model_is_joined_in_order_once_and_checked_by_hash(tmp_path, monkeypatch, capsys):
     parts = [b"first-" * 1000, b"second-" * 700, b"third"]
     site = tmp_path / "site"
     site.mkdir()
@@ -60,8 +60,12 @@ def test_a_split_model_is_joined_in_order_once_and_checked_by_hash(tmp_path, mon
     path = joined("fake", model, cache)
     assert path == cache / "joined.gguf" and path.read_bytes() == b"".join(parts)
     assert [p.name for p in cache.iterdir()] == ["joined.gguf"]  # no temporary file left
+    # the join says what it joins, how big and where (issue 93 item 4: a 1.1 GB join printed nothing)
+    said = capsys.readouterr().err
+    assert f"rawreact: model 'fake': joining its 3 installed parts (0.0 GB) into {path}, once, and checking" in said
     made = path.stat().st_mtime_ns
     assert joined("fake", model, cache).stat().st_mtime_ns == made  # a whole file is taken as it is
+    assert capsys.readouterr().err == ""  # and says nothing
     # A file of the right size and the wrong bytes (a damaged cache) is joined again, not loaded.
     path.write_bytes(b"x" * model.size)
     assert joined("fake", model, cache).read_bytes() == b"".join(parts)

@@ -3,6 +3,8 @@ and their hashes, and the limits a spec sets before any model loads."""
 
 import hashlib
 import os
+import sys
+import time
 from dataclasses import dataclass
 from importlib import import_module, metadata
 from pathlib import Path
@@ -106,6 +108,7 @@ def _assembled(module) -> Path:
     if target.is_file() and target.stat().st_size == size:
         return target
     temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    Joining(f"the embedded model: joining its installed parts ({size / 1e6:.0f} MB) into {target}, once", size)
     try:
         module.assemble(temporary, overwrite=True)  # checks the joined file's SHA-256
         os.replace(temporary, target)
@@ -126,6 +129,8 @@ def joined(name: str, model: SplitModel, folder: Path | None = None) -> Path:
     parts = _parts(name, model)
     temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     digest, size = hashlib.sha256(), 0
+    said = Joining(f"model {name!r}: joining its {len(parts)} installed parts ({model.size / 1e9:.1f} GB) into "
+                   f"{target}, once, and checking its SHA-256", model.size)  # fmt: skip
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         with open(temporary, "wb") as out:
@@ -135,6 +140,8 @@ def joined(name: str, model: SplitModel, folder: Path | None = None) -> Path:
                         digest.update(block)
                         size += len(block)
                         out.write(block)
+                        said.at(size)
+        said.done()
         if (size, digest.hexdigest()) != (model.size, model.sha256):
             raise ModelError(
                 f"model {name!r}: the parts of {model.packages[0]} to {model.packages[-1]} join into {size:,} bytes "
@@ -151,6 +158,27 @@ def joined(name: str, model: SplitModel, folder: Path | None = None) -> Path:
         temporary.unlink(missing_ok=True)
     _HASHES[_key(target, target.stat())] = model.sha256
     return target
+
+
+class Joining:
+    """What a long join says on stderr: a line when it starts (what, how big, where), then, on a terminal, how far it
+    is, redrawn on that line at most every half second; a process that is not on a terminal gets the line alone."""
+
+    def __init__(self, what: str, total: int) -> None:
+        self.total, self.shown = total, 0.0
+        self.live = sys.stderr.isatty()
+        print(f"rawreact: {what}", file=sys.stderr, flush=True)
+
+    def at(self, done: int) -> None:
+        now = time.monotonic()
+        if self.live and now - self.shown >= 0.5:
+            self.shown = now
+            print(f"\r  {done / 1e9:.2f} of {self.total / 1e9:.2f} GB ({100 * done // self.total}%)", end="",
+                  file=sys.stderr, flush=True)  # fmt: skip
+
+    def done(self) -> None:
+        if self.live:
+            print(f"\r  {self.total / 1e9:.2f} of {self.total / 1e9:.2f} GB (100%)", file=sys.stderr, flush=True)
 
 
 def _parts(name: str, model: SplitModel) -> list[Path]:
