@@ -1,6 +1,7 @@
 """A newcomer's fourth day (issue 93): figures that read right, code that reads as code, and no silent waits."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -144,3 +145,43 @@ def test_a_humaneval_run_says_which_protocol_it_is_and_how_to_get_the_published_
             main([*argv, "--help"])
         shown = " ".join(capsys.readouterr().out.split())
         assert "HumanEval" in shown and ("--method simple|reflexion|lats" in shown or "--prompt chat" in shown)
+
+
+@pytest.mark.usefixtures("programs_box")
+def test_the_json_report_counts_problems_as_problems_and_carries_the_run_s_cpu_seconds(tmp_path, capsys):
+    """Item 5: `report --format json` counted a program run's problems under "games" and carried no CPU seconds,
+    though the docs insist on CPU time; the manifest now adds each sitting's CPU seconds, and a resume adds its own."""
+    from rawreact.cli.app import main
+
+    data, script, out = tmp_path / "toy.jsonl", tmp_path / "s.json", tmp_path / "run.jsonl"
+    data.write_text(json.dumps(TOY) + "\n" + json.dumps(TOY | {"task_id": "Toy/1"}) + "\n")
+    script.write_text(json.dumps(["    return a + b\n"] * 2))
+    argv = ["run", str(data), "--method", "simple", "--model", f"scripted:{script}", "--out", str(out), "-q"]
+    assert main([*argv, "--limit", "1"]) == 0 and main([*argv, "--resume"]) == 0
+    capsys.readouterr()
+    assert main(["report", str(out), "--format", "json"]) == 0
+    [run] = json.loads(capsys.readouterr().out)["runs"]
+    assert run["summary"]["problems"] == 2 and "games" not in run["summary"] and run["summary"]["unit"] == "problem"
+    cpu = run["cpu"]
+    assert (
+        (cpu["sittings"], cpu["of"]) == (2, 2) and 0 < cpu["seconds"] < 60 and cpu["per_record"] == cpu["seconds"] / 2
+    )
+    manifest = json.loads((tmp_path / "run.jsonl.manifest.json").read_text())
+    assert manifest["cpu_seconds"] == {"seconds": cpu["seconds"], "sittings": 2}
+
+
+def test_the_pages_say_what_the_code_does_for_the_inspect_task_and_a_plugin_s_files():
+    """Item 5: docs/reports.md named the inspect log's task `rawreact/METHOD` (it is `rawreact/qa/demo/react`);
+    docs/environments.md showed a plugin shipping prompt files without the `package-data` a wheel needs; the pages
+    said `pip install 'rawreact[X]'`, which fails where rawreact is not on an index."""
+    reports = " ".join((ROOT / "docs" / "reports.md").read_text().split())
+    assert "the task is `rawreact/KIND/DATA/METHOD` (`rawreact/qa/demo/react`" in reports
+    from rawreact.reports import inspect_log
+
+    assert "f\"rawreact/{of_records(records).name}/{Path(manifest.get('data') or 'demo').stem}/{method}\"" in (
+        Path(inspect_log.__file__).read_text()
+    )
+    environments = (ROOT / "docs" / "environments.md").read_text()
+    assert '[tool.setuptools.package-data]\nglossary_plugin = ["prompts/*.txt"]' in environments
+    pages = [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]
+    assert [page.name for page in pages if re.search(r"pip install 'rawreact\[[a-z]", page.read_text())] == []

@@ -145,9 +145,12 @@ def report_json(loaded: dict, runs: dict[str, str], args: argparse.Namespace) ->
     for name, (manifest, recs) in loaded.items():
         config = (manifest or {}).get("config", {})
         alone = Comparison([name], {name: recs}, args.resamples, args.stats_seed)
+        summary = summarize(recs)
+        if summary.get("unit", "game") != "game" and "games" in summary:  # a program run counts problems
+            summary[f"{summary['unit']}s"] = summary.pop("games")
         run = {"name": name, "file": str(runs[name]), "method": config.get("method"), "model": config.get("model"),
                "model_sha256": config.get("model_sha256"), "progress": progress(runs[name], manifest, recs),
-               "summary": summarize(recs), "scores": {}}  # fmt: skip
+               "summary": summary, "cpu": cpu_of(manifest, len(recs)), "scores": {}}  # fmt: skip
         if alone.ids:
             run["scores"] = {m: _interval(alone.interval(name, m)) for m in alone.metrics}
         if name != base:
@@ -167,6 +170,18 @@ def report_json(loaded: dict, runs: dict[str, str], args: argparse.Namespace) ->
     out["searches"] = search_rows(records) or []
     out["trials"] = trial_rows(records) or []
     return out
+
+
+def cpu_of(manifest: dict | None, records: int) -> dict | None:
+    """A run's CPU seconds as its manifest adds them up over its sittings (`RunFile.close`), a record's share, and
+    how many of its sittings they count (one killed outright counts none); None for a run made before they were
+    recorded. On Ray the figure is the driver's: its actors' CPU is on their nodes."""
+    found = (manifest or {}).get("cpu_seconds")
+    if not isinstance(found, dict) or not isinstance(found.get("seconds"), int | float):
+        return None
+    sittings = 1 + len((manifest or {}).get("resumes") or [])
+    per = found["seconds"] / records if records else None
+    return {"seconds": found["seconds"], "per_record": per, "sittings": found.get("sittings"), "of": sittings}
 
 
 def progress(path: str | Path, manifest: dict | None, records: list[dict]) -> dict:

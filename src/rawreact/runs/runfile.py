@@ -5,10 +5,14 @@ made (model, prompt, grammar, parameters, data file, and their hashes), holds th
 once for every line, and records each resume. A run interrupted even by SIGKILL resumes where it
 stopped: finished questions are kept, a half-written last line is dropped and its question asked
 again. While a run writes its file, the file is locked against a second writer.
+
+One room: writing a run file, taking it up again on a resume (and refusing one of another run) and keeping its
+manifest (each sitting's code, CPU and CPU seconds) read and write the same two files under the one lock.
 """
 
 import json
 import os
+import resource
 import time
 from pathlib import Path
 
@@ -99,6 +103,7 @@ class RunFile:
             raise
         try:
             self._open(resume)
+            self._cpu_started = _cpu_now()
         except BaseException:
             self._sink.close()
             # A run that never started leaves no file behind (a Ctrl-C before its manifest was written left an empty
@@ -215,8 +220,26 @@ class RunFile:
         self._write_manifest()
 
     def close(self) -> None:
-        """Close the file (releasing its lock); everything appended is already written."""
-        self._sink.close()
+        """Close the file (releasing its lock); everything appended is already written. The manifest adds this
+        sitting's CPU seconds (this process's and its children's, the programs it ran among them, while the file
+        was open) to `cpu_seconds`, with how many sittings it counts: a sitting killed outright adds none."""
+        try:
+            if not self._sink.closed:
+                spent = _cpu_now() - self._cpu_started
+                before = self.manifest.get("cpu_seconds") or {}
+                self.manifest["cpu_seconds"] = {"seconds": round(before.get("seconds", 0.0) + spent, 3),
+                                                "sittings": before.get("sittings", 0) + 1}  # fmt: skip
+                self._write_manifest()
+        except (DataError, AttributeError, TypeError):
+            pass  # the records are written; a manifest that cannot take the figure keeps what it had
+        finally:
+            self._sink.close()
+
+
+def _cpu_now() -> float:
+    """The CPU seconds of this process and of its children that ended, so far."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 # The command line of the `rawreact` command under way (`cli.app.main` sets it), which a manifest records; None when
