@@ -185,3 +185,17 @@ def test_the_pages_say_what_the_code_does_for_the_inspect_task_and_a_plugin_s_fi
     assert '[tool.setuptools.package-data]\nglossary_plugin = ["prompts/*.txt"]' in environments
     pages = [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]
     assert [page.name for page in pages if re.search(r"pip install 'rawreact\[[a-z]", page.read_text())] == []
+
+
+def test_the_readme_opens_with_its_two_commands_and_what_a_run_prints():
+    """Item 6: the README's first screen was two commands, then long caveats before what a run prints. Now the
+    caveats are on the pages they belong to, linked, and what a run prints follows the commands."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    top = readme.split("## What a run prints", 1)[0]
+    paragraphs = [p for p in top.split("\n\n") if p.strip() and not p.startswith(("```", "# "))]
+    assert len(top.splitlines()) <= 30 and all(len(p.splitlines()) <= 8 for p in paragraphs)
+    assert top.count("```bash") == 2 and "docs/getting-started.md#the-tests" in top
+    guide = (ROOT / "docs" / "getting-started.md").read_text(encoding="utf-8")
+    for moved in ("Three groups of tests need Debian packages", "The Ray tests start Ray here",
+                  "What a run's numbers can depend on beyond its settings is measured"):  # fmt: skip
+        assert moved in guide and moved not in readme
