@@ -11,6 +11,7 @@ from pathlib import Path
 
 from rawreact.core.errors import ModelError
 from rawreact.core.folders import cache_home
+from rawreact.core.text import say
 from rawreact.models import hub
 
 
@@ -167,18 +168,19 @@ class Joining:
     def __init__(self, what: str, total: int) -> None:
         self.total, self.shown = total, 0.0
         self.live = sys.stderr.isatty()
-        print(f"rawreact: {what}", file=sys.stderr, flush=True)
+        say(what)
 
     def at(self, done: int) -> None:
         now = time.monotonic()
         if self.live and now - self.shown >= 0.5:
             self.shown = now
-            print(f"\r  {done / 1e9:.2f} of {self.total / 1e9:.2f} GB ({100 * done // self.total}%)", end="",
-                  file=sys.stderr, flush=True)  # fmt: skip
+            sys.stderr.write(f"\r  {done / 1e9:.2f} of {self.total / 1e9:.2f} GB ({100 * done // self.total}%)")
+            sys.stderr.flush()
 
     def done(self) -> None:
         if self.live:
-            print(f"\r  {self.total / 1e9:.2f} of {self.total / 1e9:.2f} GB (100%)", file=sys.stderr, flush=True)
+            sys.stderr.write(f"\r  {self.total / 1e9:.2f} of {self.total / 1e9:.2f} GB (100%)\n")
+            sys.stderr.flush()
 
 
 def _parts(name: str, model: SplitModel) -> list[Path]:
