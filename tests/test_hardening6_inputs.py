@@ -129,13 +129,14 @@ TOY = {"task_id": "Own/0", "prompt": 'def add(a, b):\n    """Sum."""\n', "entry_
     [
         ({"test": "def test(candidate):\n    pass\n"}, "its test defines no check(candidate)"),
         ({"test": "def check(candidate:\n"}, "its test is not Python (line 1: '(' was never closed)"),
+        ({"test": "def check(candidate):\n    assert " + "-" * 50_000 + "1\n"}, "its test is not Python (line 1: "),
         ({"entry_point": "plus"}, "its prompt defines no function plus (its entry_point)"),
         (
             {"test": "def check(candidate):\n    pass\n\ncheck = 5\n"},
             "its test's check is not a function of the candidate",
         ),
     ],
-    ids=["no-check", "syntax-error", "entry-point-undefined", "check-is-5"],
+    ids=["no-check", "syntax-error", "nested-too-deep", "entry-point-undefined", "check-is-5"],
 )
 def test_a_problem_whose_tests_fail_every_program_is_refused_naming_it(tmp_path, capsys, changed, said):
     """Item 11: such a file was accepted and scored as every program failing, with no word."""

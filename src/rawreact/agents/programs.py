@@ -24,7 +24,7 @@ from rawreact.core.actions import Action
 from rawreact.core.errors import PromptError
 from rawreact.core.files import read_whole
 from rawreact.core.resources import resource
-from rawreact.core.text import commented
+from rawreact.core.text import UNPARSEABLE, commented
 from rawreact.environments.programs import ProgramEnv, feedback, hidden_said
 from rawreact.models.base import Completion, Model
 
@@ -32,7 +32,6 @@ from rawreact.models.base import Completion, Model
 # runs used), or the close of a markdown fence.
 STOPS = ["\ndef ", "\nclass ", "\nif ", "\nprint(", "\n#", "\n```", "\nassert "]
 TEST_STOPS = ["\n\n", "\ndef ", "\nclass ", "\n#", "\n```"]
-UNPARSEABLE = (SyntaxError, ValueError, RecursionError, MemoryError)  # ast.parse: no Python, or nested too deep
 # A prompt that names {prompt} (a chat template's, say) asks for the whole function in a markdown fence after it:
 # the call stops where the fence closes, or where the chat's turn ends.
 TEMPLATE_STOPS = ["\n```", "<|im_end|>", "<|endoftext|>"]

@@ -39,6 +39,10 @@ def whole_number(text: str) -> int | None:
     return int(text) if _WHOLE.fullmatch(text) else None
 
 
+# What `ast.parse` raises on text that is no Python: a syntax error, a null byte (ValueError), or code nested deeper
+# than the parser goes (thousands of unary minus signs: RecursionError, or MemoryError in Python 3.11).
+UNPARSEABLE = (SyntaxError, ValueError, RecursionError, MemoryError)
+
 _SAYING = threading.Lock()
 
 

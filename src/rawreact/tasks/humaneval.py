@@ -24,6 +24,7 @@ from pathlib import Path
 from rawreact.core.errors import DataError
 from rawreact.core.folders import is_named_data
 from rawreact.core.tasks import PROGRAM
+from rawreact.core.text import UNPARSEABLE
 from rawreact.tasks.collection import Collection, Question, check_unique_ids
 
 PREFIX = "humaneval"
@@ -129,8 +130,9 @@ def _fault(row: dict) -> str | None:
         return f"its prompt defines no function {entry} (its entry_point)"
     try:
         tree = ast.parse(row["test"])
-    except (SyntaxError, ValueError) as error:
-        return f"its test is not Python (line {getattr(error, 'lineno', None) or 1}: {getattr(error, 'msg', error)})"
+    except UNPARSEABLE as error:
+        said = getattr(error, "msg", None) or str(error) or f"{type(error).__name__}: nested too deep to parse"
+        return f"its test is not Python (line {getattr(error, 'lineno', None) or 1}: {said})"
     bound = [node for node in tree.body if "check" in _binds(node)]
     if not bound:
         return "its test defines no check(candidate), which the harness calls with the program's function"
