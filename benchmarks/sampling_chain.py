@@ -1,8 +1,8 @@
 """How much of the distribution llama.cpp's default sampling chain never draws, where the reference repositories
 sample the whole of it (docs/reference.md, P10): at each token of a greedy implementation of a HumanEval problem,
 the mass that the distribution at temperature T puts outside what the chain keeps (top-k 40, top-p 0.95 and
-min-p 0.05 of the untempered distribution, as `rawreact.models.llama.pick` draws), for the temperatures the
-repositories sample at (0.2: a chat's tests and reflections; 0.8: LATS's implementations).
+min-p 0.05 of the untempered distribution: `rawreact.models.llama.chain`, what `pick` draws from), for the
+temperatures the repositories sample at (0.2: a chat's tests and reflections; 0.8: LATS's implementations).
 
     python benchmarks/sampling_chain.py [--model qwen2.5-coder-1.5b] [--problems 0-4] [--tokens 96] [--threads 2]
 
@@ -15,39 +15,21 @@ import argparse
 import math
 
 import numpy as np
+from pass_cost import decode, llama_cpp  # run as a script: its folder is on the path
 
 from rawreact import load_model
 from rawreact.models.batch import Engine
 from rawreact.models.cores import cpu_name
-from rawreact.models.gbnf import llama_cpp_module
-from rawreact.models.llama import MIN_P, TOP_K, TOP_P
+from rawreact.models.llama import chain
 from rawreact.tasks.loading import load_collection
-
-llama_cpp = llama_cpp_module()
-
-
-def decode(engine: Engine, tokens: list[int], start: int) -> None:
-    batch = engine.batch
-    for k, token in enumerate(tokens):
-        batch.token[k], batch.pos[k], batch.n_seq_id[k] = token, start + k, 1
-        batch.seq_id[k][0] = 0
-        batch.logits[k] = k == len(tokens) - 1
-    batch.n_tokens = len(tokens)
-    if llama_cpp.llama_decode(engine.ctx, batch) != 0:
-        raise SystemExit(f"llama.cpp could not decode a pass of {len(tokens)} tokens")
 
 
 def cut(logits: np.ndarray, temperature: float) -> float:
-    """The mass of the distribution at `temperature` outside the tokens the chain keeps."""
-    top = np.argsort(-logits, kind="stable")[:TOP_K]
-    values = logits[top].astype(np.float64)
-    probs = np.exp(values - values[0])
-    probs /= probs.sum()
-    keep = int(np.searchsorted(np.cumsum(probs), TOP_P)) + 1
-    keep = min(keep, int((probs >= MIN_P * probs[0]).sum()))
-    scaled = (logits.astype(np.float64) - logits.max()) / temperature
-    whole = np.exp(scaled)
-    return float(1.0 - whole[top[:keep]].sum() / whole.sum())
+    """The mass of the distribution at `temperature` outside the tokens the chain keeps (`llama.chain`, what `pick`
+    draws from)."""
+    kept, _ = chain(logits)
+    whole = np.exp((logits.astype(np.float64) - logits.max()) / temperature)
+    return float(1.0 - whole[kept].sum() / whole.sum())
 
 
 def main() -> None:
@@ -67,7 +49,7 @@ def main() -> None:
         tokens = model.tokenize(question.row["prompt"])
         starts = range(0, len(tokens), 256)
         for at in starts:
-            decode(engine, tokens[at : at + 256], at)
+            decode(engine, tokens[at : at + 256], at, False)
         row = len(tokens) - starts[-1] - 1  # the prompt's last token, in the last pass
         position, logs = len(tokens), dict.fromkeys(temperatures, 0.0)
         for _ in range(args.tokens):
@@ -79,7 +61,7 @@ def main() -> None:
             token = int(np.argmax(logits))
             if llama_cpp.llama_vocab_is_eog(llama_cpp.llama_model_get_vocab(model.llm.model), token):
                 break
-            decode(engine, [token], position)
+            decode(engine, [token], position, False)
             position, row = position + 1, 0
         for t in temperatures:
             inside[t].append(math.exp(logs[t]))

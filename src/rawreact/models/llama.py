@@ -366,14 +366,27 @@ def pick(logits: np.ndarray, temperature: float, rng: np.random.Generator) -> in
     """One token drawn as llama-cpp-python's default chain draws it: top-k 40, top-p 0.95, min-p 0.05,
     then temperature, then a draw from `rng` (greedy at temperature 0).
     """
-    top = np.argpartition(logits, -TOP_K)[-TOP_K:]
-    top = top[np.argsort(-logits[top], kind="stable")]
+    top = _top(logits)
     if temperature <= 0:
         return int(top[0])
+    kept, values = chain(logits, top)
+    scaled = np.exp((values - values[0]) / temperature)
+    return int(kept[rng.choice(len(kept), p=scaled / scaled.sum())])
+
+
+def chain(logits: np.ndarray, top: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The tokens llama-cpp-python's default chain keeps before the temperature (top-k 40, then top-p 0.95 and min-p
+    0.05 of their untempered distribution), most likely first, with their logits; `top`: `_top(logits)`, where made."""
+    top = _top(logits) if top is None else top
     values = logits[top].astype(np.float64)
     probs = np.exp(values - values[0])
     probs /= probs.sum()
     keep = int(np.searchsorted(np.cumsum(probs), TOP_P)) + 1  # the fewest tokens holding TOP_P of the mass
     keep = min(keep, int((probs >= MIN_P * probs[0]).sum()))
-    scaled = np.exp((values[:keep] - values[0]) / temperature)
-    return int(top[rng.choice(keep, p=scaled / scaled.sum())])
+    return top[:keep], values[:keep]
+
+
+def _top(logits: np.ndarray) -> np.ndarray:
+    """The TOP_K most likely tokens, most likely first (ties in the order argpartition gives)."""
+    top = np.argpartition(logits, -TOP_K)[-TOP_K:]
+    return top[np.argsort(-logits[top], kind="stable")]

