@@ -21,6 +21,10 @@ import time
 
 from rawreact.models.cores import OPENMP, cpu_name  # OPENMP: the variables that choose how OpenMP waits
 
+# A cost measured here includes computing the few-shot prefix, as it always did: no state kept by another process
+# is read (models.states), unless RAWREACT_STATES names a folder.
+os.environ.setdefault("RAWREACT_STATES", "off")
+
 # a policy: llama.cpp's thread count and the OpenMP environment its process starts with. rawreact bounds
 # libgomp's spinning unless the environment chooses (models.cores.bound_spinning); GOMP_SPINCOUNT=300000 is
 # libgomp's own default, which rawreact kept before.

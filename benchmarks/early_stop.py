@@ -21,6 +21,10 @@ from rawreact.core.actions import parse_step
 from rawreact.models.base import cut_at_stop
 from rawreact.models.cores import cpu_name
 
+# A cost measured here includes computing the few-shot prefix, as it always did: no state kept by another process
+# is read (models.states), unless RAWREACT_STATES names a folder.
+os.environ.setdefault("RAWREACT_STATES", "off")
+
 
 def observation_only(i: int) -> list[str]:
     return [f"\nObservation {i}:"]

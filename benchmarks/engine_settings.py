@@ -39,6 +39,10 @@ from throughput import PlainLlama  # this folder's; a script's folder is on its 
 from rawreact import load_collection, load_model, load_prompt, run_questions
 from rawreact.models.cores import cpu_name
 
+# A cost measured here includes computing the few-shot prefix, as it always did: no state kept by another process
+# is read (models.states), unless RAWREACT_STATES names a folder.
+os.environ.setdefault("RAWREACT_STATES", "off")
+
 SAMPLE = os.environ.get("RAWREACT_HOTPOTQA")  # a HotpotQA file in the official layout
 ACTION = re.compile(r"Action \d+: *(\w+)(\[?)")
 

@@ -20,6 +20,10 @@ from rawreact.models import gbnf
 from rawreact.models.cores import cpu_name
 from rawreact.models.gbnf import GrammarSampler
 
+# A cost measured here includes computing the few-shot prefix, as it always did: no state kept by another process
+# is read (models.states), unless RAWREACT_STATES names a folder.
+os.environ.setdefault("RAWREACT_STATES", "off")
+
 SAMPLE = os.environ.get("RAWREACT_HOTPOTQA")
 
 

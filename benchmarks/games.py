@@ -22,6 +22,10 @@ from rawreact.cli.files import parse_seeds
 from rawreact.models.cores import cpu_name
 from rawreact.tasks.games import make_games
 
+# A cost measured here includes computing the few-shot prefix, as it always did: no state kept by another process
+# is read (models.states), unless RAWREACT_STATES names a folder.
+os.environ.setdefault("RAWREACT_STATES", "off")
+
 RECIPES = ["coin:2", "coin:4", "treasure:3", "cooking:1"]
 SETTINGS = [("react", False), ("react", True), ("act", False), ("act", True)]
 

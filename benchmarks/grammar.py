@@ -18,6 +18,10 @@ from rawreact.models.cores import cpu_name
 from rawreact.reports.summary import summarize
 from rawreact.runs.run import run_questions
 
+# A cost measured here includes computing the few-shot prefix, as it always did: no state kept by another process
+# is read (models.states), unless RAWREACT_STATES names a folder.
+os.environ.setdefault("RAWREACT_STATES", "off")
+
 SAMPLE = os.environ.get("RAWREACT_HOTPOTQA")  # a HotpotQA file in the official layout
 
 

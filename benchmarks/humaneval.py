@@ -27,6 +27,7 @@ counts the problems of every sitting that kept there, on any machine.
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -37,6 +38,10 @@ from paper_table import cpu_a_question, done, timed  # run as a script: its fold
 from rawreact.core.stats import wilson
 from rawreact.models.cores import cpu_name
 from rawreact.tasks.loading import load_collection
+
+# A cost measured here includes computing the few-shot prefix, as it always did: no state kept by another process
+# is read (models.states), unless RAWREACT_STATES names a folder.
+os.environ.setdefault("RAWREACT_STATES", "off")
 
 # LATS at its repository's programming settings (run_lats_gpt4.sh: max_iters 8, number_of_tests 2; n 5), under
 # rawreact's rules: the search never sees the hidden tests.

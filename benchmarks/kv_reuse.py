@@ -11,10 +11,15 @@ differ in the last bits, and a near tie between two tokens can go the other way.
 """
 
 import argparse
+import os
 import time
 
 from rawreact import load_collection, load_model, load_prompt, react
 from rawreact.models.cores import cpu_name
+
+# A cost measured here includes computing the few-shot prefix, as it always did: no state kept by another process
+# is read (models.states), unless RAWREACT_STATES names a folder.
+os.environ.setdefault("RAWREACT_STATES", "off")
 
 
 def run(model, collection, prompt, limit):

@@ -35,6 +35,10 @@ from rawreact.models.cores import cpu_name
 from rawreact.models.llama import pick
 from rawreact.runs.setup import lats_options
 
+# A cost measured here includes computing the few-shot prefix, as it always did: no state kept by another process
+# is read (models.states), unless RAWREACT_STATES names a folder.
+os.environ.setdefault("RAWREACT_STATES", "off")
+
 SHARED = os.environ.get("RAWREACT_HOTPOTQA")
 
 

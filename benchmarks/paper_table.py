@@ -49,6 +49,10 @@ import kept
 from rawreact.models.cores import cpu_name
 from rawreact.tasks.loading import load_collection
 
+# A cost measured here includes computing the few-shot prefix, as it always did: no state kept by another process
+# is read (models.states), unless RAWREACT_STATES names a folder.
+os.environ.setdefault("RAWREACT_STATES", "off")
+
 SAMPLE = os.environ.get("RAWREACT_HOTPOTQA")
 TABLE = ["react", "standard", "cot", "act", "cot-sc", "react-cot-sc", "cot-sc-react"]  # cheap first, back-offs last
 EXTRA = {

@@ -24,6 +24,7 @@ time then measures the waiting).
 """
 
 import argparse
+import os
 import time
 
 import numpy as np
@@ -32,6 +33,10 @@ from rawreact import load_model, load_prompt
 from rawreact.models.batch import Engine
 from rawreact.models.cores import cpu_name
 from rawreact.models.gbnf import llama_cpp_module
+
+# A cost measured here includes computing the few-shot prefix, as it always did: no state kept by another process
+# is read (models.states), unless RAWREACT_STATES names a folder.
+os.environ.setdefault("RAWREACT_STATES", "off")
 
 llama_cpp = llama_cpp_module()  # loaded as rawreact loads it, with its bounded OpenMP spin (models/cores.py)
 

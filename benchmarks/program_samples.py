@@ -13,6 +13,7 @@ thread) of the run and of each replay, and the ratio.
 """
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -26,6 +27,10 @@ from rawreact.agents import programs  # noqa: E402
 from rawreact.agents.programs import ProgramPrompts  # noqa: E402
 from rawreact.models.cores import cpu_name  # noqa: E402
 from rawreact.tasks.loading import load_collection  # noqa: E402
+
+# A cost measured here includes computing the few-shot prefix, as it always did: no state kept by another process
+# is read (models.states), unless RAWREACT_STATES names a folder.
+os.environ.setdefault("RAWREACT_STATES", "off")
 
 
 def main() -> int:

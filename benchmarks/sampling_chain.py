@@ -13,6 +13,7 @@ greedy path, inside what the chain keeps (a rough share of the repositories' dra
 
 import argparse
 import math
+import os
 
 import numpy as np
 from pass_cost import decode, llama_cpp  # run as a script: its folder is on the path
@@ -22,6 +23,10 @@ from rawreact.models.batch import Engine
 from rawreact.models.cores import cpu_name
 from rawreact.models.llama import chain
 from rawreact.tasks.loading import load_collection
+
+# A cost measured here includes computing the few-shot prefix, as it always did: no state kept by another process
+# is read (models.states), unless RAWREACT_STATES names a folder.
+os.environ.setdefault("RAWREACT_STATES", "off")
 
 
 def cut(logits: np.ndarray, temperature: float) -> float:

@@ -26,6 +26,10 @@ from pathlib import Path
 from rawreact.environments import sandbox
 from rawreact.models.cores import cpu_name
 
+# A cost measured here includes computing the few-shot prefix, as it always did: no state kept by another process
+# is read (models.states), unless RAWREACT_STATES names a folder.
+os.environ.setdefault("RAWREACT_STATES", "off")
+
 PROGRAM = "def add(a, b):\n    return a + b\n"
 TESTS = "assert add(2, 3) == 5\nassert add(-1, 1) == 0\nassert add(0, 0) == 0\n"
 CPUACCT = Path("/sys/fs/cgroup/cpuacct")

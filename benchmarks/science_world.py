@@ -27,6 +27,10 @@ from rawreact.agents.commands import load_commands_grammar
 from rawreact.environments.scienceworld import SIMULATOR
 from rawreact.models.cores import cpu_name, process_seconds
 
+# A cost measured here includes computing the few-shot prefix, as it always did: no state kept by another process
+# is read (models.states), unless RAWREACT_STATES names a folder.
+os.environ.setdefault("RAWREACT_STATES", "off")
+
 SETTINGS = [("react", False), ("react", True), ("act", False), ("act", True)]
 
 

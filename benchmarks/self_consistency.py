@@ -20,6 +20,10 @@ from rawreact import load_collection, load_model, load_prompt
 from rawreact.agents.reasoning import STOPS, reason
 from rawreact.models.cores import cpu_name
 
+# A cost measured here includes computing the few-shot prefix, as it always did: no state kept by another process
+# is read (models.states), unless RAWREACT_STATES names a folder.
+os.environ.setdefault("RAWREACT_STATES", "off")
+
 SHARED = os.environ.get("RAWREACT_HOTPOTQA")  # a HotpotQA file in the official layout
 
 

@@ -21,6 +21,10 @@ from rawreact.models import build
 from rawreact.models.cores import cpu_name
 from rawreact.models.specs import model_path
 
+# A cost measured here includes computing the few-shot prefix, as it always did: no state kept by another process
+# is read (models.states), unless RAWREACT_STATES names a folder.
+os.environ.setdefault("RAWREACT_STATES", "off")
+
 
 def context(llm, streams: int, unified: bool, size: int):
     params = llama_cpp.llama_context_default_params()

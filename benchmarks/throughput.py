@@ -62,6 +62,10 @@ from rawreact.models.cores import cpu_name, process_seconds
 from rawreact.models.gbnf import llama_cpp_module
 from rawreact.models.specs import model_file
 
+# A cost measured here includes computing the few-shot prefix, as it always did: no state kept by another process
+# is read (models.states), unless RAWREACT_STATES names a folder.
+os.environ.setdefault("RAWREACT_STATES", "off")
+
 llama_cpp = llama_cpp_module()  # loaded as rawreact loads it, with its bounded OpenMP spin (models/cores.py)
 
 SAMPLE = os.environ.get("RAWREACT_HOTPOTQA")  # a HotpotQA file in the official layout

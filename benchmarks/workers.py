@@ -25,6 +25,10 @@ from servers import llama_server  # noqa: E402  (the tests' server launcher)
 
 from rawreact.models.cores import cpu_name  # noqa: E402
 
+# A cost measured here includes computing the few-shot prefix, as it always did: no state kept by another process
+# is read (models.states), unless RAWREACT_STATES names a folder.
+os.environ.setdefault("RAWREACT_STATES", "off")
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -32,6 +32,18 @@ def kept_runs(tmp_path_factory):
     return folder
 
 
+@pytest.fixture(scope="session", autouse=True)
+def kept_states(tmp_path_factory):
+    """The few-shot prefixes' states (models.states) are kept in one folder for the whole test run, shared by its
+    processes (each pytest-xdist worker's folder is beside the others'): a prompt's prefix is computed by the first
+    process that runs it, and read by the others; subprocesses inherit it. tests/test_states.py checks that a record
+    is the same either way."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "kept-states"
+    os.environ["RAWREACT_STATES"] = str(folder)
+    return folder
+
+
 @pytest.fixture(scope="session")
 def gemma():
     """The embedded default model, real weights, loaded once for the whole test run."""

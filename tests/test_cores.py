@@ -120,7 +120,9 @@ def test_a_run_records_its_thread_count_and_setting(tmp_path):
     manifest = read_manifest(out)
     assert manifest["threads"] == 1 and manifest["settings"]["threads"] == 1
     assert manifest["openmp"] == bound_spinning() and manifest["openmp"]["set_by"]  # how its threads wait
-    assert manifest["llama_cpp"] == build.loads() | {"kv_cache": "per stream", "batching": None}  # its arithmetic
+    # its arithmetic, and where the prefix's state is kept (the tests' folder, conftest.kept_states)
+    kept = {"kv_cache": "per stream", "batching": None, "prefix_states": os.environ["RAWREACT_STATES"]}
+    assert manifest["llama_cpp"] == build.loads() | kept
     assert manifest["llama_cpp"]["features"]
 
 

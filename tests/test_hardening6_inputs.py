@@ -166,12 +166,13 @@ def test_a_problem_whose_canonical_solution_fails_its_tests_is_refused_before_th
 ):
     """Item 11: a test that fails (or hangs on) the solution the file ships with failed every program, each after
     its whole limit ("timed out after 20 s" for each). Checked once, in the box, before any model loads, under the
-    hidden tests' limits (cut to 1 CPU second here, so that the hang costs 1 s, not 10)."""
+    hidden tests' limits (cut to 1 CPU second here, so that the hang costs 1 s, not 10; the wall limit stays wide, so
+    that on a busy machine the CPU limit still ends it first)."""
     from rawreact.cli.app import main
     from rawreact.environments import programs
     from rawreact.environments.sandbox import Limits
 
-    monkeypatch.setattr(programs, "HIDDEN", Limits(seconds=5.0, cpu_seconds=1))
+    monkeypatch.setattr(programs, "HIDDEN", Limits(seconds=60.0, cpu_seconds=1))
 
     data, script = tmp_path / "own.jsonl", tmp_path / "s.json"
     good = TOY | {"canonical_solution": "    return a + b\n"}

@@ -42,6 +42,7 @@ off, in passes of up to 7 tokens (`benchmarks/pass_cost.py` measures it).
 """
 
 import contextlib
+import ctypes
 import threading
 import time
 from collections import OrderedDict
@@ -54,6 +55,7 @@ from rawreact.core.errors import ModelError
 from rawreact.models.base import WORKER
 from rawreact.models.gbnf import llama_cpp_module
 from rawreact.models.lookup import Lookup
+from rawreact.models.states import States
 
 N_BATCH = 512  # prompt tokens per chunk, llama-cpp-python's default
 IDLE = 1.0  # seconds the decoder thread waits for work before it ends
@@ -66,9 +68,14 @@ class Prefix:
     """A registered prefix: the sequence that holds its cells, and whether they are computed."""
 
     seq: int
-    length: int
+    tokens: tuple[int, ...]
     ready: bool = False
     building: bool = False
+    alone: bool = True  # every pass that computed it held nothing else: its cells are what any process computes
+
+    @property
+    def length(self) -> int:
+        return len(self.tokens)
 
 
 @dataclass(eq=False)
@@ -131,6 +138,7 @@ class Engine:
         drafts: int = 0,
         flash: bool = True,
         rows: int | None = None,
+        states: Callable[[dict], States | None] | None = None,
     ) -> None:
         llama_cpp = self._llama_cpp = llama_cpp_module()
         params = llama_cpp.llama_context_default_params()
@@ -149,6 +157,9 @@ class Engine:
             raise ModelError(f"llama.cpp could not make a context of {streams} x {n_ctx} tokens; lower --n-ctx")
         self.llm, self.streams, self.drafts, self.unified, self.cells = llm, streams, drafts, unified, params.n_ctx
         self.flash = flash
+        # where the prefixes' states are kept (models.states), given what decides their cells besides the model's
+        self.states = None if states is None else states({"flash": flash, "unified": unified, "sequences":
+                                                          params.n_seq_max, "chunk": N_BATCH})  # fmt: skip
         self.n_threads, self.threads = n_threads, threads  # `threads()`: the count of the next pass (models.cores)
         self.stats = Stats()
         self.trace: list[tuple[bytes, int, int]] | None = None  # when a list: each draft's text before it, size, kept
@@ -254,7 +265,7 @@ class Engine:
                 if old is None:
                     return  # every sequence is being filled: episodes with this prefix evaluate it whole
                 free = {self.prefixes.pop(old).seq}
-            self.prefixes[key] = Prefix(min(free), len(key))
+            self.prefixes[key] = Prefix(min(free), key)
 
     def run(self, request: Request) -> Request:
         """Decode `request` to its end, sharing each step with the other requests in flight."""
@@ -368,7 +379,7 @@ class Engine:
         """
         s, tokens, llama_cpp = request.stream, request.tokens, self._llama_cpp
         cached = self.cached[s]
-        keep, prefix = 0, None
+        keep, prefix, restored = 0, None, False
         if not self._new(request):
             keep = min(
                 self.llm.longest_token_prefix(cached, tokens), len(tokens) - 1
@@ -384,6 +395,7 @@ class Engine:
                 llama_cpp.llama_memory_seq_rm(self.memory, s, -1, -1)
                 cached.clear()
                 self.holds[s] = None
+            restored = entry is not None and not entry.ready and self._restore(entry)
             if entry is not None and entry.ready and prefix is not None:
                 # between separate caches llama.cpp copies a whole stream's cache, n_ctx cells, whatever they hold
                 llama_cpp.llama_memory_seq_cp(self.memory, entry.seq, s, -1, -1)
@@ -396,6 +408,8 @@ class Engine:
         del cached[keep:]
         self.last[s] = request.prompt
         request.reused = request.position = keep
+        if restored:  # read, not computed: counted as the call that computes it counts it (models.states)
+            request.reused = 0
         ends = [len(prefix), len(tokens)] if prefix is not None else [len(tokens)]
         request.cuts, at = [], keep
         for end in ends:
@@ -447,6 +461,10 @@ class Engine:
                     pieces = request.tokens[request.position : end]
                 used += len(pieces)
                 chosen.append((request, pieces, request.build.seq if request.build is not None else request.stream))
+            if len(chosen) > 1:
+                for request, _, _ in chosen:
+                    if request.build is not None:
+                        request.build.alone = False
             if not self.unified:  # llama.cpp splits a pass of separate caches wherever the sequences do not ascend by 1
                 chosen.sort(key=lambda c: c[2])
             for request, pieces, seq in chosen:
@@ -556,10 +574,32 @@ class Engine:
         self.last[other.stream] = None  # samples share no episode
 
     def _built(self, request: Request) -> None:
-        """The prefix that `request` computed is complete: its stream starts from a copy of it."""
+        """The prefix that `request` computed is complete: its stream starts from a copy of it, and its state is
+        kept for later processes if it was computed alone."""
         entry, request.build = request.build, None
         self._llama_cpp.llama_memory_seq_cp(self.memory, entry.seq, request.stream, -1, -1)
         entry.ready, entry.building, self.holds[request.stream] = True, False, entry
+        if self.states is not None and entry.alone:
+            llama_cpp = self._llama_cpp
+            size = llama_cpp.llama_state_seq_get_size(self.ctx, entry.seq)
+            state = (ctypes.c_uint8 * size)()
+            if llama_cpp.llama_state_seq_get_data(self.ctx, state, size, entry.seq) == size:
+                self.states.write(entry.tokens, bytes(state))
+
+    def _restore(self, entry: Prefix) -> bool:
+        """Read `entry`'s kept state into its sequence, if one is kept and llama.cpp takes it."""
+        state = self.states.read(entry.tokens) if self.states is not None else None
+        if state is None:
+            return False
+        llama_cpp = self._llama_cpp
+        llama_cpp.llama_memory_seq_rm(self.memory, entry.seq, -1, -1)
+        taken = llama_cpp.llama_state_seq_set_data(self.ctx, (ctypes.c_uint8 * len(state)).from_buffer_copy(state),
+                                                   len(state), entry.seq)  # fmt: skip
+        if not taken or llama_cpp.llama_memory_seq_pos_max(self.memory, entry.seq) != entry.length - 1:
+            llama_cpp.llama_memory_seq_rm(self.memory, entry.seq, -1, -1)
+            return False
+        entry.ready = True
+        return True
 
     def _advance(self, request: Request, logits: np.ndarray) -> None:
         """Pick the next token and end the text as `create_completion` does, or feed the token on.

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from rawreact.core.errors import ContextLengthExceeded, ModelError
+from rawreact.models import states
 from rawreact.models.base import ChatReply, Completion
 from rawreact.models.batch import PREFIXES, Engine, Request
 from rawreact.models.build import loading, loads
@@ -27,7 +28,8 @@ class LlamaModel:
     context with one stream per worker (`workers`), so that `workers` questions decode together.
     Within an episode each call reuses the cached tokens it shares with the previous prompt, so a
     step only evaluates what the transcript added. A new episode starts from the saved state of
-    the run's few-shot prompt (`keep_prefix`), never from what an earlier episode left.
+    the run's few-shot prompt (`keep_prefix`; kept on disk for later processes, `states`), never from what an
+    earlier episode left.
     `reuse_cache=False` re-evaluates the whole prompt on every call instead, as a stateless API would.
 
     Greedy decoding under a grammar asks the grammar only about the tokens it is about to choose
@@ -111,6 +113,7 @@ class LlamaModel:
         self.temperature = temperature
         self.seed = seed
         self.reuse_cache = reuse_cache
+        self.states_folder = states.folder() if reuse_cache else None  # where prefix states are kept (models.states)
         self.grammar_first = grammar_first
         self.workers = workers
         self.drafts = drafts
@@ -204,6 +207,7 @@ class LlamaModel:
             # Samples of one prompt share its cells and decode side by side (benchmarks/lats.py: 1.12x fewer CPU-s
             # than one by one on Gemma); the workers' streams batch where the engine measured that it pays.
             rows=streams if sampling else None,
+            states=lambda layout: states.kept(self.states_folder, self.path, self.build, self.repack, layout),
         )
         for tokens in self._prefixes.values():
             engine.keep_prefix(tokens)

@@ -535,6 +535,8 @@ def model_facts(model: object, embedded: bool) -> dict:
             "kv_cache": "shared" if model.shared_cache else "per stream",
             # how many workers' tokens a pass holds, as the engine measured and chose (models.batch.calibrate)
             "batching": model.batching,
+            # where the few-shot prefix's computed state is kept for later processes (models.states; None: nowhere)
+            "prefix_states": None if model.states_folder is None else str(model.states_folder),
         }
         if hasattr(model, "build")
         else None,
