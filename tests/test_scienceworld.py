@@ -26,7 +26,13 @@ from rawreact.core.errors import DataError
 from rawreact.core.tasks import SCIENCEWORLD
 
 CONSOLE = Path(sys.executable).with_name("rawreact")
-UNBUFFERED = {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+
+def _unbuffered() -> dict:
+    """This process's environment as it is when a test runs (the session's fixtures set some of it), unbuffered."""
+    return {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -223,7 +229,7 @@ def test_the_embedded_model_runs_episodes_resumes_after_a_kill_and_leaves_no_jvm
     out = tmp_path / "real.jsonl"
     args = [str(CONSOLE), "run", "scienceworld:test_mini_mini:find-plant,melt", *grammar, "--max-steps", "3",
             "--threads", "1", "--out", str(out)]  # fmt: skip
-    with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=UNBUFFERED) as run:
+    with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=_unbuffered()) as run:
         for line in run.stdout:
             if line.startswith("result [1/2]"):
                 jvms = _java_children(run.pid)
@@ -233,7 +239,7 @@ def test_the_embedded_model_runs_episodes_resumes_after_a_kill_and_leaves_no_jvm
     assert not _wait_gone(jvms)  # killed outright, the run's JVM ends itself (its pipe broke)
     first = out.read_text().splitlines()
     assert len(first) == 1
-    done = subprocess.run([*args, "--resume"], capture_output=True, text=True, env=UNBUFFERED)
+    done = subprocess.run([*args, "--resume"], capture_output=True, text=True, env=_unbuffered())
     assert done.returncode == 0, done.stderr
     assert "1 already in" in done.stdout and "2 episodes: score" in done.stdout
     records = _records(out)
@@ -248,7 +254,7 @@ def test_sigterm_twice_mid_episode_ends_the_run_and_its_jvm(tmp_path):
     (tmp_path / "s.json").write_text(json.dumps(script))
     args = [str(CONSOLE), "run", "scienceworld:test_mini_mini:boil", "--model", f"scripted:{tmp_path / 's.json'}",
             "--out", str(tmp_path / "t.jsonl"), "--max-steps", "200"]  # fmt: skip
-    with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=UNBUFFERED) as run:
+    with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_unbuffered()) as run:
         for line in run.stdout:
             if line.startswith("> "):
                 jvms = _java_children(run.pid)

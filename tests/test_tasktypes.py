@@ -41,13 +41,15 @@ def made(tmp_path_factory) -> Path:
     return folder
 
 
-UNBUFFERED = {**os.environ, "PYTHONUNBUFFERED": "1"}
+def _unbuffered() -> dict:
+    """This process's environment as it is when a test runs (the session's fixtures set some of it), unbuffered."""
+    return {**os.environ, "PYTHONUNBUFFERED": "1"}
 
 
 def _killed_after_the_first(args: list, out: Path, cwd: Path | None = None) -> list[str]:
     """Run the command, SIGKILL it once its first result is printed, and return the run file's lines then."""
     with subprocess.Popen(args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                          env=UNBUFFERED) as process:  # fmt: skip
+                          env=_unbuffered()) as process:  # fmt: skip
         for line in process.stdout:
             if line.startswith("result [1/2]"):
                 process.send_signal(signal.SIGKILL)
@@ -179,7 +181,7 @@ def test_tw_make_games_run_on_the_embedded_model_and_resume_after_a_kill(made, t
     out = tmp_path / "real.jsonl"
     args = [str(CONSOLE), "run", str(made), "--method", "act", "--max-steps", "2", "--threads", "1", "--out", str(out)]
     first = _killed_after_the_first(args, out)
-    done = subprocess.run([*args, "--resume"], capture_output=True, text=True, env=UNBUFFERED)
+    done = subprocess.run([*args, "--resume"], capture_output=True, text=True, env=_unbuffered())
     assert done.returncode == 0, done.stderr
     assert "1 already in" in done.stdout and "2 games: success" in done.stdout
     records = [json.loads(line) for line in out.read_text().splitlines()]
@@ -231,7 +233,7 @@ def test_an_own_environment_runs_on_the_embedded_model_and_resumes_after_a_kill(
     args = [str(CONSOLE), "run", str(data), "--env", "glossary:make", "--max-steps", "2", "--threads", "1",
             "--out", str(out)]  # fmt: skip
     first = _killed_after_the_first(args, out, cwd=tmp_path)
-    done = subprocess.run([*args, "--resume"], cwd=tmp_path, capture_output=True, text=True, env=UNBUFFERED)
+    done = subprocess.run([*args, "--resume"], cwd=tmp_path, capture_output=True, text=True, env=_unbuffered())
     assert done.returncode == 0, done.stderr
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["id"] for r in records] == ["g1", "g2"] and records[0] == json.loads(first[0])
