@@ -364,6 +364,8 @@ def test_reference_dir_runs_reflexion_on_problems_and_records_it(tmp_path, capsy
     checkout = _checkout(tmp_path / "reflexion", "programming_runs")
     read = []  # every file the prompts are read from: the repository's py_generate.py is parsed once
     monkeypatch.setattr(rawreact.agents.prompts, "read_text", lambda path: read.append(path) or Path(path).read_text())
+    whole = rawreact.agents.prompts.read_bytes_and_text  # the bytes the manifest hashes, and their text, read once
+    monkeypatch.setattr(rawreact.agents.prompts, "read_bytes_and_text", lambda path: read.append(path) or whole(path))
     data = tmp_path / "toy.jsonl"
     data.write_text(json.dumps(PROBLEM) + "\n")
     script = tmp_path / "script.json"

@@ -4,7 +4,7 @@ own (its ReAct prompt, its value prompt in prompts/lats/, its Reflexion reflecti
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rawreact.core.errors import PromptError
@@ -33,6 +33,19 @@ class LatsPromptFiles:
     value: str = ""
     reflect: object = None
     value_source: str = "prompts/lats/value.txt"
+    # the repository's templates and the SHA-256 of the file's bytes they were read from (`read_reference`)
+    strings: dict | None = field(default=None, repr=False, compare=False)
+    file_sha256: str = ""
+
+    @classmethod
+    def read_reference(cls, path: str) -> "LatsPromptFiles":
+        """The repository's prompts, read once: a run sends the templates whose file's hash its manifest holds."""
+        from rawreact.agents.prompts import read_bytes_and_text
+
+        data, text = read_bytes_and_text(Path(path))
+        return cls(
+            lats_prompts=path, strings=reference_strings(path, text), file_sha256=hashlib.sha256(data).hexdigest()
+        )
 
     @property
     def source(self) -> str:
@@ -43,7 +56,7 @@ class LatsPromptFiles:
     def sha256(self) -> str:
         """A hash of what the prompts are made of: the repository's file, or the value and reflection prompts."""
         if self.lats_prompts is not None:
-            return hashlib.sha256(read_whole(self.lats_prompts)).hexdigest()
+            return self.file_sha256 or hashlib.sha256(read_whole(self.lats_prompts)).hexdigest()
         return hashlib.sha256(f"{self.value}\0{self.reflect.sha256}".encode()).hexdigest()
 
     def made(self, steps: str, model: Model) -> LatsPrompts:
@@ -51,7 +64,8 @@ class LatsPromptFiles:
         if self.lats_prompts is None:
             return own_prompts(steps, self.value, self.reflect, source=self.source)
         tokenize = getattr(model, "tokenize", None)
-        return reference_prompts(self.lats_prompts, (lambda t: len(tokenize(t))) if tokenize else words)
+        count = (lambda t: len(tokenize(t))) if tokenize else words
+        return reference_prompts(self.lats_prompts, count, self.strings)
 
 
 def words(text: str) -> int:
@@ -75,14 +89,14 @@ REFERENCE_FIELDS = {
 }
 
 
-def reference_strings(path: str) -> dict[str, str]:
+def reference_strings(path: str, text: str | None = None) -> dict[str, str]:
     """The repository's templates, read from its `hotpot/hotpot.py`, each checked to name only the fields its
     task fills: a PromptError naming the template and the field, when the file is read (before any model)."""
     import string
 
     from rawreact.agents.prompts import python_strings
 
-    found = python_strings(Path(path), REFERENCE_STRINGS)
+    found = python_strings(Path(path), REFERENCE_STRINGS, text)
     for name, template in found.items():
         allowed = REFERENCE_FIELDS[name]
         try:
@@ -104,13 +118,14 @@ def reference_strings(path: str) -> dict[str, str]:
 LONGEST = 4000  # hotpotqa.py's max_token_length: past it, the short prompts
 
 
-def reference_prompts(path: str, count: Callable[[str], int]) -> LatsPrompts:
+def reference_prompts(path: str, count: Callable[[str], int], found: dict | None = None) -> LatsPrompts:
     """The repository's prompts, read from its `hotpot/hotpot.py` (`path`), put together as its `HotPotQATask`
     does: the CoT prompt (with the failed trajectories and reflections, where there are any) around the
     question and steps, its short forms past 4,000 tokens (`count` counts them: the model's tokenizer here,
     GPT-2's there); the value prompt `value_prompt_reasoning` alone (its branch with the failed trajectories
-    is never taken: `if len(z) != 0 and False`); the reflection prompt around a failed trajectory."""
-    found = reference_strings(path)
+    is never taken: `if len(z) != 0 and False`); the reflection prompt around a failed trajectory. `found`: the
+    templates, read already."""
+    found = reference_strings(path) if found is None else found
 
     def expand(text: str, reflections: list[dict]) -> str:
         if not reflections:

@@ -15,6 +15,7 @@ run is read against its repository's file beside the other's, and the difference
 turns, the temperatures, the accumulated context) are the point of keeping them together.
 """
 
+import hashlib
 import math
 import random
 import re
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from pathlib import Path
 
+from rawreact.agents import prompts
 from rawreact.agents.programs import parses
 from rawreact.agents.prompts import python_strings
 from rawreact.agents.record import Step, Trajectory
@@ -58,6 +60,7 @@ class ProgramReference:
     repo: str
     chat: bool
     strings: dict = field(repr=False, compare=False, default_factory=dict)
+    sha256: str = ""  # of the file's bytes the strings were read from
 
     @classmethod
     def load(cls, path: str | Path, *, chat: bool) -> "ProgramReference":
@@ -78,13 +81,14 @@ class ProgramReference:
 def _loaded(path: str, chat: bool, *stamp: int) -> ProgramReference:
     """`ProgramReference.load`, by the file's path and its modification time and size (`stamp`)."""
     repo = "lats" if Path(path).parent.parent.name == "programming" else "reflexion"
-    strings = python_strings(Path(path), STRINGS)
+    data, text = prompts.read_bytes_and_text(Path(path))
+    strings = python_strings(Path(path), STRINGS, text)
     few = strings["PY_TEST_GENERATION_FEW_SHOT"]
     made = strings["PY_TEST_GENERATION_COMPLETION_INSTRUCTION"]  # an f-string around the tests' examples
     if "{PY_TEST_GENERATION_FEW_SHOT}" not in made:
         raise PromptError(f"{path}: PY_TEST_GENERATION_COMPLETION_INSTRUCTION no longer names its examples")
     strings["PY_TEST_GENERATION_COMPLETION_INSTRUCTION"] = made.replace("{PY_TEST_GENERATION_FEW_SHOT}", few)
-    return ProgramReference(path, repo, chat, strings)
+    return ProgramReference(path, repo, chat, strings, hashlib.sha256(data).hexdigest())
 
 
 def reference_source(path: str, *, chat: bool) -> str:

@@ -84,8 +84,14 @@ def exemplar_verbs(text: str) -> list[str]:
 def read_text(path: Path) -> str:
     """A prompt file's text as it is, or a PromptError naming the file (the Reflexion code reads its examples
     file whole)."""
+    return read_bytes_and_text(path)[1]
+
+
+def read_bytes_and_text(path: Path) -> tuple[bytes, str]:
+    """A prompt file's bytes and its text, read once (a run hashes the bytes it sends the text of)."""
     try:
-        return read_whole(path).decode("utf-8-sig")
+        data = read_whole(path)
+        return data, data.decode("utf-8-sig")
     except OSError as error:
         raise PromptError(f"{path}: cannot read the prompt file: {error.strerror}") from None
     except UnicodeDecodeError:
@@ -189,10 +195,10 @@ def python_string(path: Path, name: str) -> str:
     return python_strings(path, (name,))[name]
 
 
-def python_strings(path: Path, names: tuple[str, ...]) -> dict[str, str]:
-    """`python_string` of each of `names`, the file read and parsed once."""
+def python_strings(path: Path, names: tuple[str, ...], text: str | None = None) -> dict[str, str]:
+    """`python_string` of each of `names`, the file read and parsed once (`text`: what was read of it already)."""
     try:
-        tree = ast.parse(read_text(path))
+        tree = ast.parse(read_text(path) if text is None else text)
     except SyntaxError as error:
         raise PromptError(f"{path} line {error.lineno}: not Python: {error.msg}") from None
     found = {}

@@ -127,7 +127,7 @@ def compare(
                 out=sink,
                 workers=workers,
                 stop=stop,
-                **variant.solve_options(parts.grammar, parts.backoff, collection.task),
+                **parts.options,
             )
             for result in results:
                 if on_result is not None:

@@ -43,7 +43,6 @@ from rawreact.runs.setup import (
     load_parts,
     model_facts,
     model_options,
-    solve_options,
 )
 from rawreact.tasks.collection import Collection, Question, choose_questions
 from rawreact.tasks.games import undescribed
@@ -348,8 +347,9 @@ class RunPlan:
 
     @property
     def options(self) -> dict:
-        """The keyword arguments of `solve` (and `run_questions`) for this plan."""
-        return solve_options(self.settings, self.parts.grammar, self.parts.backoff, self.collection.task)
+        """The keyword arguments of `solve` (and `run_questions`) for this plan: made once, with its parts, so that
+        the run sends the prompts its manifest hashed (and Ray's actors get them in the plan, reading no file)."""
+        return self.parts.options
 
     def envs(self):
         """The environment of each question (`runs.setup.envs_of`)."""

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from rawreact.agents.commands import CommandGrammar, load_commands_grammar
 from rawreact.agents.grammar import Grammar, load_grammar, validate
-from rawreact.agents.lats_prompts import LatsPromptFiles, reference_strings
+from rawreact.agents.lats_prompts import LatsPromptFiles
 from rawreact.agents.programs import MAX_TESTS as MAX_OWN_TESTS
 from rawreact.agents.programs import NAMES as PROGRAM_PROMPTS
 from rawreact.agents.programs import ProgramPrompts
@@ -46,7 +46,6 @@ from rawreact.config.choices import (
 )
 from rawreact.config.settings import Settings, defaults, given_or, option
 from rawreact.core.errors import DataError, EnvironmentSetupError, GrammarError
-from rawreact.core.files import read_whole
 from rawreact.core.folders import split_named
 from rawreact.core.resources import resource
 from rawreact.core.tasks import QA, task_type
@@ -363,9 +362,8 @@ def lats_options(settings: Settings) -> dict:
     repository's file under --loop reference; rawreact's value prompt and reflection prompt otherwise)."""
     if settings.method != LATS:
         return {}
-    if settings.loop == "reference":
-        prompts = LatsPromptFiles(lats_prompts=settings.lats_prompts)
-        reference_strings(settings.lats_prompts)  # a template naming a field LATS does not fill: refused now
+    if settings.loop == "reference":  # read once (a template naming a field LATS does not fill: refused now)
+        prompts = LatsPromptFiles.read_reference(settings.lats_prompts)
     else:
         value = Path(settings.value_prompt) if settings.value_prompt else resource("prompts", "lats/value.txt")
         prompts = LatsPromptFiles(value=read_text(value), reflect=load_reflect_prompt(agent="react"),
@@ -396,14 +394,17 @@ def manifest_config(
     prompt: Prompt,
     grammar: Grammar | None,
     backoff: Prompt | None = None,
+    options: dict | None = None,
     **run,
 ) -> dict:
     """The manifest config of a run file: what `--resume` checks is unchanged.
 
     Files are recorded by content (SHA-256) as well as by name, so an edited grammar, script or
-    model file is told apart, and the same content under another path is the same run. `run` may
+    model file is told apart, and the same content under another path is the same run. The method's prompts are
+    hashed from `options` (`solve_options`'; made here when not given), the texts the run sends. `run` may
     set question, shuffle, shuffle_seed, shuffle_range and shard (a comparison's questions are its own).
     """
+    options = solve_options(settings, grammar, backoff, collection.task) if options is None else options
     shuffle = run.get("shuffle", False)
     sampled = settings.method in SAMPLING
     return (
@@ -441,18 +442,18 @@ def manifest_config(
             # What a step's call stops at (the tools method's chat turns are not text steps).
             "call_stop": CALL_STOPS[settings.loop] if acts(settings.method) and settings.method != "tools" else None,
         }
-        | _reflexion_config(settings, collection.task)
-        | ({} if task_type(collection.task).writes_programs else _lats_config(settings))
-        | _program_config(settings, collection)
+        | _reflexion_config(settings, collection.task, options)
+        | ({} if task_type(collection.task).writes_programs else _lats_config(settings, options))
+        | _program_config(settings, collection, options)
     )
 
 
-def _program_config(settings: Settings, collection: Collection) -> dict:
+def _program_config(settings: Settings, collection: Collection, options: dict | None = None) -> dict:
     """The program methods' part of the manifest config: their prompts by content, the implementations and token
     limit they ran with, and the box the programs had (`box.box`), which their verdicts depend on. A file of
     problems whose canonical solution fails its own tests is refused here, before any model loads."""
-    options = program_options(settings, collection.task)
-    if not options:
+    options = program_options(settings, collection.task) if options is None else options
+    if "program" not in options:
         return {}
     sandbox = program_box(settings)
     check_canonical(collection, settings.unboxed_programs)
@@ -465,7 +466,7 @@ def _program_config(settings: Settings, collection: Collection) -> dict:
         reference = chosen["reference"]
         return made | {
             "program_prompts": reference.source,
-            "program_prompts_sha256": hashlib.sha256(read_whole(reference.path)).hexdigest(),
+            "program_prompts_sha256": reference.sha256,
             "iterations": chosen.get("iterations"),
             "max_tokens": 1024,  # every call of the repositories'
             "sandbox": sandbox,
@@ -491,23 +492,23 @@ def program_box(settings: Settings) -> str:
     return made.said
 
 
-def _lats_config(settings: Settings) -> dict:
+def _lats_config(settings: Settings, options: dict | None = None) -> dict:
     """LATS's part of the manifest config: its settings and its prompts, by content (a resume with other ones is
     refused, as with a Reflexion run's)."""
     if settings.method != LATS:
         return {}
-    prompts = lats_options(settings)["lats"]["prompts"]
+    prompts = (lats_options(settings) if options is None else options)["lats"]["prompts"]
     keys = ("lats_samples", "lats_values", "lats_depth", "rollout_depth", "evaluator")
     made = {"lats_prompts": prompts.source, "lats_prompts_sha256": prompts.sha256}
     resolved = {"iterations": settings.step_iterations, "lats_temperature": settings.step_lats_temperature}
     return {k: getattr(settings, k) for k in keys} | resolved | made
 
 
-def _reflexion_config(settings: Settings, task: str = QA.name) -> dict:
+def _reflexion_config(settings: Settings, task: str = QA.name, options: dict | None = None) -> dict:
     """A Reflexion method's part of the manifest config: its settings and its reflection prompt, by content."""
     if settings.method not in REFLEXION:
         return {}
-    reflect = reflect_prompt_of(settings, task)
+    reflect = (_reflexion_options(settings, task) if options is None else options)["reflexion"]["reflect_prompt"]
     keys = ("strategy", "evaluator", "context", "reflect_max_tokens")
     return {k: getattr(settings, k) for k in keys} | {
         "trials": settings.question_trials,
@@ -568,6 +569,7 @@ class Parts:
     grammar: Grammar | None
     backoff: Prompt | None
     config: dict
+    options: dict  # `solve_options`': the method's prompts read once, the config's hashes made from them
 
 
 def load_parts(settings: Settings, collection: Collection, **run) -> Parts:
@@ -580,11 +582,12 @@ def load_parts(settings: Settings, collection: Collection, **run) -> Parts:
     if blind:
         raise DataError(f"{settings.where}{commands_unknown(blind[0])}")
     prompt, grammar, backoff = prompt_of(settings, task), grammar_of(settings), backoff_prompt_of(settings, task)
+    options = solve_options(settings, grammar, backoff, task)
     if task_type(task).style == "commands" and settings.loop == "reference" and settings.method in REFLEXION:
-        check_code_reflection(reflect_prompt_of(settings, task))  # the Reflexion code's query, before any model
+        check_code_reflection(options["reflexion"]["reflect_prompt"])  # the Reflexion code's query, before any model
     collection_of(settings, collection)  # opens the passages now: a bad store fails before any model loads
-    config = manifest_config(settings, collection, prompt, grammar, backoff, **run)
-    return Parts(prompt, grammar, backoff, config | check_env(settings, collection, grammar))
+    config = manifest_config(settings, collection, prompt, grammar, backoff, options, **run)
+    return Parts(prompt, grammar, backoff, config | check_env(settings, collection, grammar), options)
 
 
 def shared_passages(path: str) -> Passages:
