@@ -140,8 +140,9 @@ def test_every_refusal_of_a_run_is_raised_while_its_plan_is_made(files, stand_in
 def test_a_good_plan_starts_nothing_and_holds_the_run(files, stand_ins, tmp_path):
     """The plan of a run that will go: its settings, questions, prompt, run file and manifest config, made with
     nothing started; then its model loads (here a script), as `rawreact run` loads it."""
+    from rawreact.cli.given import plan_command
     from rawreact.cli.parser import parser
-    from rawreact.runs.plan import make_plan, plan_command
+    from rawreact.runs.plan import make_plan
 
     out = tmp_path / "run.jsonl"
     args = parser().parse_args(["run", str(files["data"]), "--max-steps", "4", "--limit", "2", "--out", str(out)])

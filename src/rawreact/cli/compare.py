@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 from rawreact.cli.files import intervals_note, shown
+from rawreact.cli.given import command_of
 from rawreact.cli.lines import score_cell
 from rawreact.cli.terminal import Stopper, progress
 from rawreact.config.choices import REFLEXION
@@ -22,7 +23,7 @@ from rawreact.tasks.loading import load_collection
 
 def compare_command(args: argparse.Namespace) -> int:
     """`rawreact compare`: every variant on the same questions, then the table with intervals."""
-    given = given_settings(args)
+    given = given_settings(command_of(args))
     shared = Settings(**{key: value for key, value in given.items() if key in SHARED})
     refuse_cache_inputs(given, args.config)
     if shared.ray is not None:  # a settings file's (compare has no --ray): refused rather than ignored

@@ -5,12 +5,12 @@ import argparse
 import copy
 
 from rawreact import __version__
+from rawreact.cli.given import RENAMED
 from rawreact.cli.nearest import NearestParser
 from rawreact.cli.run_options import positive, run_parser, seconds, share
 from rawreact.config.settings import VARIANT_KEYS
 from rawreact.experiments.variants import ABLATIONS
 from rawreact.reports.export import LAYOUTS
-from rawreact.runs.plan import RENAMED
 
 DESCRIPTION = (
     "Run ReAct agents on completion models (an embedded llama.cpp model, Ollama, or an OpenAI-compatible "

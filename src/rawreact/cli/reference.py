@@ -8,9 +8,9 @@ import functools
 import inspect
 import re
 
+from rawreact.cli.given import RENAMED
 from rawreact.cli.parser import parser
 from rawreact.config.settings import _DEFAULTS, KEYS, PATHS, VARIANT_KEYS, kind_text, option
-from rawreact.runs.plan import RENAMED
 
 WIDTH = 100  # the usage lines' width: fixed, so a page does not depend on the terminal it was made in
 PAGES = ("commands.md", "settings.md")

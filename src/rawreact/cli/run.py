@@ -9,6 +9,7 @@ from pathlib import Path
 from rawreact import __version__
 from rawreact.agents.record import Step, program_text
 from rawreact.agents.reflexion import Trial
+from rawreact.cli.given import plan_command
 from rawreact.cli.lines import (
     game_loop_said,
     loop_said,
@@ -31,7 +32,7 @@ from rawreact.models.cache import CachedModel
 from rawreact.models.specs import EMBEDDED_MODELS
 from rawreact.reports.summary import context_warning, summarize, summary_line
 from rawreact.runs.cluster import Cluster, ray_questions
-from rawreact.runs.plan import RunPlan, grammar_refusal, plan_command
+from rawreact.runs.plan import RunPlan, grammar_refusal
 from rawreact.runs.run import run_questions
 from rawreact.runs.setup import model_facts
 from rawreact.tasks.collection import Question
@@ -46,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, stack: ExitStack) -> int:
     plan = plan_command(args, say=lambda lines: print("\n".join(lines), flush=True))
     settings, collection, questions, parts = plan.settings, plan.collection, list(plan.questions), plan.parts
-    args.out = None if plan.out is None else str(plan.out)
+    out = None if plan.out is None else str(plan.out)  # the run file, chosen by the plan where --out gave none
     embedded = plan.embedded
     if settings.ray is not None:
         model, cluster = None, stack.enter_context(_cluster(args, plan))
@@ -72,9 +73,7 @@ def _run(args: argparse.Namespace, stack: ExitStack) -> int:
         f"{plan.prompt.source}"
         + ("" if plan.prompt.exemplars is None else f" ({plural(plan.prompt.exemplars, 'exemplar')})")
         + f", grammar {parts.config['grammar'] or 'off'}"
-        f"{passages_said(settings)}"
-        + verbs_said(parts.config)
-        + (f"; {len(done)} already in {args.out}" if done else ""),
+        f"{passages_said(settings)}" + verbs_said(parts.config) + (f"; {len(done)} already in {out}" if done else ""),
         flush=True,
     )
     if task.writes_programs and collection.name.lower().startswith("humaneval"):
@@ -156,8 +155,8 @@ def _run(args: argparse.Namespace, stack: ExitStack) -> int:
         say_cache(model, sink)
     if plan.kept and records:
         print(
-            f"rawreact: the run is kept in {args.out} (--out chooses the file); look at it with `rawreact show "
-            f"{args.out}` or `rawreact report {args.out} --html report.html`",
+            f"rawreact: the run is kept in {out} (--out chooses the file); look at it with `rawreact show "
+            f"{out}` or `rawreact report {out} --html report.html`",
             file=sys.stderr,
         )
     warning = context_warning(summary, n_ctx=settings.n_ctx)
@@ -165,7 +164,7 @@ def _run(args: argparse.Namespace, stack: ExitStack) -> int:
         print(f"rawreact: warning: {warning}", file=sys.stderr)
     if stopper.signal is not None and len(records) < len(questions):
         kept = f"{len(records)} of {plural(len(questions), task.unit)}"  # questions, games, problems
-        where = f"; {kept} are in {args.out}, --resume finishes" if sink else ""
+        where = f"; {kept} are in {out}, --resume finishes" if sink else ""
         print(f"rawreact: stopped early{where}", file=sys.stderr)
         return 128 + stopper.signal
     return 0

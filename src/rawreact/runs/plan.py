@@ -10,7 +10,6 @@ plan they make is the only thing a run reads its settings through; split, each p
 others' results.
 """
 
-import argparse
 import os
 import re
 import sys
@@ -19,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rawreact.config import paper
-from rawreact.config.choices import LATS, MODES, REFLEXION
+from rawreact.config.choices import LATS, REFLEXION
 from rawreact.config.files import is_manifest, manifest_settings, read_settings, recorded_env
-from rawreact.config.settings import KEYS, OPTIONS, PATHS, Settings, in_shard
+from rawreact.config.settings import PATHS, Settings, in_shard
 from rawreact.core.errors import DataError, EnvironmentSetupError, GrammarError
 from rawreact.core.folders import check_parents, split_named
 from rawreact.core.modules import module_problem, read_module
@@ -52,8 +51,18 @@ from rawreact.tasks.scienceworld import parse as parse_scienceworld
 
 RUNS = "runs"  # where a run without --out is kept, under the current folder (RAWREACT_RUNS: elsewhere)
 
-# The parser's name (dest) of each flag whose setting has another name: exemplars -> k (config.settings.OPTIONS).
-RENAMED = {option.removeprefix("--").replace("-", "_"): key for key, option in OPTIONS.items()}
+
+@dataclass(frozen=True)
+class Command:
+    """What a command line asked for, made once by the command line (`cli.given.command_of`): the settings it typed
+    (a flag left out is absent), its settings file (`--config`), the checkout `--reference` names, and its run file
+    (`--out`, `--resume`). Nothing under `runs/` reads the command line itself."""
+
+    typed: dict
+    config: str | None = None
+    reference: str | None = None
+    out: str | None = None
+    resume: bool = False
 
 
 @dataclass
@@ -66,46 +75,21 @@ class Chosen:
     paper: dict | None = None
 
 
-def given_flags(args: argparse.Namespace) -> dict:
-    """The settings the user typed on the command line (flags left out are None, or absent)."""
-    given = {}
-    for name, value in vars(args).items():
-        key = RENAMED.get(name, name)
-        if key in KEYS and value is not None:
-            given[key] = value
-    if "grammar" in given:
-        given["grammar"] = _grammar_mode(args, given)
-    return given
-
-
-def _grammar_mode(args: argparse.Namespace, given: dict) -> str | None:
-    """The grammar mode of `run`: --grammar's mode, or None for off.
-
-    `--grammar` alone means step, so in `run --grammar data.json` the word after it is the data
-    file: the modes are fixed words, and anything else that names a file is taken as the data.
-    """
-    if args.grammar not in ("off", *MODES):
-        if args.data is None and (Path(args.grammar).exists() or args.grammar.endswith((".json", ".jsonl"))):
-            given["data"] = args.data = args.grammar
-            return "step"
-        raise DataError(f"--grammar takes off, step, action, titles or commands, not {args.grammar!r}")
-    return None if args.grammar == "off" else args.grammar
-
-
-def given_settings(args: argparse.Namespace) -> dict:
+def given_settings(command: Command) -> dict:
     """The settings a command was given: its `--config` file's, with the flags typed beside it over them.
 
     Code is imported only where the user named it (`environments.custom`): the `env` of a run's manifest (a
     file runs are shared in) only when the command line names the same module with `--env`, and only if its
     source is the one the run recorded; a TOML file's `env` is named in a line before it is imported."""
-    from_file = read_settings(args.config) if args.config else {}
-    typed = given_flags(args)
+    config = command.config
+    from_file = read_settings(config) if config else {}
+    typed = dict(command.typed)
     if from_file.get("env") is not None:
-        _check_env_of(args.config, from_file["env"], typed.get("env"))
-    if from_file.get("ray") not in (None, "local") and typed.get("ray") is None and is_manifest(args.config):
+        _check_env_of(config, from_file["env"], typed.get("env"))
+    if from_file.get("ray") not in (None, "local") and typed.get("ray") is None and is_manifest(config):
         address = from_file["ray"]  # joining sends the cluster the plan and unpickles what its workers send back
         raise DataError(
-            f"{args.config} ran on the Ray cluster at {address}; a cluster a run's manifest names is joined only "
+            f"{config} ran on the Ray cluster at {address}; a cluster a run's manifest names is joined only "
             f"when the command line names it too: add --ray-address {address}, or --ray to start a Ray of this "
             "run's own, or leave both out to run here"
         )
@@ -135,25 +119,25 @@ def _check_env_of(config: str, spec: str, typed: str | None) -> None:
         check_recorded(typed, recorded[1], config, recorded[2])
 
 
-def choose(args: argparse.Namespace) -> Chosen:
+def choose(command: Command) -> Chosen:
     """The settings of `rawreact run`, and its questions, checked before any model loads."""
-    given = given_settings(args)
+    given = given_settings(command)
     data = given.get("data")
-    if data is not None and given.get("question") is None and not args.reference and is_scienceworld(str(data)):
-        _check_game(given, SCIENCEWORLD.name, args.config)  # before its simulator's JVM starts to list the episodes
+    if data is not None and given.get("question") is None and not command.reference and is_scienceworld(str(data)):
+        _check_game(given, SCIENCEWORLD.name, command.config)  # before its simulator's JVM starts to list the episodes
     collection = _collection(given)
     _judged_by_the_game(given, collection.task)
     options = {}
-    if args.reference:
+    if command.reference:
         method = given.get("method", "react")
         count = 1 if given.get("question") is not None else len(collection.questions)
-        options = paper.reference_options(args.reference, collection.task, method, count)
-    settings = _settings({k: v for k, v in options.items() if k not in given} | given, args.config)
+        options = paper.reference_options(command.reference, collection.task, method, count)
+    settings = _settings({k: v for k, v in options.items() if k not in given} | given, command.config)
     questions = _chosen(settings, collection)
     info = None
-    if args.reference:
+    if command.reference:
         yours = {k: v for k, v in given.items() if k in options}
-        info = {"options": options, "given": yours, "task": collection.task, "directory": args.reference}
+        info = {"options": options, "given": yours, "task": collection.task, "directory": command.reference}
     return Chosen(settings, collection, questions, info)
 
 
@@ -469,9 +453,9 @@ def make_plan(
                    paper, calls)  # fmt: skip
 
 
-def plan_command(args: argparse.Namespace, say=None) -> RunPlan:
-    """The plan of `rawreact run`'s command line (see `make_plan`)."""
-    check_outputs(args.out, args.resume, args.config)
-    chosen = choose(args)
-    return make_plan(chosen.settings, chosen.collection, chosen.questions, out=args.out, resume=args.resume,
-                     keep=True, config=args.config, paper=chosen.paper, say=say)  # fmt: skip
+def plan_of(command: Command, say=None) -> RunPlan:
+    """The plan of `rawreact run`'s command line, made into a `Command` (see `make_plan`)."""
+    check_outputs(command.out, command.resume, command.config)
+    chosen = choose(command)
+    return make_plan(chosen.settings, chosen.collection, chosen.questions, out=command.out, resume=command.resume,
+                     keep=True, config=command.config, paper=chosen.paper, say=say)  # fmt: skip
