@@ -36,7 +36,7 @@ from pathlib import Path
 from rawreact import load_collection, load_model, load_prompt, run_questions
 from rawreact.core.processes import kill_until_gone
 from rawreact.models.cores import cpu_name
-from rawreact.runs.cluster import LOCAL_ONLY  # Ray's switch for a machine that is no cluster's node
+from rawreact.runs.ray_start import LOCAL_ONLY  # Ray's switch for a machine that is no cluster's node
 
 STEPS = 2  # a search, then a finish
 
