@@ -23,6 +23,7 @@ import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from rawreact.core.errors import EnvironmentSetupError
 from rawreact.core.processes import kill_until_gone
@@ -165,6 +166,7 @@ def _in_box(made: Box, uid: int | None, given: dict, limits: Limits, out, err, v
     shares = {"folder": limits.written // 2, "tmp": limits.written // 4, "shm": limits.written // 4}
     argv = made.argv([made.python, "-I", "-B", "-c", HARNESS], info_fd=write, **shares)
     groups = Cgroups(made.cgroups, uid, limits.memory, limits.processes + 1) if made.cgroups else None  # (+ bwrap)
+    namespace = None
     try:
         argv = argv if groups is None else groups.joining(argv)
         process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=out, stderr=err, env={}, cwd="/",
@@ -173,6 +175,7 @@ def _in_box(made: Box, uid: int | None, given: dict, limits: Limits, out, err, v
         os.close(write)
         write = -1
         first = _first_pid(read)  # the box's first process: killing it ends every process in the box
+        namespace = _namespace(first)
         code, timed_out = _wait(process, json.dumps(given).encode(), limits.seconds, first)
         return code, timed_out, groups is not None and groups.out_of_memory()
     finally:
@@ -181,6 +184,8 @@ def _in_box(made: Box, uid: int | None, given: dict, limits: Limits, out, err, v
             os.close(write)
         if groups is not None:
             groups.remove()
+        if namespace is not None:  # the kernel kills the rest when the first ends, but does not wait for them
+            kill_until_gone(lambda: _in_namespace(namespace), rounds=1000)
 
 
 def _unboxed(uid: int | None, given: dict, limits: Limits, out, err, verdict) -> tuple:
@@ -227,6 +232,30 @@ def _end(process: subprocess.Popen, first: int | None) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
     process.wait()
+
+
+def _namespace(pid: int | None) -> str | None:
+    """The pid namespace of a box's first process (`pid:[INODE]`), or None where it cannot be read."""
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid") if pid else None
+    except OSError:
+        return None
+
+
+def _in_namespace(namespace: str) -> list[int]:
+    """The live processes (not zombies) of a box's pid namespace: those the kernel has not yet ended."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                if (
+                    os.readlink(f"/proc/{entry.name}/ns/pid") == namespace
+                    and "State:\tZ" not in Path(f"/proc/{entry.name}/status").read_text()
+                ):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
 
 
 def _first_pid(read: int) -> int | None:
