@@ -11,6 +11,9 @@ from rawreact.agents.prompts import load_prompt
 from rawreact.models import states
 from rawreact.models.llama import LlamaModel
 
+sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
+from prefix_states import timeless  # noqa: E402 (the benchmark's: a record without when it ran, or how long)
+
 BIN = Path(sys.executable).parent
 QUESTIONS = ["Question: Who founded the Orlo Lantern Festival?\nThought 1:", "Question: Where is Calvora?\nThought 1:"]
 
@@ -66,11 +69,11 @@ def test_states_are_keyed_by_everything_that_decides_them_and_the_folder_is_trim
     its size; one that cannot be written keeps nothing and raises nothing."""
     basis = {"model_sha256": "a" * 64, "llama_cpp": "0.3.36", "features": ["AVX2"], "repack": True, "flash": True,
              "unified": False, "sequences": 3, "chunk": 512}  # fmt: skip
-    kept = states.States(tmp_path, basis)
+    kept = states.States(tmp_path, lambda: basis)
     tokens = (2, 17, 99)
     paths = {kept.path(tokens), kept.path(tokens[:-1])}
     for key in basis:
-        paths.add(states.States(tmp_path, basis | {key: "other"}).path(tokens))
+        paths.add(states.States(tmp_path, lambda key=key: basis | {key: "other"}).path(tokens))
     assert len(paths) == 2 + len(basis)
     for k in range(4):
         kept.write((k,), bytes(100))
@@ -80,7 +83,7 @@ def test_states_are_keyed_by_everything_that_decides_them_and_the_folder_is_trim
     assert kept.read((3,)) == bytes(100) and kept.read((0,)) is None
     blocked = tmp_path / "file"
     blocked.write_text("not a folder")
-    states.States(blocked, basis).write(tokens, b"x")  # nothing kept, nothing raised
+    states.States(blocked, lambda: basis).write(tokens, b"x")  # nothing kept, nothing raised
     monkeypatch.setenv("RAWREACT_STATES", "off")
     assert states.folder() is None
     monkeypatch.delenv("RAWREACT_STATES")
@@ -95,16 +98,7 @@ def _run(out: Path, folder: str) -> list[dict]:
     assert done.returncode == 0, done.stderr[-2000:]
     manifest = json.loads(out.with_name(out.name + ".manifest.json").read_text())
     assert manifest["llama_cpp"]["prefix_states"] == (None if folder == "off" else folder)
-    return [_timeless(json.loads(line)) for line in out.read_text().splitlines()]
-
-
-def _timeless(found: object) -> object:
-    """A record without when it ran and how long each part took."""
-    if isinstance(found, dict):
-        return {k: _timeless(v) for k, v in found.items() if k not in ("started", "finished", "seconds")}
-    if isinstance(found, list):
-        return [_timeless(v) for v in found]
-    return found
+    return [timeless(json.loads(line)) for line in out.read_text().splitlines()]  # without when, or how long
 
 
 def test_the_command_line_writes_the_same_records_with_a_state_kept_read_or_none(tmp_path):

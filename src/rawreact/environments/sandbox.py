@@ -22,8 +22,8 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from rawreact.core.errors import EnvironmentSetupError
 from rawreact.core.processes import kill_until_gone
@@ -244,18 +244,7 @@ def _namespace(pid: int | None) -> str | None:
 
 def _in_namespace(namespace: str) -> list[int]:
     """The live processes (not zombies) of a box's pid namespace: those the kernel has not yet ended."""
-    found = []
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                if (
-                    os.readlink(f"/proc/{entry.name}/ns/pid") == namespace
-                    and "State:\tZ" not in Path(f"/proc/{entry.name}/status").read_text()
-                ):
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
+    return _live(lambda pid, status: os.readlink(f"/proc/{pid}/ns/pid") == namespace)
 
 
 def _first_pid(read: int) -> int | None:
@@ -301,6 +290,16 @@ def _reason(code: int | None, timed_out: bool, oom: bool, stderr: str, limits: L
 
 def processes_of(uids: range) -> list[int]:
     """The live processes (not zombies) whose user id is in `uids`: one program's (its own id), or any program's."""
+    return _live(lambda pid, status: _uid(status) in uids)
+
+
+def _uid(status: str) -> int | None:
+    """The real user id a `/proc/PID/status` names."""
+    return next((int(line.split()[1]) for line in status.splitlines() if line.startswith("Uid:")), None)
+
+
+def _live(chosen: Callable[[str, str], bool]) -> list[int]:
+    """The live processes (not zombies) that `chosen(pid, status)` accepts, `status` their `/proc/PID/status`."""
     found = []
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
@@ -308,13 +307,10 @@ def processes_of(uids: range) -> list[int]:
         try:
             with open(f"/proc/{entry.name}/status") as file:
                 status = file.read()
-        except OSError:
+            if "State:\tZ" not in status and chosen(entry.name, status):
+                found.append(int(entry.name))
+        except OSError:  # gone meanwhile, or not ours to read
             continue
-        for line in status.splitlines():
-            if line.startswith("Uid:"):
-                if int(line.split()[1]) in uids and "State:\tZ" not in status:
-                    found.append(int(entry.name))
-                break
     return found
 
 

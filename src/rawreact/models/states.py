@@ -22,6 +22,8 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Callable
+from functools import cached_property
 from pathlib import Path
 
 from rawreact.core.folders import cache_home
@@ -42,20 +44,25 @@ def folder() -> Path | None:
 
 def kept(where: Path | None, model: Path, build: list[str], repack: bool, layout: dict) -> "States | None":
     """The kept states of an engine's prefixes, or None where none are kept: the model file (by content), llama.cpp's
-    version and build, and the engine's `layout` decide them."""
+    version and build, and the engine's `layout` decide them. The file is hashed when a prefix is first kept or
+    looked for, not when the engine is made (an engine that keeps no prefix never hashes it)."""
     if where is None:
         return None
-    basis = {"model_sha256": model_sha256(str(model)), "llama_cpp": llama_cpp_module().__version__, "features": build,
-             "repack": repack}  # fmt: skip
-    return States(where, basis | layout)
+    basis = {"llama_cpp": llama_cpp_module().__version__, "features": build, "repack": repack} | layout
+    return States(where, lambda: basis | {"model_sha256": model_sha256(str(model))})
 
 
 class States:
-    """The kept states of one engine's prefixes: `basis` holds everything besides the tokens that decides them."""
+    """The kept states of one engine's prefixes: `basis()` makes what, besides the tokens, decides them (made once,
+    when first needed)."""
 
-    def __init__(self, where: Path, basis: dict) -> None:
-        self.where, self.basis = where, json.dumps(basis, sort_keys=True)
+    def __init__(self, where: Path, basis: Callable[[], dict]) -> None:
+        self.where, self._basis = where, basis
         self.read_count = self.written = 0
+
+    @cached_property
+    def basis(self) -> str:
+        return json.dumps(self._basis(), sort_keys=True)
 
     def path(self, tokens: tuple[int, ...]) -> Path:
         digest = hashlib.sha256(self.basis.encode())
