@@ -46,6 +46,8 @@ def test_a_second_model_reads_the_prefix_the_first_computed_and_answers_as_it_di
     assert read == computed and computed[0][2] == computed[0][1]  # the first call counts the prefix either way
     length = len(first.tokenize(prefix))
     assert length > 200 and first.engine.stats.tokens - second.engine.stats.tokens == length  # the second read it
+    # at more threads none is kept: there a state read gave other text than a computed one (models.states)
+    assert LlamaModel(gemma.path, n_ctx=4096, n_threads=2).states_folder is None
 
 
 def test_a_state_cut_short_or_altered_is_computed_again_and_kept_whole(gemma, tmp_path, monkeypatch):

@@ -113,7 +113,10 @@ class LlamaModel:
         self.temperature = temperature
         self.seed = seed
         self.reuse_cache = reuse_cache
-        self.states_folder = states.folder() if reuse_cache else None  # where prefix states are kept (models.states)
+        # where prefix states are kept (models.states): at one fixed llama.cpp thread only, where a state read gives
+        # the records a computed one gives (at two, measured, it did not)
+        kept = reuse_cache and self.cores is None and n_threads == 1
+        self.states_folder = states.folder() if kept else None
         self.grammar_first = grammar_first
         self.workers = workers
         self.drafts = drafts

@@ -10,7 +10,11 @@ a later one reads it into its prefix's sequence instead of computing it.
 What a run writes does not depend on it: the state read is the bytes the computation would give (the prefix of
 a pass that held nothing else; one that shared its pass with other streams' tokens is not kept), and the call
 that starts from it counts the prefix as evaluated, as the call that computes it does, so a record is the same
-either way (`tests/test_states.py` runs a question both ways). The run's manifest names the folder.
+either way (`tests/test_states.py` runs a question both ways). That holds at one llama.cpp thread, and only there
+are states kept: at two threads the state's bytes are the same, but the demo's 7 questions on Gemma 3 270M
+wrote other text from step 2 of some questions when it was read than when it was computed (EM 0.000 against
+0.143), so a model at more threads, or at `--threads auto`, keeps none. The run's manifest names the folder, or
+none.
 
 The folder is `$XDG_CACHE_HOME/rawreact/states`; `RAWREACT_STATES` names another, or `off` keeps none. A state
 is about 9 KB a token on Gemma 3 270M (11.8 MB for the demo's prompt); the folder keeps the states read or
